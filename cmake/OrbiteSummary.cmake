@@ -1,0 +1,6 @@
+message(STATUS "OrbiTE ${PROJECT_VERSION} (${CMAKE_BUILD_TYPE})")
+message(STATUS "  RDMA (libibverbs.so.1 at run time): ${ORBITE_WITH_RDMA}")
+message(STATUS "  CUDA (libcuda.so.1 at run time):    ${ORBITE_WITH_CUDA} ${ORBITE_CUDA_INCLUDE_DIR}")
+message(STATUS "  MPI bootstrap (orbite_mpi):         ${ORBITE_WITH_MPI}")
+message(STATUS "  hwloc:                              ${HWLOC_VERSION}")
+message(STATUS "  sanitizers:                         ${ORBITE_SANITIZE}")

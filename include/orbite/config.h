@@ -1,0 +1,207 @@
+// Typed engine configuration. Defaults are the OrbiTE guide's. An engine copies its configuration
+// when it is created and never changes it afterwards.
+//
+// The JSON document mirrors these structures: top-level engine fields, then "rdma": {...},
+// "tcp": {...}, "shm": {...}, "bootstrap": {...}, "topology": {...}. docs/configuration.md lists
+// every field with its JSON spelling, type, default and environment variable.
+#pragma once
+
+#include <orbite/export.h>
+#include <orbite/status.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace orbite {
+
+using Duration = std::chrono::nanoseconds;
+
+inline constexpr std::uint64_t kKiB = 1024;
+inline constexpr std::uint64_t kMiB = 1024 * kKiB;
+inline constexpr std::uint64_t kGiB = 1024 * kMiB;
+
+// How the proxy's workers wait for work: spinning on the transports, or sleeping on
+// epoll/eventfd and completion channels so that an idle engine costs no CPU.
+enum class ProgressMode : std::uint8_t { Polling, EventDriven };
+
+namespace rdma {
+
+// Backing of host memory on RDMA: the application range itself, or private registered staging.
+enum class RdmaHostMemory : std::uint8_t { Direct, Staged };
+// Backing of NVIDIA device memory on RDMA: owned host staging (default) or a GPU MR.
+enum class RdmaCudaMemory : std::uint8_t { Staged, Direct };
+// How a GPU MR is registered when cuda_memory is Direct.
+enum class GpuDirectRegistration : std::uint8_t { Auto, Dmabuf, Peermem };
+// The guide's name for the progress mode.
+using RdmaProgressMode = ProgressMode;
+
+// TENT's SchedulingParams for bandwidth-aware NIC selection.
+struct SchedulingParams {
+  // Score-based selection (TENT's DeviceSelector); false gives round-robin within the first tier.
+  bool smart_selection = true;
+  // Multipliers of the predicted service time for NIC tiers 0, 1 and 2 of a location.
+  std::array<double, 3> tier_weights = {1.0, 5.0, 10.0};
+  // Every Nth multi-slice parent probes eligible NICs round-robin.
+  std::uint32_t multipath_probe_period = 100;
+};
+
+struct ORBITE_API RdmaConfig {
+  // Device, port and GID pins. Unset lets discovery choose; a pin never falls back.
+  std::optional<std::string> device;
+  std::optional<std::uint32_t> port;
+  std::optional<std::uint32_t> gid_index;
+  // Filters applied before a device is opened; a nonempty whitelist wins over the blacklist.
+  std::vector<std::string> rdma_whitelist;
+  std::vector<std::string> rdma_blacklist;
+  // Restricts dispatch to these stable NIC IDs (bit i = NIC i, up to 64). Unset: no restriction.
+  std::optional<std::uint64_t> device_mask;
+  // CPU NUMA hint overriding the owner's location.
+  std::optional<std::uint32_t> preferred_numa_node;
+  // Reject NICs known to be on another NUMA node than the memory; unknown locality stays eligible.
+  bool strict_local_numa = false;
+  // Inline TENT priority matrix (JSON text); wins over custom_json_path. At most 1 MiB.
+  std::optional<std::string> priority_matrix;
+  // TENT matrix or native {"nics","mems"} file, read at initialization. At most 1 MiB.
+  std::optional<std::string> custom_json_path;
+  SchedulingParams scheduling;
+
+  RdmaHostMemory host_memory = RdmaHostMemory::Direct;
+  RdmaCudaMemory cuda_memory = RdmaCudaMemory::Staged;
+  GpuDirectRegistration gpu_direct_registration = GpuDirectRegistration::Auto;
+  // Never use GPU Direct RDMA. Combined with cuda_memory = Direct it is a configuration error.
+  bool disable_gpu_direct_rdma = false;
+  // Log each selected NIC pair and slice length at debug level (never keys or addresses).
+  bool log_slice_affinity = false;
+  // Let a GPU source reuse a connected QP and its local-only GPU MR (opt-in).
+  bool gpu_source_reuse = false;
+
+  // Order work sharing a NIC and priority by the DeadlineMlu formula.
+  bool deadline_bw_arbitration = false;
+  // Age after which ready lower-priority payloads are promoted one tier.
+  Duration priority_promotion_timeout = std::chrono::milliseconds(10);
+  // Promote only entries that individually aged out (false: an aged head promotes its tier).
+  bool priority_promotion_per_entry = false;
+  // POSIX shared-memory name shared by cooperating processes' priority slots; unset: local only.
+  std::optional<std::string> shared_quota_shm_path;
+  // Length of one shared priority slot.
+  Duration slot_rotation_interval = std::chrono::milliseconds(2);
+
+  // Budgets (admission limits, not throughput guarantees).
+  std::uint32_t max_endpoints = 64;
+  std::uint32_t max_grants = 64;
+  std::uint32_t max_send_wr = 16;
+  std::uint32_t max_cqes = 1024;
+  std::uint64_t max_direct_bytes = 64 * kMiB;
+  std::uint64_t max_staging_bytes = 64 * kMiB;
+  std::uint32_t max_cached_mrs = 64;
+  std::uint64_t max_cached_mr_bytes = 64 * kMiB;
+  std::uint32_t max_window_key_indices = 65536;
+
+  // Requested READ depths per RC QP, clamped to what the HCA reports (zero stays zero).
+  std::uint32_t max_rd_atomic = 16;
+  std::uint32_t max_dest_rd_atomic = 16;
+  // Signal every Nth payload WR (and the post tail), capped at half the SQ depth.
+  std::uint32_t signal_interval = 1;
+
+  // Rail health: errors inside the window pause a NIC pair for the cooldown.
+  std::uint32_t rail_error_threshold = 3;
+  Duration rail_error_window = std::chrono::seconds(10);
+  Duration rail_cooldown = std::chrono::seconds(30);
+  Duration rail_probe_interval = std::chrono::seconds(1);
+  std::uint32_t max_rail_pairs = 4096;
+
+  // Base slice block for multirail slicing.
+  std::uint64_t block_size = 64 * kKiB;
+  // Rate assumed for a port whose reported rate is unknown or out of range.
+  double default_bandwidth_gbps = 400.0;
+  // Period of the monitor's context scans.
+  Duration monitor_interval = std::chrono::seconds(1);
+  // One destruction window for a parent's cleanup; expiry proves nothing.
+  Duration destroy_timeout = std::chrono::seconds(30);
+
+  // The guide's RdmaConfig::new(device): strictly pin that device, port 1 and GID index 0.
+  static RdmaConfig pinned(std::string device_name);
+};
+
+}  // namespace rdma
+
+struct TcpConfig {
+  // Interfaces for control and data sockets in NCCL_SOCKET_IFNAME syntax ("eth", "^docker",
+  // "=eth0"). Empty: loopback when the store is on loopback, else the first usable interface.
+  std::string interface;
+  // Parallel connections per peer for bandwidth.
+  std::uint32_t streams_per_peer = 1;
+  bool nodelay = true;
+  bool keepalive = true;
+  // Bound for establishing a connection to a peer.
+  Duration connect_timeout = std::chrono::seconds(30);
+  // Bound for declaring a silent peer dead (ConnectionLost).
+  Duration peer_timeout = std::chrono::seconds(10);
+  // Socket buffer sizes; 0 keeps the kernel's default (and its autotuning).
+  std::uint64_t send_buffer_bytes = 0;
+  std::uint64_t recv_buffer_bytes = 0;
+};
+
+struct ShmConfig {
+  // Use shared memory for peers on the same host.
+  bool enable = true;
+  // Single-copy transfers with process_vm_readv/writev when the kernel allows it.
+  bool single_copy = true;
+};
+
+struct BootstrapConfig {
+  // Store address host:port. Empty: ORBITE_STORE, else MASTER_ADDR:MASTER_PORT.
+  std::string store;
+  // This process (rank 0) starts the store server at the store address. torchrun-style
+  // MASTER_ADDR/MASTER_PORT bootstraps imply it.
+  bool host_store = false;
+  // Interface for a store this process hosts (MPI bootstrap), in NCCL_SOCKET_IFNAME syntax.
+  std::string interface;
+  // Bound on every bootstrap wait (peer exchange, barriers).
+  Duration timeout = std::chrono::seconds(300);
+  // Bound for reaching the store server (retried with backoff until then).
+  Duration connect_timeout = std::chrono::seconds(60);
+  // Largest key+value frame the store accepts.
+  std::uint64_t max_value_bytes = 64 * kMiB;
+  // How long a process hosting the store waits for the other ranks to disconnect before exit.
+  Duration shutdown_timeout = std::chrono::seconds(10);
+};
+
+struct TopologyConfig {
+  // hwloc XML file to load instead of the live machine (also ORBITE_TOPO_XML).
+  std::string hwloc_xml;
+};
+
+struct ORBITE_API EngineConfig {
+  // Data worker threads of the per-process proxy.
+  std::uint32_t num_lanes = 1;
+  ProgressMode progress_mode = ProgressMode::Polling;
+
+  rdma::RdmaConfig rdma;
+  TcpConfig tcp;
+  ShmConfig shm;
+  BootstrapConfig bootstrap;
+  TopologyConfig topology;
+
+  // Parses a JSON document over the defaults. Strict: wrong types, unknown keys and invalid
+  // values are Configuration errors naming the JSON path. Environment variables are not read.
+  static Result<EngineConfig> from_json(std::string_view json_text);
+  static Result<EngineConfig> from_file(const std::string& path);
+  // Defaults, then the file named by ORBITE_CONFIG (if set), then ORBITE_<FIELD> overrides.
+  static Result<EngineConfig> load();
+
+  // Range and cross-field checks (also run by the loaders).
+  [[nodiscard]] Status validate() const;
+  // The effective configuration as a JSON document that from_json accepts.
+  [[nodiscard]] std::string to_json(int indent = 2) const;
+};
+
+// Markdown reference of every field (JSON path, type, default, environment variable, meaning).
+ORBITE_API std::string configuration_reference_markdown();
+
+}  // namespace orbite

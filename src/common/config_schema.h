@@ -1,0 +1,250 @@
+// The configuration schema: every field of EngineConfig declared once, with its JSON name,
+// constraints and documentation. JSON parsing, JSON output, environment overrides, validation
+// and docs/configuration.md are all visitors over this one declaration, so they cannot drift.
+#pragma once
+
+#include <orbite/config.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace orbite::config_schema {
+
+// Constraints, one kind per representation.
+struct UInt {
+  std::uint64_t min;
+  std::uint64_t max;
+};
+struct Real {
+  double min;  // exclusive when min_exclusive
+  double max;
+  bool min_exclusive = false;
+};
+struct Dur {
+  Duration min;
+  Duration max;
+};
+struct Bytes {
+  std::uint64_t min;
+  std::uint64_t max;
+};
+struct Text {
+  size_t max_len;
+  bool allow_empty = true;
+};
+struct HostPortText {};  // "" or host:port
+struct ShmName {};       // "" or a POSIX shared-memory name: optional leading '/', no other '/'
+struct NicMask {};       // JSON array of NIC IDs 0..63 -> bitmask
+struct JsonText {
+  size_t max_bytes;
+};  // an inline JSON object (or a string holding one)
+struct Weights3 {};      // three positive finite numbers
+
+template <class E>
+struct Enum {
+  std::span<const std::pair<E, std::string_view>> names;
+};
+
+inline constexpr std::pair<ProgressMode, std::string_view> kProgressModes[] = {
+    {ProgressMode::Polling, "polling"}, {ProgressMode::EventDriven, "event_driven"}};
+inline constexpr std::pair<rdma::RdmaHostMemory, std::string_view> kHostMemory[] = {
+    {rdma::RdmaHostMemory::Direct, "direct"}, {rdma::RdmaHostMemory::Staged, "staged"}};
+inline constexpr std::pair<rdma::RdmaCudaMemory, std::string_view> kCudaMemory[] = {
+    {rdma::RdmaCudaMemory::Staged, "staged"}, {rdma::RdmaCudaMemory::Direct, "direct"}};
+inline constexpr std::pair<rdma::GpuDirectRegistration, std::string_view> kGdrRoutes[] = {
+    {rdma::GpuDirectRegistration::Auto, "auto"},
+    {rdma::GpuDirectRegistration::Dmabuf, "dmabuf"},
+    {rdma::GpuDirectRegistration::Peermem, "peermem"}};
+
+inline constexpr std::uint64_t kU32Max = 0xffffffffULL;
+inline constexpr Duration kForever = std::chrono::hours(24 * 365);
+inline constexpr size_t kNameMax = 256;
+inline constexpr size_t kPathMax = 4096;
+inline constexpr size_t kMatrixMax = 1 << 20;  // the guide's 1 MiB limit
+
+// V must provide: field(name, value&, constraint, doc) and section(name, fn).
+// C is EngineConfig or const EngineConfig.
+template <class V, class C>
+void visit_scheduling(V& v, C& s) {
+  v.field("smart_selection", s.smart_selection, std::monostate{},
+          "Bandwidth-aware selection (TENT's DeviceSelector); false gives round-robin within the "
+          "first tier.");
+  v.field("tier_weights", s.tier_weights, Weights3{},
+          "Multipliers of a NIC's predicted service time for tiers 0, 1 and 2 of a location.");
+  v.field("multipath_probe_period", s.multipath_probe_period, UInt{1, kU32Max},
+          "Every Nth multi-slice parent probes eligible NICs round-robin (never failed rails).");
+}
+
+template <class V, class C>
+void visit_rdma(V& v, C& r) {
+  v.field("device", r.device, Text{kNameMax, false},
+          "Pin this RDMA device (e.g. mlx5_0); null lets discovery choose. A pin never falls back.");
+  v.field("port", r.port, UInt{1, 255}, "Pin this port of the device; null lets discovery choose.");
+  v.field("gid_index", r.gid_index, UInt{0, 255},
+          "Pin this GID index; null ranks valid GIDs automatically (and re-ranks on recovery).");
+  v.field("rdma_whitelist", r.rdma_whitelist, Text{kNameMax, false},
+          "Only these devices are opened; a nonempty whitelist wins over the blacklist.");
+  v.field("rdma_blacklist", r.rdma_blacklist, Text{kNameMax, false},
+          "These devices are never opened.");
+  v.field("device_mask", r.device_mask, NicMask{},
+          "Restrict dispatch to these stable NIC IDs (array of 0..63); null allows every NIC.");
+  v.field("preferred_numa_node", r.preferred_numa_node, UInt{0, 4095},
+          "CPU NUMA hint overriding the memory owner's location.");
+  v.field("strict_local_numa", r.strict_local_numa, std::monostate{},
+          "Reject NICs known to sit on another NUMA node; unknown locality stays eligible.");
+  v.field("priority_matrix", r.priority_matrix, JsonText{kMatrixMax},
+          "Inline TENT priority matrix (a JSON object, or a string holding one; at most 1 MiB). "
+          "Wins over custom_json_path.");
+  v.field("custom_json_path", r.custom_json_path, Text{kPathMax, false},
+          "TENT matrix or native {\"nics\",\"mems\"} topology file read at initialization "
+          "(at most 1 MiB).");
+  v.section("scheduling", [&](V& sub) { visit_scheduling(sub, r.scheduling); });
+  v.field("host_memory", r.host_memory, Enum<rdma::RdmaHostMemory>{kHostMemory},
+          "Host memory on RDMA: the application range itself, or private registered staging.");
+  v.field("cuda_memory", r.cuda_memory, Enum<rdma::RdmaCudaMemory>{kCudaMemory},
+          "NVIDIA device memory on RDMA: owned host staging, or a GPU MR (GPUDirect RDMA).");
+  v.field("gpu_direct_registration", r.gpu_direct_registration,
+          Enum<rdma::GpuDirectRegistration>{kGdrRoutes},
+          "GPU MR route when cuda_memory is direct: auto prefers dma-buf, else peermem.");
+  v.field("disable_gpu_direct_rdma", r.disable_gpu_direct_rdma, std::monostate{},
+          "Never use GPUDirect RDMA; with cuda_memory \"direct\" this is a configuration error.");
+  v.field("log_slice_affinity", r.log_slice_affinity, std::monostate{},
+          "Log each selected NIC pair and slice length at debug level (no keys or addresses).");
+  v.field("gpu_source_reuse", r.gpu_source_reuse, std::monostate{},
+          "Let a GPU source reuse a connected QP and its local-only GPU MR (opt-in).");
+  v.field("deadline_bw_arbitration", r.deadline_bw_arbitration, std::monostate{},
+          "Order work sharing a NIC and priority by the DeadlineMlu formula.");
+  v.field("priority_promotion_timeout", r.priority_promotion_timeout, Dur{Duration::zero(), kForever},
+          "Age after which ready lower-priority payloads are promoted one tier.");
+  v.field("priority_promotion_per_entry", r.priority_promotion_per_entry, std::monostate{},
+          "Promote only entries that individually aged out (false: an aged head promotes its "
+          "whole tier, as in TENT).");
+  v.field("shared_quota_shm_path", r.shared_quota_shm_path, ShmName{},
+          "POSIX shared-memory name for priority slots shared by cooperating processes; null or "
+          "empty keeps scheduling local.");
+  v.field("slot_rotation_interval", r.slot_rotation_interval,
+          Dur{std::chrono::milliseconds(1), std::chrono::seconds(10)},
+          "Length of one shared priority slot (High, High+Medium, all).");
+  v.field("max_endpoints", r.max_endpoints, UInt{1, kU32Max},
+          "Physical QPs, including retained connections.");
+  v.field("max_grants", r.max_grants, UInt{1, kU32Max}, "Whole-parent grant reservations.");
+  v.field("max_send_wr", r.max_send_wr, UInt{1, 65536}, "Unresolved send WRs per QP.");
+  v.field("max_cqes", r.max_cqes, UInt{1, 4194304}, "Capacity of each CQ.");
+  v.field("max_direct_bytes", r.max_direct_bytes, Bytes{1, 1ULL << 50}, "Active direct loans.");
+  v.field("max_staging_bytes", r.max_staging_bytes, Bytes{1, 1ULL << 50}, "Private staging.");
+  v.field("max_cached_mrs", r.max_cached_mrs, UInt{1, kU32Max},
+          "Full-view MR copies across contexts.");
+  v.field("max_cached_mr_bytes", r.max_cached_mr_bytes, Bytes{1, 1ULL << 50},
+          "Bytes covered by cached full-view MRs.");
+  v.field("max_window_key_indices", r.max_window_key_indices, UInt{1, 1U << 24},
+          "Memory-window key history per PD (24-bit MW index space).");
+  v.field("max_rd_atomic", r.max_rd_atomic, UInt{0, 255},
+          "Initiator READ depth per RC QP, clamped to the HCA's limit; zero stays zero.");
+  v.field("max_dest_rd_atomic", r.max_dest_rd_atomic, UInt{0, 255},
+          "Responder READ depth per RC QP, clamped to the HCA's limit; zero stays zero.");
+  v.field("signal_interval", r.signal_interval, UInt{1, 65536},
+          "Signal every Nth payload WR and the post tail, capped at half the SQ depth.");
+  v.field("rail_error_threshold", r.rail_error_threshold, UInt{1, kU32Max},
+          "Errors inside rail_error_window that pause a NIC pair.");
+  v.field("rail_error_window", r.rail_error_window, Dur{std::chrono::milliseconds(1), kForever},
+          "Window in which rail errors are counted.");
+  v.field("rail_cooldown", r.rail_cooldown, Dur{std::chrono::milliseconds(1), kForever},
+          "Pause of a failed NIC pair; a failed half-open trial doubles it up to five minutes.");
+  v.field("rail_probe_interval", r.rail_probe_interval, Dur{Duration::zero(), kForever},
+          "Interval between exploratory probes of a paused pair; zero allows an immediate trial.");
+  v.field("max_rail_pairs", r.max_rail_pairs, UInt{1, kU32Max},
+          "Rail pair identities retained per process; a full table is ResourceExhausted.");
+  v.field("block_size", r.block_size, Bytes{1, 1ULL << 30},
+          "Base slice block for multirail slicing (TENT's 64 KiB).");
+  v.field("default_bandwidth_gbps", r.default_bandwidth_gbps, Real{0.0, 1e6, true},
+          "Rate assumed for a port whose reported rate is unknown or out of range.");
+  v.field("monitor_interval", r.monitor_interval,
+          Dur{std::chrono::milliseconds(10), std::chrono::hours(1)},
+          "Period of the monitor's context and route scans.");
+  v.field("destroy_timeout", r.destroy_timeout, Dur{std::chrono::milliseconds(1), kForever},
+          "One destruction window for a parent's cleanup; expiry proves nothing.");
+}
+
+template <class V, class C>
+void visit_tcp(V& v, C& t) {
+  v.field("interface", t.interface, Text{kNameMax},
+          "Interfaces for control and data sockets in NCCL_SOCKET_IFNAME syntax (\"eth\", "
+          "\"^docker\", \"=eth0\"); empty: loopback for a store on loopback, else the first usable "
+          "interface (alias ORBITE_SOCKET_IFNAME).");
+  v.field("streams_per_peer", t.streams_per_peer, UInt{1, 64}, "Parallel connections per peer.");
+  v.field("nodelay", t.nodelay, std::monostate{}, "Set TCP_NODELAY on data sockets.");
+  v.field("keepalive", t.keepalive, std::monostate{}, "Enable TCP keepalive on data sockets.");
+  v.field("connect_timeout", t.connect_timeout, Dur{std::chrono::milliseconds(1), kForever},
+          "Bound for establishing a connection to a peer.");
+  v.field("peer_timeout", t.peer_timeout, Dur{std::chrono::milliseconds(1), kForever},
+          "Bound for declaring a silent peer dead (ConnectionLost).");
+  v.field("send_buffer_bytes", t.send_buffer_bytes, Bytes{0, 1ULL << 31},
+          "SO_SNDBUF; 0 keeps the kernel default and its autotuning.");
+  v.field("recv_buffer_bytes", t.recv_buffer_bytes, Bytes{0, 1ULL << 31},
+          "SO_RCVBUF; 0 keeps the kernel default and its autotuning.");
+}
+
+template <class V, class C>
+void visit_shm(V& v, C& s) {
+  v.field("enable", s.enable, std::monostate{}, "Use shared memory for peers on the same host.");
+  v.field("single_copy", s.single_copy, std::monostate{},
+          "Single-copy transfers with process_vm_readv/writev when the kernel allows it.");
+}
+
+template <class V, class C>
+void visit_bootstrap(V& v, C& b) {
+  v.field("store", b.store, HostPortText{},
+          "Store address host:port; empty: ORBITE_STORE, else MASTER_ADDR:MASTER_PORT.");
+  v.field("host_store", b.host_store, std::monostate{},
+          "Rank 0 starts the store server at the store address (implied by MASTER_ADDR).");
+  v.field("interface", b.interface, Text{kNameMax},
+          "Interface for a store this process hosts (MPI bootstrap), NCCL_SOCKET_IFNAME syntax.");
+  v.field("timeout", b.timeout, Dur{std::chrono::milliseconds(1), kForever},
+          "Bound on every bootstrap wait (peer exchange, barriers).");
+  v.field("connect_timeout", b.connect_timeout, Dur{std::chrono::milliseconds(1), kForever},
+          "Bound for reaching the store server, retried with backoff.");
+  v.field("max_value_bytes", b.max_value_bytes, Bytes{1, 1ULL << 30},
+          "Largest value the store accepts.");
+  v.field("shutdown_timeout", b.shutdown_timeout, Dur{Duration::zero(), kForever},
+          "How long a process hosting the store waits for the other ranks to disconnect.");
+}
+
+template <class V, class C>
+void visit_topology(V& v, C& t) {
+  v.field("hwloc_xml", t.hwloc_xml, Text{kPathMax},
+          "hwloc XML topology to load instead of the live machine (alias ORBITE_TOPO_XML).");
+}
+
+template <class V, class C>
+void visit_engine(V& v, C& c) {
+  v.field("num_lanes", c.num_lanes, UInt{1, 64}, "Data worker threads of the per-process proxy.");
+  v.field("progress_mode", c.progress_mode, Enum<ProgressMode>{kProgressModes},
+          "polling spins on the transports; event_driven sleeps on epoll/eventfd and completion "
+          "channels so that an idle engine costs no CPU.");
+  v.section("rdma", [&](V& sub) { visit_rdma(sub, c.rdma); });
+  v.section("tcp", [&](V& sub) { visit_tcp(sub, c.tcp); });
+  v.section("shm", [&](V& sub) { visit_shm(sub, c.shm); });
+  v.section("bootstrap", [&](V& sub) { visit_bootstrap(sub, c.bootstrap); });
+  v.section("topology", [&](V& sub) { visit_topology(sub, c.topology); });
+}
+
+// Environment variables that are aliases of configuration fields (alias, JSON path).
+inline constexpr std::pair<std::string_view, std::string_view> kEnvAliases[] = {
+    {"ORBITE_SOCKET_IFNAME", "tcp.interface"},
+    {"ORBITE_TOPO_XML", "topology.hwloc_xml"},
+};
+
+// ORBITE_* variables read elsewhere (not configuration fields).
+inline constexpr std::string_view kOtherEnv[] = {
+    "ORBITE_CONFIG",      "ORBITE_STORE",      "ORBITE_STORE_TOKEN", "ORBITE_RANK",
+    "ORBITE_WORLD_SIZE",  "ORBITE_LOCAL_RANK", "ORBITE_LOCAL_SIZE",  "ORBITE_LOG_LEVEL",
+    "ORBITE_LOG_SUBSYS",  "ORBITE_HOSTID",
+};
+
+}  // namespace orbite::config_schema

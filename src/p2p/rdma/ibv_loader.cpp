@@ -1,0 +1,118 @@
+#include "p2p/rdma/ibv_loader.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace orbite::rdma {
+
+#if ORBITE_WITH_RDMA
+namespace {
+
+constexpr const char* kLibrary = "libibverbs.so.1";
+
+template <class Fn>
+bool resolve(void* handle, const char* name, Fn& out) {
+  void* sym = dlsym(handle, name);
+  out = reinterpret_cast<Fn>(sym);
+  return sym != nullptr;
+}
+
+Result<IbvApi> open_library() {
+  // RTLD_LOCAL keeps verbs symbols out of the global namespace; the handle is never closed
+  // because providers and their threads may outlive any engine.
+  void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    return Status::error(Errc::Unavailable, std::string(kLibrary) + " could not be loaded: " +
+                                                (err != nullptr ? err : "unknown error"));
+  }
+  IbvApi api;
+  link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) {
+    api.path = map->l_name;
+  }
+  struct Entry {
+    const char* name;
+    bool ok;
+  };
+  const Entry required[] = {
+      {"ibv_get_device_list", resolve(handle, "ibv_get_device_list", api.get_device_list)},
+      {"ibv_free_device_list", resolve(handle, "ibv_free_device_list", api.free_device_list)},
+      {"ibv_get_device_name", resolve(handle, "ibv_get_device_name", api.get_device_name)},
+      {"ibv_open_device", resolve(handle, "ibv_open_device", api.open_device)},
+      {"ibv_close_device", resolve(handle, "ibv_close_device", api.close_device)},
+      {"ibv_query_device", resolve(handle, "ibv_query_device", api.query_device)},
+      {"ibv_query_port", resolve(handle, "ibv_query_port", api.query_port)},
+      {"ibv_query_gid", resolve(handle, "ibv_query_gid", api.query_gid)},
+      {"ibv_alloc_pd", resolve(handle, "ibv_alloc_pd", api.alloc_pd)},
+      {"ibv_dealloc_pd", resolve(handle, "ibv_dealloc_pd", api.dealloc_pd)},
+      {"ibv_reg_mr", resolve(handle, "ibv_reg_mr", api.reg_mr)},
+      {"ibv_dereg_mr", resolve(handle, "ibv_dereg_mr", api.dereg_mr)},
+      {"ibv_create_comp_channel", resolve(handle, "ibv_create_comp_channel", api.create_comp_channel)},
+      {"ibv_destroy_comp_channel",
+       resolve(handle, "ibv_destroy_comp_channel", api.destroy_comp_channel)},
+      {"ibv_create_cq", resolve(handle, "ibv_create_cq", api.create_cq)},
+      {"ibv_destroy_cq", resolve(handle, "ibv_destroy_cq", api.destroy_cq)},
+      {"ibv_get_cq_event", resolve(handle, "ibv_get_cq_event", api.get_cq_event)},
+      {"ibv_ack_cq_events", resolve(handle, "ibv_ack_cq_events", api.ack_cq_events)},
+      {"ibv_create_qp", resolve(handle, "ibv_create_qp", api.create_qp)},
+      {"ibv_modify_qp", resolve(handle, "ibv_modify_qp", api.modify_qp)},
+      {"ibv_destroy_qp", resolve(handle, "ibv_destroy_qp", api.destroy_qp)},
+      {"ibv_get_async_event", resolve(handle, "ibv_get_async_event", api.get_async_event)},
+      {"ibv_ack_async_event", resolve(handle, "ibv_ack_async_event", api.ack_async_event)},
+  };
+  for (const Entry& e : required) {
+    if (!e.ok) {
+      return Status::error(Errc::Unavailable, std::string(kLibrary) + " (" + api.path +
+                                                  ") lacks the required export " + e.name);
+    }
+  }
+  resolve(handle, "ibv_reg_dmabuf_mr", api.reg_dmabuf_mr);
+  return api;
+}
+
+}  // namespace
+
+Result<const IbvApi*> load_ibverbs() {
+  // Resolved once per process and retained, success or failure.
+  static const Result<IbvApi> loaded = open_library();
+  if (!loaded.ok()) return loaded.status();
+  return &loaded.value();
+}
+
+Result<std::vector<std::string>> list_verbs_devices() {
+  ORBITE_ASSIGN_OR_RETURN(const IbvApi* api, load_ibverbs());
+  int n = 0;
+  ibv_device** devices = api->get_device_list(&n);
+  if (devices == nullptr) {
+    int err = errno;
+    return Status::error(Errc::Unavailable,
+                         std::string(kLibrary) + ": ibv_get_device_list failed: " +
+                             std::strerror(err) + " (errno " + std::to_string(err) +
+                             "; no RDMA-capable kernel support or devices)");
+  }
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i) names.emplace_back(api->get_device_name(devices[i]));
+  api->free_device_list(devices);
+  return names;
+}
+
+std::string ibverbs_path() {
+  auto api = load_ibverbs();
+  return api.ok() ? (*api)->path : std::string();
+}
+
+#else
+
+Result<std::vector<std::string>> list_verbs_devices() {
+  return Status::error(Errc::Unavailable,
+                       "libibverbs.so.1: OrbiTE was built without RDMA support (ORBITE_WITH_RDMA=OFF)");
+}
+std::string ibverbs_path() { return {}; }
+
+#endif
+
+}  // namespace orbite::rdma

@@ -1,0 +1,220 @@
+// The installed tools and the demo program, as real processes.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include <orbite/config.h>
+#include <orbite/info.h>
+#include <orbite/store.h>
+#include <orbite/version.h>
+
+#include "../support/subprocess.h"
+#include "common/net.h"
+
+namespace orbite {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::count_of;
+using testing::Outcome;
+using testing::run_program;
+using testing::TempDir;
+
+const std::string kBin = ORBITE_BIN_DIR;
+const std::string kHello = std::string(ORBITE_BINARY_DIR) + "/examples/orbite-hello";
+
+std::string write_file(const TempDir& dir, const std::string& name, const std::string& text) {
+  std::string path = dir.path() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::uint16_t free_port() {
+  auto listener = net::listen_tcp({"127.0.0.1", 0});
+  EXPECT_TRUE(listener.ok());
+  return net::local_endpoint(listener->get())->port;
+}
+
+TEST(OrbiteInfo, ReportsVersionFeaturesAndLibraries) {
+  Outcome o = run_program({kBin + "/orbite-info"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find(std::string("OrbiTE ") + ORBITE_VERSION_STRING), std::string::npos) << o.out;
+  BuildInfo b = build_info();
+  EXPECT_NE(o.out.find(std::string("RDMA  ") + (b.with_rdma ? "yes" : "no")), std::string::npos);
+  EXPECT_NE(o.out.find(std::string("CUDA  ") + (b.with_cuda ? "yes" : "no")), std::string::npos);
+  EXPECT_NE(o.out.find(std::string("MPI   ") + (b.with_mpi ? "yes" : "no")), std::string::npos);
+  for (const char* lib : {"libibverbs.so.1", "libcuda.so.1", "libhwloc"}) {
+    EXPECT_NE(o.out.find(lib), std::string::npos) << lib;
+  }
+}
+
+TEST(OrbiteInfo, JsonReportAgreesWithTheLibrary) {
+  Outcome o = run_program({kBin + "/orbite-info", "--json"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  auto j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_EQ(j["version"], ORBITE_VERSION_STRING);
+  EXPECT_EQ(j["features"]["rdma"], build_info().with_rdma);
+  ASSERT_EQ(j["libraries"].size(), 3U);
+  LibraryProbe verbs = probe_libibverbs();
+  EXPECT_EQ(j["libraries"][0]["library"], "libibverbs.so.1");
+  EXPECT_EQ(j["libraries"][0]["found"], verbs.found);
+  EXPECT_EQ(j["libraries"][1]["found"], probe_libcuda().found);
+  EXPECT_EQ(j["libraries"][2]["found"], true);
+}
+
+TEST(OrbiteInfo, ValidatesConfigurationFiles) {
+  TempDir dir;
+  std::string good = write_file(dir, "good.json", R"({"num_lanes": 2, "rdma": {"cuda_memory": "direct"}})");
+  Outcome ok = run_program({kBin + "/orbite-info", "--config", good});
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  auto effective = nlohmann::json::parse(ok.out, nullptr, false);
+  ASSERT_FALSE(effective.is_discarded()) << ok.out;
+  EXPECT_EQ(effective["num_lanes"], 2);
+  EXPECT_EQ(effective["rdma"]["cuda_memory"], "direct");
+  EXPECT_EQ(effective["rdma"]["max_send_wr"], 16);  // defaults filled in
+  EXPECT_EQ(effective["rdma"]["rail_cooldown"], "30s");
+  // The effective configuration is itself a valid configuration.
+  std::string again = write_file(dir, "again.json", ok.out);
+  EXPECT_EQ(run_program({kBin + "/orbite-info", "--config", again}).status, 0);
+
+  struct Bad {
+    std::string text;
+    std::string mention;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {R"({"rdma": {"max_send_wr": "16"}})", "rdma.max_send_wr"},
+           {R"({"rdma": {"strict_local_numa": 1}})", "rdma.strict_local_numa"},
+           {R"({"tcp": {"nodelay": "true"}})", "tcp.nodelay"},
+           {R"({"rdma": {"max_sendwr": 16}})", "did you mean rdma.max_send_wr"},
+           {R"({"rdma": {"disable_gpu_direct_rdma": true, "cuda_memory": "direct"}})",
+            "rdma.disable_gpu_direct_rdma"},
+           {R"({"num_lanes": 2,})", "invalid JSON"},
+       }) {
+    std::string path = write_file(dir, "bad.json", bad.text);
+    Outcome o = run_program({kBin + "/orbite-info", "--config", path});
+    EXPECT_EQ(o.status, 1) << bad.text;
+    EXPECT_NE(o.err.find(bad.mention), std::string::npos) << bad.text << " -> " << o.err;
+    EXPECT_NE(o.err.find("Configuration"), std::string::npos) << o.err;
+    EXPECT_TRUE(o.out.empty()) << o.out;
+  }
+  Outcome missing = run_program({kBin + "/orbite-info", "--config", dir.path() + "/none.json"});
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find("none.json"), std::string::npos) << missing.err;
+}
+
+TEST(OrbiteInfo, ConfigReferenceIsTheLibrarysTable) {
+  Outcome o = run_program({kBin + "/orbite-info", "--config-reference"});
+  ASSERT_EQ(o.status, 0);
+  EXPECT_EQ(o.out, configuration_reference_markdown());
+  EXPECT_EQ(run_program({kBin + "/orbite-info", "--bogus"}).status, 2);
+}
+
+// Starts orbite-store and returns the address it printed.
+std::string start_store(testing::Child& store) {
+  std::string address;
+  std::regex line(R"(orbite-store listening on (\S+))");
+  EXPECT_TRUE(store.read_until(
+      [&] {
+        std::smatch m;
+        if (!std::regex_search(store.out(), m, line)) return false;
+        address = m[1];
+        return true;
+      },
+      20s))
+      << store.out() << store.err();
+  return address;
+}
+
+TEST(OrbiteStore, ServesAuthenticatedClientsUntilSigterm) {
+  testing::Child store({kBin + "/orbite-store", "--listen", "127.0.0.1:0"},
+                       {{"ORBITE_STORE_TOKEN", "tok"}});
+  std::string address = start_store(store);
+  ASSERT_FALSE(address.empty());
+  TcpStoreClientOptions options;
+  options.address = address;
+  options.token = "tok";
+  auto client = TcpStoreClient::connect(options);
+  ASSERT_TRUE(client.ok()) << client.status().to_string();
+  ASSERT_TRUE((*client)->set("k", "v").ok());
+  EXPECT_EQ(*(*client)->get("k", 1s), "v");
+  options.token = "";
+  EXPECT_EQ(TcpStoreClient::connect(options).status().code(), Errc::PermissionDenied);
+  ASSERT_EQ(::kill(store.pid(), SIGTERM), 0);
+  EXPECT_EQ(store.wait(20s), 0) << store.err();
+  EXPECT_EQ((*client)->set("k", "w").code(), Errc::ConnectionLost);
+}
+
+TEST(Hello, FourRanksUnderOrbiteRun) {
+  Outcome o = run_program({kBin + "/orbite-run", "-n", "4", "--tag-output", "--", kHello}, 60s);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  for (int r = 0; r < 4; ++r) {
+    std::string rs = std::to_string(r);
+    EXPECT_EQ(count_of(o.out, "[" + rs + "] rank " + rs + " of 4 on "), 1U) << o.out;
+    // Each rank lists every peer once, itself marked.
+    EXPECT_EQ(count_of(o.out, "[" + rs + "]   peer "), 4U) << o.out;
+    EXPECT_EQ(count_of(o.out, "[" + rs + "]   peer " + rs + ": "), 1U) << o.out;
+  }
+  EXPECT_EQ(count_of(o.out, "(self)"), 4U);
+  EXPECT_EQ(count_of(o.out, "local rank"), 4U);
+}
+
+TEST(Hello, TorchrunStyleRankZeroHostsTheStore) {
+  std::string port = std::to_string(free_port());
+  std::vector<std::unique_ptr<testing::Child>> ranks;
+  for (int r = 1; r >= 0; --r) {  // rank 1 first: it must wait for rank 0's store
+    ranks.push_back(std::make_unique<testing::Child>(
+        std::vector<std::string>{kHello},
+        std::map<std::string, std::string>{{"RANK", std::to_string(r)},
+                                           {"WORLD_SIZE", "2"},
+                                           {"LOCAL_RANK", std::to_string(r)},
+                                           {"MASTER_ADDR", "127.0.0.1"},
+                                           {"MASTER_PORT", port}}));
+  }
+  for (auto& child : ranks) {
+    EXPECT_EQ(child->wait(60s), 0) << child->out() << child->err();
+  }
+  EXPECT_NE(ranks[1]->out().find("rank 0 of 2"), std::string::npos) << ranks[1]->out();
+  EXPECT_NE(ranks[0]->out().find("rank 1 of 2"), std::string::npos) << ranks[0]->out();
+  EXPECT_NE(ranks[1]->out().find("bootstrap torchrun"), std::string::npos) << ranks[1]->out();
+}
+
+TEST(Hello, MissingRankTimesOutNamingIt) {
+  testing::Child store({kBin + "/orbite-store", "--listen", "127.0.0.1:0"});
+  std::string address = start_store(store);
+  ASSERT_FALSE(address.empty());
+  Outcome o = run_program({kHello}, 60s,
+                          {{"ORBITE_RANK", "0"},
+                           {"ORBITE_WORLD_SIZE", "3"},
+                           {"ORBITE_STORE", address},
+                           {"ORBITE_BOOTSTRAP_TIMEOUT", "500ms"}});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("Timeout"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("(ranks 1,2;"), std::string::npos) << o.err;
+  ::kill(store.pid(), SIGTERM);
+  EXPECT_EQ(store.wait(20s), 0);
+}
+
+TEST(Hello, UnreachableStoreFailsWithinTheConnectBound) {
+  std::string port = std::to_string(free_port());  // nothing listens there now
+  Outcome o = run_program({kHello}, 60s,
+                          {{"ORBITE_RANK", "1"},
+                           {"ORBITE_WORLD_SIZE", "2"},
+                           {"ORBITE_STORE", "127.0.0.1:" + port},
+                           {"ORBITE_BOOTSTRAP_CONNECT_TIMEOUT", "300ms"}});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("cannot reach the store at 127.0.0.1:" + port), std::string::npos) << o.err;
+  // The variable bounds the attempt (the default would be 60 s): a bound, not a measurement.
+  EXPECT_LT(o.elapsed, 20s);
+}
+
+TEST(Hello, BadLauncherVariableIsAConfigurationError) {
+  Outcome o = run_program({kHello}, 30s, {{"ORBITE_RANK", "x"}, {"ORBITE_WORLD_SIZE", "2"}});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("Configuration: ORBITE_RANK='x'"), std::string::npos) << o.err;
+}
+
+}  // namespace
+}  // namespace orbite

@@ -1,0 +1,214 @@
+// Communicators whose ranks are threads of this process (in-process and TCP stores).
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <orbite/communicator.h>
+
+#include "../support/store_fixtures.h"
+#include "comm/host_identity.h"
+#include "comm/peer_record.h"
+
+namespace orbite {
+namespace {
+
+using namespace std::chrono_literals;
+
+EngineConfig quick_config(Duration timeout = 20s) {
+  EngineConfig config;
+  config.bootstrap.timeout = timeout;
+  return config;
+}
+
+// Creates one communicator per store on its own thread; returns them (or their errors) by rank.
+std::vector<Result<Communicator>> create_all(const std::vector<std::shared_ptr<Store>>& stores,
+                                             int world_size, const EngineConfig& config) {
+  std::vector<Result<Communicator>> out;
+  std::vector<std::optional<Result<Communicator>>> slots(stores.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < stores.size(); ++r) {
+    threads.emplace_back([&, r] {
+      auto boot = Bootstrap::from_store(stores[r], static_cast<int>(r), world_size);
+      if (!boot.ok()) {
+        slots[r].emplace(boot.status());
+        return;
+      }
+      slots[r].emplace(Communicator::create(*boot, config));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& s : slots) out.push_back(std::move(*s));
+  return out;
+}
+
+void expect_consistent(std::vector<Result<Communicator>>& comms) {
+  const int n = static_cast<int>(comms.size());
+  std::set<std::string> addresses;
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(comms[static_cast<size_t>(r)].ok()) << comms[static_cast<size_t>(r)].status().to_string();
+    Communicator& c = *comms[static_cast<size_t>(r)];
+    EXPECT_EQ(c.rank(), r);
+    EXPECT_EQ(c.size(), n);
+    // Every rank is a thread of this process: one host, local ranks follow global ranks.
+    EXPECT_EQ(c.local_rank(), r);
+    EXPECT_EQ(c.local_size(), n);
+    addresses.insert(c.peer(r).control_address);
+    for (int p = 0; p < n; ++p) {
+      const PeerInfo& info = c.peer(p);
+      EXPECT_EQ(info.rank, p);
+      EXPECT_TRUE(c.same_host(p));
+      EXPECT_EQ(info.host_id, comm::this_host().host_id);
+      EXPECT_EQ(info.control_address,
+                comms[static_cast<size_t>(p)]->peer(p).control_address);
+      EXPECT_TRUE(info.control_address.starts_with("127.0.0.1:")) << info.control_address;
+    }
+    std::string view = c.describe();
+    EXPECT_NE(view.find("rank " + std::to_string(r) + " of " + std::to_string(n)), std::string::npos);
+    EXPECT_NE(view.find("(self)"), std::string::npos);
+  }
+  EXPECT_EQ(addresses.size(), static_cast<size_t>(n));  // each rank has its own listener
+}
+
+TEST(Communicator, FourThreadRanksOverAnInProcessStore) {
+  auto store = std::make_shared<InProcessStore>();
+  std::vector<std::shared_ptr<Store>> stores(4, store);
+  auto comms = create_all(stores, 4, quick_config());
+  expect_consistent(comms);
+}
+
+TEST(Communicator, FourThreadRanksOverTheTcpStore) {
+  auto server = testing::start_server();
+  std::vector<std::shared_ptr<Store>> stores;
+  for (int r = 0; r < 4; ++r) {
+    auto c = testing::connect_client(*server);
+    ASSERT_TRUE(c.ok());
+    stores.push_back(*c);
+  }
+  auto comms = create_all(stores, 4, quick_config());
+  expect_consistent(comms);
+  // A barrier through the store, and a second communicator from the same bootstraps.
+  std::vector<std::thread> threads;
+  for (auto& c : comms) {
+    threads.emplace_back([&c] { EXPECT_TRUE(c->store_barrier().ok()); });
+  }
+  for (auto& t : threads) t.join();
+}
+
+TEST(Communicator, SuccessiveCommunicatorsFromOneBootstrapDoNotCollide) {
+  auto store = std::make_shared<InProcessStore>();
+  std::vector<Bootstrap> boots;
+  for (int r = 0; r < 3; ++r) boots.push_back(*Bootstrap::from_store(store, r, 3));
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::thread> threads;
+    std::vector<std::optional<Result<Communicator>>> comms(3);
+    for (int r = 0; r < 3; ++r) {
+      threads.emplace_back([&, r] {
+        comms[static_cast<size_t>(r)].emplace(Communicator::create(boots[static_cast<size_t>(r)], quick_config()));
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (auto& c : comms) ASSERT_TRUE(c->ok()) << "round " << round << ": " << c->status().to_string();
+  }
+}
+
+TEST(Communicator, MissingRanksTimeOutAndAreNamed) {
+  auto store = std::make_shared<InProcessStore>();
+  std::vector<std::shared_ptr<Store>> stores(2, store);  // world of 4, only ranks 0 and 1 come
+  auto comms = create_all(stores, 4, quick_config(300ms));
+  for (auto& c : comms) {
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().code(), Errc::Timeout);
+    EXPECT_NE(c.status().message().find("2 of 4 ranks had not published their address (ranks 2,3"),
+              std::string::npos)
+        << c.status().message();
+  }
+}
+
+TEST(Communicator, RanksOnOtherHostsGetTheirOwnLocalRanks) {
+  // Ranks 1 and 3 are simulated on another host by publishing their records directly.
+  auto store = std::make_shared<InProcessStore>();
+  const std::string tag = "comm/comm.0/peer/";
+  for (int r : {1, 3}) {
+    PeerInfo fake;
+    fake.rank = r;
+    fake.hostname = "elsewhere";
+    fake.host_id = "elsewhere:boot";
+    fake.pid = 1000 + r;
+    fake.control_address = "192.0.2.10:" + std::to_string(4000 + r);
+    ASSERT_TRUE(store->set(tag + std::to_string(r), comm::encode_peer_record(fake)).ok());
+    ASSERT_TRUE(store->set("barrier/comm/comm.0/ready/rank/" + std::to_string(r), "1").ok());
+    ASSERT_TRUE(store->add("barrier/comm/comm.0/ready/arrived", 1).ok());
+  }
+  std::vector<std::shared_ptr<Store>> stores(2, store);
+  std::vector<std::optional<Result<Communicator>>> comms(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      int rank = i * 2;  // ranks 0 and 2 are real
+      auto boot = Bootstrap::from_store(store, rank, 4);
+      comms[static_cast<size_t>(i)].emplace(Communicator::create(*boot, quick_config()));
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(comms[0]->ok()) << comms[0]->status().to_string();
+  Communicator& c = **comms[0];
+  EXPECT_EQ(c.local_size(), 2);
+  EXPECT_EQ(c.peer(0).local_rank, 0);
+  EXPECT_EQ(c.peer(2).local_rank, 1);
+  EXPECT_EQ(c.peer(1).local_rank, 0);
+  EXPECT_EQ(c.peer(3).local_rank, 1);
+  EXPECT_EQ(c.peer(3).local_size, 2);
+  EXPECT_FALSE(c.same_host(1));
+  EXPECT_TRUE(c.same_host(2));
+  EXPECT_NE(c.describe().find("(remote)"), std::string::npos);
+}
+
+TEST(Communicator, MalformedPeerRecordIsAProtocolErrorNamingTheRank) {
+  auto store = std::make_shared<InProcessStore>();
+  ASSERT_TRUE(store->set("comm/comm.0/peer/1", "garbage").ok());
+  auto boot = Bootstrap::from_store(store, 0, 2);
+  auto c = Communicator::create(*boot, quick_config(2s));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Errc::Protocol);
+  EXPECT_NE(c.status().message().find("rank 1"), std::string::npos);
+}
+
+TEST(Communicator, PeerRecordsRoundTripAndRejectLies) {
+  PeerInfo p;
+  p.rank = 7;
+  p.hostname = "h";
+  p.host_id = "h:b";
+  p.pid = 42;
+  p.control_address = "[::1]:9";
+  auto back = comm::decode_peer_record(comm::encode_peer_record(p), 7);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->control_address, "[::1]:9");
+  EXPECT_EQ(back->pid, 42);
+  EXPECT_EQ(comm::decode_peer_record(comm::encode_peer_record(p), 6).status().code(), Errc::Protocol);
+  std::string bytes = comm::encode_peer_record(p);
+  EXPECT_FALSE(comm::decode_peer_record(bytes.substr(0, bytes.size() - 1), 7).ok());
+}
+
+TEST(Communicator, InvalidConfigurationIsRejectedBeforeAnythingIsPublished) {
+  auto store = std::make_shared<InProcessStore>();
+  auto boot = Bootstrap::from_store(store, 0, 1);
+  EngineConfig config;
+  config.num_lanes = 0;
+  auto c = Communicator::create(*boot, config);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Errc::Configuration);
+  EXPECT_NE(c.status().message().find("num_lanes"), std::string::npos);
+  EXPECT_FALSE((*store->check(std::vector<std::string>{"comm/comm.0/peer/0"}))[0]);
+}
+
+TEST(Communicator, BootstrapRejectsBadRanks) {
+  auto store = std::make_shared<InProcessStore>();
+  EXPECT_EQ(Bootstrap::from_store(store, 2, 2).status().code(), Errc::InvalidArgument);
+  EXPECT_EQ(Bootstrap::from_store(nullptr, 0, 1).status().code(), Errc::InvalidArgument);
+  EXPECT_EQ(Bootstrap::from_store(store, 0, 1, -1).status().code(), Errc::InvalidArgument);
+}
+
+}  // namespace
+}  // namespace orbite

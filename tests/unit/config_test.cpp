@@ -1,0 +1,1136 @@
+// EngineConfig: defaults (the guide's), strict JSON parsing, validation, JSON round trip, files,
+// and docs/configuration.md against the generated reference.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <orbite/config.h>
+
+#include "common/config_internal.h"
+#include "common/config_schema.h"
+
+namespace orbite {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::ordered_json;
+using rdma::GpuDirectRegistration;
+using rdma::RdmaCudaMemory;
+using rdma::RdmaHostMemory;
+
+::testing::AssertionResult Contains(const char* hay_expr, const char* needle_expr,
+                                    const std::string& hay, const std::string& needle) {
+  if (hay.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << hay_expr << " does not contain " << needle_expr
+                                       << "\n  text:   " << hay << "\n  wanted: " << needle;
+}
+#define EXPECT_CONTAINS(hay, needle) EXPECT_PRED_FORMAT2(Contains, hay, needle)
+
+// {"a":{"b":VALUE}} for path "a.b".
+std::string doc_at(const std::string& path, const std::string& value) {
+  std::string open;
+  std::string close;
+  size_t start = 0;
+  while (true) {
+    size_t dot = path.find('.', start);
+    std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    open += "{\"" + key + "\":";
+    close += "}";
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return open + value + close;
+}
+
+// The value at a dotted path of a JSON document.
+json value_at(const json& doc, const std::string& path) {
+  const json* node = &doc;
+  size_t start = 0;
+  while (true) {
+    size_t dot = path.find('.', start);
+    std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!node->is_object() || !node->contains(key)) return json("<missing " + path + ">");
+    node = &(*node)[key];
+    if (dot == std::string::npos) return *node;
+    start = dot + 1;
+  }
+}
+
+std::string sanitize(const std::string& text) {
+  std::string out;
+  for (char c : text) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+// Text of a JSON object of exactly `size` bytes: {"k":"xxx...x"}.
+std::string object_text_of_size(size_t size) { return "{\"k\":\"" + std::string(size - 8, 'x') + "\"}"; }
+
+// ------------------------------------------------------------------------------------------------
+// Defaults
+
+TEST(ConfigDefaults, RdmaDefaultsAreTheGuides) {
+  const EngineConfig c;
+  const rdma::RdmaConfig& r = c.rdma;
+  // Discovery: nothing pinned, nothing filtered.
+  EXPECT_FALSE(r.device.has_value());
+  EXPECT_FALSE(r.port.has_value());
+  EXPECT_FALSE(r.gid_index.has_value());
+  EXPECT_TRUE(r.rdma_whitelist.empty());
+  EXPECT_TRUE(r.rdma_blacklist.empty());
+  EXPECT_FALSE(r.device_mask.has_value());
+  EXPECT_FALSE(r.preferred_numa_node.has_value());
+  EXPECT_FALSE(r.strict_local_numa);
+  EXPECT_FALSE(r.priority_matrix.has_value());
+  EXPECT_FALSE(r.custom_json_path.has_value());
+  // Bandwidth-aware selection.
+  EXPECT_TRUE(r.scheduling.smart_selection);
+  EXPECT_EQ(r.scheduling.tier_weights, (std::array<double, 3>{1.0, 5.0, 10.0}));
+  EXPECT_EQ(r.scheduling.multipath_probe_period, 100u);
+  // Memory policies and GPU Direct routes.
+  EXPECT_EQ(r.host_memory, RdmaHostMemory::Direct);
+  EXPECT_EQ(r.cuda_memory, RdmaCudaMemory::Staged);
+  EXPECT_EQ(r.gpu_direct_registration, GpuDirectRegistration::Auto);
+  EXPECT_FALSE(r.disable_gpu_direct_rdma);
+  EXPECT_FALSE(r.log_slice_affinity);
+  EXPECT_FALSE(r.gpu_source_reuse);
+  // Priority promotion and shared slots.
+  EXPECT_FALSE(r.deadline_bw_arbitration);
+  EXPECT_EQ(r.priority_promotion_timeout, Duration(10ms));
+  EXPECT_FALSE(r.priority_promotion_per_entry);
+  EXPECT_FALSE(r.shared_quota_shm_path.has_value());
+  EXPECT_EQ(r.slot_rotation_interval, Duration(2ms));
+  // Budgets table.
+  EXPECT_EQ(r.max_endpoints, 64u);
+  EXPECT_EQ(r.max_grants, 64u);
+  EXPECT_EQ(r.max_send_wr, 16u);
+  EXPECT_EQ(r.max_cqes, 1024u);
+  EXPECT_EQ(r.max_direct_bytes, 64ULL * 1024 * 1024);
+  EXPECT_EQ(r.max_staging_bytes, 64ULL * 1024 * 1024);
+  EXPECT_EQ(r.max_cached_mrs, 64u);
+  EXPECT_EQ(r.max_cached_mr_bytes, 64ULL * 1024 * 1024);
+  EXPECT_EQ(r.max_window_key_indices, 65536u);
+  // READ depths and signalling.
+  EXPECT_EQ(r.max_rd_atomic, 16u);
+  EXPECT_EQ(r.max_dest_rd_atomic, 16u);
+  EXPECT_EQ(r.signal_interval, 1u);
+  // Rail health.
+  EXPECT_EQ(r.rail_error_threshold, 3u);
+  EXPECT_EQ(r.rail_error_window, Duration(10s));
+  EXPECT_EQ(r.rail_cooldown, Duration(30s));
+  EXPECT_EQ(r.rail_probe_interval, Duration(1s));
+  EXPECT_EQ(r.max_rail_pairs, 4096u);  // OrbiTE's choice; the guide names no number
+  // Slicing, rates, monitor and cleanup.
+  EXPECT_EQ(r.block_size, 64ULL * 1024);
+  EXPECT_EQ(r.default_bandwidth_gbps, 400.0);
+  EXPECT_EQ(r.monitor_interval, Duration(1s));
+  EXPECT_EQ(r.destroy_timeout, Duration(30s));
+}
+
+TEST(ConfigDefaults, EngineAndOtherSectionDefaults) {
+  const EngineConfig c;
+  EXPECT_EQ(c.num_lanes, 1u);
+  EXPECT_EQ(c.progress_mode, ProgressMode::Polling);
+
+  EXPECT_EQ(c.tcp.interface, "");
+  EXPECT_EQ(c.tcp.streams_per_peer, 1u);
+  EXPECT_TRUE(c.tcp.nodelay);
+  EXPECT_TRUE(c.tcp.keepalive);
+  EXPECT_EQ(c.tcp.connect_timeout, Duration(30s));
+  EXPECT_EQ(c.tcp.peer_timeout, Duration(10s));
+  EXPECT_EQ(c.tcp.send_buffer_bytes, 0u);
+  EXPECT_EQ(c.tcp.recv_buffer_bytes, 0u);
+
+  EXPECT_TRUE(c.shm.enable);
+  EXPECT_TRUE(c.shm.single_copy);
+
+  EXPECT_EQ(c.bootstrap.store, "");
+  EXPECT_FALSE(c.bootstrap.host_store);
+  EXPECT_EQ(c.bootstrap.interface, "");
+  EXPECT_EQ(c.bootstrap.timeout, Duration(300s));
+  EXPECT_EQ(c.bootstrap.connect_timeout, Duration(60s));
+  EXPECT_EQ(c.bootstrap.max_value_bytes, 64ULL * 1024 * 1024);
+  EXPECT_EQ(c.bootstrap.shutdown_timeout, Duration(10s));
+
+  EXPECT_EQ(c.topology.hwloc_xml, "");
+}
+
+TEST(ConfigDefaults, DefaultsValidateAndEqualAnEmptyDocument) {
+  const EngineConfig defaults;
+  EXPECT_TRUE(defaults.validate().ok()) << defaults.validate().to_string();
+  auto parsed = EngineConfig::from_json("{}");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_EQ(parsed->to_json(), defaults.to_json());
+  // Empty sections change nothing either.
+  auto sections = EngineConfig::from_json(
+      R"({"rdma":{"scheduling":{}},"tcp":{},"shm":{},"bootstrap":{},"topology":{}})");
+  ASSERT_TRUE(sections.ok()) << sections.status().to_string();
+  EXPECT_EQ(sections->to_json(), defaults.to_json());
+}
+
+TEST(ConfigDefaults, PinnedPinsDevicePortOneAndGidZero) {
+  const rdma::RdmaConfig pinned = rdma::RdmaConfig::pinned("mlx5_0");
+  EXPECT_EQ(pinned.device, std::optional<std::string>("mlx5_0"));
+  EXPECT_EQ(pinned.port, std::optional<std::uint32_t>(1));
+  EXPECT_EQ(pinned.gid_index, std::optional<std::uint32_t>(0));
+  // Everything else keeps its default.
+  EngineConfig with_pin;
+  with_pin.rdma = pinned;
+  EngineConfig expected;
+  expected.rdma.device = "mlx5_0";
+  expected.rdma.port = 1;
+  expected.rdma.gid_index = 0;
+  EXPECT_EQ(with_pin.to_json(), expected.to_json());
+  EXPECT_TRUE(with_pin.validate().ok());
+}
+
+// ------------------------------------------------------------------------------------------------
+// Strict types and ranges, table-driven: each bad value is a Configuration error whose message
+// names the JSON path and shows the value.
+
+struct Reject {
+  std::string path;   // where the value goes in the document
+  std::string value;  // JSON text of the value
+  std::string at;     // the path the message names (path, or an element of it)
+  std::string shows;  // what the message must show of the value
+};
+
+void add_reject(std::vector<Reject>& out, const std::string& path, const std::string& value,
+                std::string shows = {}, std::string at = {}) {
+  out.push_back({path, value, at.empty() ? path : std::move(at), shows.empty() ? value : shows});
+}
+
+std::vector<Reject> reject_cases() {
+  std::vector<Reject> r;
+
+  // Booleans take only true/false.
+  for (const char* path :
+       {"rdma.strict_local_numa", "rdma.disable_gpu_direct_rdma", "rdma.log_slice_affinity",
+        "rdma.gpu_source_reuse", "rdma.deadline_bw_arbitration",
+        "rdma.priority_promotion_per_entry", "rdma.scheduling.smart_selection", "tcp.nodelay",
+        "tcp.keepalive", "shm.enable", "shm.single_copy", "bootstrap.host_store"}) {
+    for (const char* bad : {"\"true\"", "1", "0", "null", "\"yes\"", "[true]"}) {
+      add_reject(r, path, bad);
+    }
+  }
+
+  // Unsigned integers: no strings, fractions, negatives, booleans; bounds are inclusive.
+  struct UIntField {
+    const char* path;
+    std::uint64_t min;
+    std::uint64_t max;
+    bool optional;
+  };
+  constexpr std::uint64_t u32 = 0xffffffffULL;
+  for (const UIntField& f : std::initializer_list<UIntField>{
+           {"num_lanes", 1, 64, false},
+           {"rdma.port", 1, 255, true},
+           {"rdma.gid_index", 0, 255, true},
+           {"rdma.preferred_numa_node", 0, 4095, true},
+           {"rdma.scheduling.multipath_probe_period", 1, u32, false},
+           {"rdma.max_endpoints", 1, u32, false},
+           {"rdma.max_grants", 1, u32, false},
+           {"rdma.max_send_wr", 1, 65536, false},
+           {"rdma.max_cqes", 1, 4194304, false},
+           {"rdma.max_cached_mrs", 1, u32, false},
+           {"rdma.max_window_key_indices", 1, 1U << 24, false},
+           {"rdma.max_rd_atomic", 0, 255, false},
+           {"rdma.max_dest_rd_atomic", 0, 255, false},
+           {"rdma.signal_interval", 1, 65536, false},
+           {"rdma.rail_error_threshold", 1, u32, false},
+           {"rdma.max_rail_pairs", 1, u32, false},
+           {"tcp.streams_per_peer", 1, 64, false},
+       }) {
+    for (const char* bad : {"\"16\"", "16.5", "16.0", "-1", "true", "[16]", "\"\""}) {
+      add_reject(r, f.path, bad);
+    }
+    if (!f.optional) add_reject(r, f.path, "null");
+    if (f.min > 0) add_reject(r, f.path, std::to_string(f.min - 1));
+    add_reject(r, f.path, std::to_string(f.max + 1));
+  }
+
+  // Durations are strings with a unit.
+  for (const char* path :
+       {"rdma.priority_promotion_timeout", "rdma.slot_rotation_interval", "rdma.rail_error_window",
+        "rdma.rail_cooldown", "rdma.rail_probe_interval", "rdma.monitor_interval",
+        "rdma.destroy_timeout", "tcp.connect_timeout", "tcp.peer_timeout", "bootstrap.timeout",
+        "bootstrap.connect_timeout", "bootstrap.shutdown_timeout"}) {
+    for (const char* bad : {"10", "10.5", "\"10\"", "\"-1s\"", "\"10 parsecs\"", "\"ms\"", "\"\"",
+                            "true", "null", "[\"10ms\"]"}) {
+      add_reject(r, path, bad);
+    }
+    add_reject(r, path, "\"9000h\"", "got 9000h");  // beyond every field's maximum
+  }
+  add_reject(r, "rdma.slot_rotation_interval", "\"0ms\"", "got 0s");
+  add_reject(r, "rdma.slot_rotation_interval", "\"999us\"", "got 999us");
+  add_reject(r, "rdma.slot_rotation_interval", "\"11s\"", "got 11s");
+  add_reject(r, "rdma.monitor_interval", "\"5ms\"", "got 5ms");
+  add_reject(r, "rdma.monitor_interval", "\"61m\"", "got 61m");
+  add_reject(r, "rdma.rail_error_window", "\"0s\"", "got 0s");
+  add_reject(r, "rdma.rail_cooldown", "\"0s\"", "got 0s");
+  add_reject(r, "rdma.destroy_timeout", "\"0s\"", "got 0s");
+  add_reject(r, "tcp.connect_timeout", "\"0s\"", "got 0s");
+  add_reject(r, "tcp.peer_timeout", "\"0s\"", "got 0s");
+  add_reject(r, "bootstrap.timeout", "\"0s\"", "got 0s");
+  add_reject(r, "bootstrap.connect_timeout", "\"0s\"", "got 0s");
+
+  // Byte counts: integers or strings with a binary/decimal unit.
+  for (const char* path :
+       {"rdma.max_direct_bytes", "rdma.max_staging_bytes", "rdma.max_cached_mr_bytes",
+        "rdma.block_size", "tcp.send_buffer_bytes", "tcp.recv_buffer_bytes",
+        "bootstrap.max_value_bytes"}) {
+    for (const char* bad : {"-1", "1.5", "true", "null", "\"lots\"", "\"64XB\"", "\"-4KiB\"",
+                            "\"1.5\"", "[1]"}) {
+      add_reject(r, path, bad);
+    }
+  }
+  add_reject(r, "rdma.max_direct_bytes", "0", "got 0");
+  add_reject(r, "rdma.max_staging_bytes", "\"0MiB\"", "got 0");
+  add_reject(r, "rdma.max_cached_mr_bytes", "1125899906842625", "got 1125899906842625");
+  add_reject(r, "rdma.block_size", "\"2GiB\"", "got 2147483648");
+  add_reject(r, "tcp.send_buffer_bytes", "\"3GiB\"", "got 3221225472");
+  add_reject(r, "bootstrap.max_value_bytes", "0", "got 0");
+
+  // Real number.
+  for (const char* bad : {"\"400\"", "true", "null", "[400]"}) {
+    add_reject(r, "rdma.default_bandwidth_gbps", bad);
+  }
+  add_reject(r, "rdma.default_bandwidth_gbps", "0", "got 0");
+  add_reject(r, "rdma.default_bandwidth_gbps", "-1", "got -1");
+  add_reject(r, "rdma.default_bandwidth_gbps", "1000001", "got 1000001");
+
+  // Tier weights: exactly three positive numbers.
+  const std::string tw = "rdma.scheduling.tier_weights";
+  for (const char* bad : {"[1,5]", "[1,5,10,20]", "\"1,5,10\"", "1", "null", "{}"}) {
+    add_reject(r, tw, bad);
+  }
+  add_reject(r, tw, "[1,\"5\",10]", "\"5\"", tw + "[1]");
+  add_reject(r, tw, "[1,5,true]", "true", tw + "[2]");
+  add_reject(r, tw, "[1,0,10]", "element 1");
+  add_reject(r, tw, "[1,5,-10]", "element 2");
+
+  // Enumerations.
+  for (const char* bad : {"\"spin\"", "\"eventdriven\"", "\"\"", "1", "null", "true"}) {
+    add_reject(r, "progress_mode", bad);
+  }
+  for (const char* bad : {"\"pinned\"", "\"\"", "0", "null"}) add_reject(r, "rdma.host_memory", bad);
+  for (const char* bad : {"\"gpu\"", "\"gpudirect\"", "true", "null"}) {
+    add_reject(r, "rdma.cuda_memory", bad);
+  }
+  for (const char* bad : {"\"dma_buf\"", "\"nvidia_peermem\"", "\"none\"", "2"}) {
+    add_reject(r, "rdma.gpu_direct_registration", bad);
+  }
+
+  // Strings.
+  const std::string long257(257, 'n');
+  const std::string long4097(4097, 'p');
+  for (const char* bad : {"5", "true", "[\"mlx5_0\"]", "{}"}) add_reject(r, "rdma.device", bad);
+  add_reject(r, "rdma.device", "\"\"", "got ''");
+  add_reject(r, "rdma.device", "\"" + long257 + "\"", "got 'nnnnnnnn");
+  for (const char* bad : {"7", "false"}) add_reject(r, "rdma.custom_json_path", bad);
+  add_reject(r, "rdma.custom_json_path", "\"\"", "got ''");
+  add_reject(r, "rdma.custom_json_path", "\"" + long4097 + "\"", "got 'pppppppp");
+  for (const char* path : {"tcp.interface", "bootstrap.interface"}) {
+    for (const char* bad : {"5", "null", "[\"eth0\"]"}) add_reject(r, path, bad);
+    add_reject(r, path, "\"" + long257 + "\"", "got 'nnnnnnnn");
+  }
+  for (const char* bad : {"1", "null"}) add_reject(r, "topology.hwloc_xml", bad);
+  add_reject(r, "topology.hwloc_xml", "\"" + long4097 + "\"", "got 'pppppppp");
+  for (const char* bad : {"5", "null", "true"}) add_reject(r, "bootstrap.store", bad);
+  add_reject(r, "bootstrap.store", "\"nohost\"", "got 'nohost'");
+  add_reject(r, "bootstrap.store", "\"host:99999\"", "got 'host:99999'");
+  add_reject(r, "bootstrap.store", "\":29500\"", "got ':29500'");
+  for (const char* bad : {"5", "[]"}) add_reject(r, "rdma.shared_quota_shm_path", bad);
+  add_reject(r, "rdma.shared_quota_shm_path", "\"a/b\"", "got 'a/b'");
+  add_reject(r, "rdma.shared_quota_shm_path", "\"/\"", "got '/'");
+  add_reject(r, "rdma.shared_quota_shm_path", "\"/a/b\"", "got '/a/b'");
+
+  // String lists.
+  for (const char* path : {"rdma.rdma_whitelist", "rdma.rdma_blacklist"}) {
+    for (const char* bad : {"\"mlx5_0\"", "null", "5", "{}"}) add_reject(r, path, bad);
+    add_reject(r, path, "[\"mlx5_0\",1]", "1", std::string(path) + "[1]");
+    add_reject(r, path, "[\"\"]", "got ''", std::string(path) + "[0]");
+  }
+
+  // NIC mask.
+  const std::string dm = "rdma.device_mask";
+  for (const char* bad : {"3", "\"0,3\"", "{}", "true"}) add_reject(r, dm, bad);
+  add_reject(r, dm, "[64]", "64", dm + "[0]");
+  add_reject(r, dm, "[0,99]", "99", dm + "[1]");
+  add_reject(r, dm, "[-1]", "-1", dm + "[0]");
+  add_reject(r, dm, "[\"1\"]", "\"1\"", dm + "[0]");
+  add_reject(r, dm, "[1.5]", "1.5", dm + "[0]");
+  add_reject(r, dm, "[]", "an empty mask");
+
+  // Inline priority matrix: an object or a string holding one.
+  for (const char* bad : {"5", "[1]", "true"}) add_reject(r, "rdma.priority_matrix", bad);
+  add_reject(r, "rdma.priority_matrix", "\"[1,2]\"", "not a JSON object");
+  add_reject(r, "rdma.priority_matrix", "\"{\\\"cpu:0\\\":\"", "not a JSON object");
+
+  // Sections must be objects.
+  for (const auto& [path, bad] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"rdma", "5"}, {"rdma", "null"}, {"tcp", "[]"}, {"shm", "null"},
+           {"bootstrap", "\"x\""}, {"topology", "true"}, {"rdma.scheduling", "1"},
+           {"rdma.scheduling", "[]"}}) {
+    add_reject(r, path, bad);
+  }
+  return r;
+}
+
+class ConfigJsonReject : public ::testing::TestWithParam<Reject> {};
+
+TEST_P(ConfigJsonReject, IsAConfigurationErrorNamingPathAndValue) {
+  const Reject& c = GetParam();
+  const std::string doc = doc_at(c.path, c.value);
+  auto parsed = EngineConfig::from_json(doc);
+  ASSERT_FALSE(parsed.ok()) << "accepted " << doc;
+  EXPECT_EQ(parsed.status().code(), Errc::Configuration) << parsed.status().to_string();
+  EXPECT_CONTAINS(parsed.status().message(), c.at + ": expected");
+  EXPECT_CONTAINS(parsed.status().message(), c.shows);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fields, ConfigJsonReject, ::testing::ValuesIn(reject_cases()),
+    [](const ::testing::TestParamInfo<Reject>& p) {
+      std::string value = sanitize(p.param.value);
+      if (value.size() > 24) value = value.substr(0, 24);
+      return std::to_string(p.index) + "_" + sanitize(p.param.path) + "_" + value;
+    });
+
+// Accepted spellings and the value they produce (as to_json writes it).
+struct Accept {
+  std::string path;
+  std::string value;     // JSON text in the document
+  std::string expected;  // JSON text of what to_json reports at that path
+};
+
+class ConfigJsonAccept : public ::testing::TestWithParam<Accept> {};
+
+TEST_P(ConfigJsonAccept, ProducesTheValue) {
+  const Accept& c = GetParam();
+  auto parsed = EngineConfig::from_json(doc_at(c.path, c.value));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_EQ(value_at(json::parse(parsed->to_json()), c.path), json::parse(c.expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fields, ConfigJsonAccept,
+    ::testing::ValuesIn(std::vector<Accept>{
+        {"num_lanes", "1", "1"},
+        {"num_lanes", "64", "64"},
+        {"progress_mode", "\"event_driven\"", "\"event_driven\""},
+        {"progress_mode", "\"polling\"", "\"polling\""},
+        {"rdma.port", "255", "255"},
+        {"rdma.port", "null", "null"},
+        {"rdma.gid_index", "0", "0"},
+        {"rdma.max_send_wr", "65536", "65536"},
+        {"rdma.max_window_key_indices", "16777216", "16777216"},
+        {"rdma.max_rd_atomic", "0", "0"},
+        {"rdma.max_endpoints", "4294967295", "4294967295"},
+        {"rdma.host_memory", "\"staged\"", "\"staged\""},
+        {"rdma.cuda_memory", "\"direct\"", "\"direct\""},
+        {"rdma.gpu_direct_registration", "\"auto\"", "\"auto\""},
+        {"rdma.gpu_direct_registration", "\"dmabuf\"", "\"dmabuf\""},
+        {"rdma.gpu_direct_registration", "\"peermem\"", "\"peermem\""},
+        {"rdma.priority_promotion_timeout", "\"10ms\"", "\"10ms\""},
+        {"rdma.priority_promotion_timeout", "\"0s\"", "\"0s\""},
+        {"rdma.rail_cooldown", "\"1.5s\"", "\"1500ms\""},
+        {"rdma.rail_cooldown", "\"2m\"", "\"2m\""},
+        {"rdma.rail_probe_interval", "\"250us\"", "\"250us\""},
+        {"rdma.slot_rotation_interval", "\"1ms\"", "\"1ms\""},
+        {"rdma.slot_rotation_interval", "\"10s\"", "\"10s\""},
+        {"rdma.monitor_interval", "\"1h\"", "\"1h\""},
+        {"rdma.rail_probe_interval", "\"0s\"", "\"0s\""},
+        {"rdma.priority_promotion_timeout", "\"100ns\"", "\"100ns\""},
+        {"rdma.max_direct_bytes", "67108864", "67108864"},
+        {"rdma.max_direct_bytes", "\"64MiB\"", "67108864"},
+        {"rdma.max_staging_bytes", "\"1GiB\"", "1073741824"},
+        {"rdma.block_size", "\"4KiB\"", "4096"},
+        {"rdma.block_size", "\"4096\"", "4096"},
+        {"rdma.block_size", "\"1GiB\"", "1073741824"},
+        {"tcp.send_buffer_bytes", "0", "0"},
+        {"tcp.recv_buffer_bytes", "\"2GiB\"", "2147483648"},
+        {"bootstrap.max_value_bytes", "\"1MB\"", "1000000"},
+        {"rdma.default_bandwidth_gbps", "200", "200.0"},
+        {"rdma.default_bandwidth_gbps", "12.5", "12.5"},
+        {"rdma.scheduling.tier_weights", "[1,2.5,4]", "[1.0,2.5,4.0]"},
+        {"rdma.device", "\"mlx5_0\"", "\"mlx5_0\""},
+        {"rdma.device", "null", "null"},
+        {"rdma.rdma_whitelist", "[\"a\",\"b\"]", "[\"a\",\"b\"]"},
+        {"rdma.rdma_blacklist", "[]", "[]"},
+        {"rdma.device_mask", "[0,3]", "[0,3]"},
+        {"rdma.device_mask", "[63,2,2]", "[2,63]"},
+        {"rdma.device_mask", "null", "null"},
+        {"rdma.shared_quota_shm_path", "\"/orbite-rdma-slots\"", "\"/orbite-rdma-slots\""},
+        {"rdma.shared_quota_shm_path", "\"orbite\"", "\"orbite\""},
+        {"bootstrap.store", "\"10.0.0.1:29500\"", "\"10.0.0.1:29500\""},
+        {"bootstrap.store", "\"[::1]:29500\"", "\"[::1]:29500\""},
+        {"bootstrap.store", "\"\"", "\"\""},
+        {"tcp.interface", "\"^docker,lo\"", "\"^docker,lo\""},
+        {"topology.hwloc_xml", "\"/tmp/topo.xml\"", "\"/tmp/topo.xml\""},
+    }),
+    [](const ::testing::TestParamInfo<Accept>& p) {
+      std::string value = sanitize(p.param.value);
+      if (value.size() > 24) value = value.substr(0, 24);
+      return std::to_string(p.index) + "_" + sanitize(p.param.path) + "_" + value;
+    });
+
+TEST(ConfigJson, EnumSpellingsMapToTheTypedValues) {
+  auto c = EngineConfig::from_json(
+      R"({"progress_mode":"event_driven","rdma":{"host_memory":"staged","cuda_memory":"direct",
+          "gpu_direct_registration":"dmabuf"}})");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->progress_mode, ProgressMode::EventDriven);
+  EXPECT_EQ(c->rdma.host_memory, RdmaHostMemory::Staged);
+  EXPECT_EQ(c->rdma.cuda_memory, RdmaCudaMemory::Direct);
+  EXPECT_EQ(c->rdma.gpu_direct_registration, GpuDirectRegistration::Dmabuf);
+
+  for (const auto& [name, value] :
+       std::initializer_list<std::pair<const char*, GpuDirectRegistration>>{
+           {"auto", GpuDirectRegistration::Auto},
+           {"dmabuf", GpuDirectRegistration::Dmabuf},
+           {"peermem", GpuDirectRegistration::Peermem}}) {
+    auto g = EngineConfig::from_json(doc_at("rdma.gpu_direct_registration",
+                                            std::string("\"") + name + "\""));
+    ASSERT_TRUE(g.ok()) << name << ": " << g.status().to_string();
+    EXPECT_EQ(g->rdma.gpu_direct_registration, value) << name;
+  }
+  auto host_direct = EngineConfig::from_json(R"({"rdma":{"host_memory":"direct"}})");
+  ASSERT_TRUE(host_direct.ok());
+  EXPECT_EQ(host_direct->rdma.host_memory, RdmaHostMemory::Direct);
+  auto polling = EngineConfig::from_json(R"({"progress_mode":"polling"})");
+  ASSERT_TRUE(polling.ok());
+  EXPECT_EQ(polling->progress_mode, ProgressMode::Polling);
+}
+
+TEST(ConfigJson, TypedValuesOfAcceptedFields) {
+  auto c = EngineConfig::from_json(R"({
+    "num_lanes": 8,
+    "rdma": {
+      "device": "mlx5_1", "port": 2, "gid_index": 3,
+      "rdma_whitelist": ["mlx5_0", "mlx5_1"], "rdma_blacklist": ["mlx5_9"],
+      "device_mask": [0, 3, 63], "preferred_numa_node": 1,
+      "max_send_wr": 32, "max_direct_bytes": "128MiB", "block_size": 131072,
+      "rail_cooldown": "45s", "priority_promotion_timeout": "1500us",
+      "default_bandwidth_gbps": 100,
+      "scheduling": {"smart_selection": false, "tier_weights": [1, 2, 3],
+                     "multipath_probe_period": 7}
+    },
+    "tcp": {"peer_timeout": "2m", "send_buffer_bytes": "4MiB"}
+  })");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->num_lanes, 8u);
+  EXPECT_EQ(c->rdma.device, std::optional<std::string>("mlx5_1"));
+  EXPECT_EQ(c->rdma.port, std::optional<std::uint32_t>(2));
+  EXPECT_EQ(c->rdma.gid_index, std::optional<std::uint32_t>(3));
+  EXPECT_EQ(c->rdma.rdma_whitelist, (std::vector<std::string>{"mlx5_0", "mlx5_1"}));
+  EXPECT_EQ(c->rdma.rdma_blacklist, (std::vector<std::string>{"mlx5_9"}));
+  EXPECT_EQ(c->rdma.device_mask, std::optional<std::uint64_t>((1ULL << 0) | (1ULL << 3) | (1ULL << 63)));
+  EXPECT_EQ(c->rdma.preferred_numa_node, std::optional<std::uint32_t>(1));
+  EXPECT_EQ(c->rdma.max_send_wr, 32u);
+  EXPECT_EQ(c->rdma.max_direct_bytes, 128 * kMiB);
+  EXPECT_EQ(c->rdma.block_size, 128 * kKiB);
+  EXPECT_EQ(c->rdma.rail_cooldown, Duration(45s));
+  EXPECT_EQ(c->rdma.priority_promotion_timeout, Duration(1500us));
+  EXPECT_EQ(c->rdma.default_bandwidth_gbps, 100.0);
+  EXPECT_FALSE(c->rdma.scheduling.smart_selection);
+  EXPECT_EQ(c->rdma.scheduling.tier_weights, (std::array<double, 3>{1, 2, 3}));
+  EXPECT_EQ(c->rdma.scheduling.multipath_probe_period, 7u);
+  EXPECT_EQ(c->tcp.peer_timeout, Duration(2min));
+  EXPECT_EQ(c->tcp.send_buffer_bytes, 4 * kMiB);
+  // Fields not named keep their defaults.
+  EXPECT_EQ(c->rdma.max_cqes, 1024u);
+  EXPECT_EQ(c->rdma.cuda_memory, RdmaCudaMemory::Staged);
+}
+
+TEST(ConfigJson, NullUnsetsOptionalFields) {
+  auto c = EngineConfig::from_json(
+      R"({"rdma":{"device":null,"port":null,"gid_index":null,"device_mask":null,
+          "preferred_numa_node":null,"priority_matrix":null,"custom_json_path":null,
+          "shared_quota_shm_path":null}})");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->rdma.device);
+  EXPECT_FALSE(c->rdma.port);
+  EXPECT_FALSE(c->rdma.gid_index);
+  EXPECT_FALSE(c->rdma.device_mask);
+  EXPECT_FALSE(c->rdma.preferred_numa_node);
+  EXPECT_FALSE(c->rdma.priority_matrix);
+  EXPECT_FALSE(c->rdma.custom_json_path);
+  EXPECT_FALSE(c->rdma.shared_quota_shm_path);
+}
+
+TEST(ConfigJson, DeviceMaskArrayBecomesABitmask) {
+  auto c = EngineConfig::from_json(R"({"rdma":{"device_mask":[0,3]}})");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->rdma.device_mask, std::optional<std::uint64_t>(0b1001));
+  auto top = EngineConfig::from_json(R"({"rdma":{"device_mask":[63]}})");
+  ASSERT_TRUE(top.ok()) << top.status().to_string();
+  EXPECT_EQ(top->rdma.device_mask, std::optional<std::uint64_t>(1ULL << 63));
+
+  auto too_high = EngineConfig::from_json(R"({"rdma":{"device_mask":[1,64]}})");
+  ASSERT_FALSE(too_high.ok());
+  EXPECT_EQ(too_high.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(too_high.status().message(), "rdma.device_mask[1]");
+  auto empty = EngineConfig::from_json(R"({"rdma":{"device_mask":[]}})");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(empty.status().message(), "rdma.device_mask");
+}
+
+TEST(ConfigJson, PriorityMatrixAcceptsAnObjectOrAStringHoldingOne) {
+  const std::string matrix = R"({"cpu:0":[["mlx5_0"],["mlx5_1"]],"cuda:0":[["mlx5_1"],["mlx5_0"]]})";
+  auto as_object = EngineConfig::from_json(R"({"rdma":{"priority_matrix":)" + matrix + "}}");
+  ASSERT_TRUE(as_object.ok()) << as_object.status().to_string();
+  ASSERT_TRUE(as_object->rdma.priority_matrix.has_value());
+  EXPECT_EQ(json::parse(*as_object->rdma.priority_matrix), json::parse(matrix));
+
+  json doc;
+  doc["rdma"]["priority_matrix"] = matrix;  // a string holding the object
+  auto as_string = EngineConfig::from_json(doc.dump());
+  ASSERT_TRUE(as_string.ok()) << as_string.status().to_string();
+  EXPECT_EQ(as_string->rdma.priority_matrix, std::optional<std::string>(matrix));
+}
+
+TEST(ConfigJson, PriorityMatrixIsLimitedToOneMiB) {
+  constexpr size_t kLimit = 1 << 20;
+  for (bool as_string : {true, false}) {
+    SCOPED_TRACE(as_string ? "string form" : "object form");
+    json at_limit;
+    json over_limit;
+    if (as_string) {
+      at_limit["rdma"]["priority_matrix"] = object_text_of_size(kLimit);
+      over_limit["rdma"]["priority_matrix"] = object_text_of_size(kLimit + 1);
+    } else {
+      at_limit["rdma"]["priority_matrix"] = json::parse(object_text_of_size(kLimit));
+      over_limit["rdma"]["priority_matrix"] = json::parse(object_text_of_size(kLimit + 1));
+    }
+    auto ok = EngineConfig::from_json(at_limit.dump());
+    ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+    EXPECT_EQ(ok->rdma.priority_matrix->size(), kLimit);
+
+    auto too_big = EngineConfig::from_json(over_limit.dump());
+    ASSERT_FALSE(too_big.ok());
+    EXPECT_EQ(too_big.status().code(), Errc::Configuration);
+    EXPECT_CONTAINS(too_big.status().message(), "rdma.priority_matrix");
+    EXPECT_CONTAINS(too_big.status().message(), std::to_string(kLimit + 1));
+  }
+}
+
+// A priority_matrix string that is not a JSON object is reported with the text itself.
+TEST(ConfigJson, PriorityMatrixErrorShowsTheBadText) {
+  auto bad = EngineConfig::from_json(R"({"rdma":{"priority_matrix":"not json"}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(bad.status().message(), "rdma.priority_matrix");
+  EXPECT_CONTAINS(bad.status().message(), "not json");
+}
+
+TEST(ConfigJson, ErrorMessageShowsExpectationAndValue) {
+  auto c = EngineConfig::from_json(R"({"rdma":{"max_send_wr":"16"}})");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(c.status().message(), "rdma.max_send_wr");
+  EXPECT_CONTAINS(c.status().message(), "\"16\"");
+  EXPECT_CONTAINS(c.status().message(), "[1, 65536]");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Unknown keys, duplicate keys, documents that are not objects.
+
+struct UnknownKey {
+  const char* doc;
+  const char* key_path;    // the full path the message must name
+  const char* suggestion;  // full path suggested, or nullptr for none
+};
+
+class ConfigUnknownKey : public ::testing::TestWithParam<UnknownKey> {};
+
+TEST_P(ConfigUnknownKey, IsRejectedWithItsFullPath) {
+  const UnknownKey& c = GetParam();
+  auto parsed = EngineConfig::from_json(c.doc);
+  ASSERT_FALSE(parsed.ok()) << "accepted " << c.doc;
+  EXPECT_EQ(parsed.status().code(), Errc::Configuration);
+  const std::string& message = parsed.status().message();
+  EXPECT_CONTAINS(message, std::string("unknown key ") + c.key_path);
+  if (c.suggestion != nullptr) {
+    EXPECT_CONTAINS(message, std::string("did you mean ") + c.suggestion + "?");
+  } else {
+    EXPECT_EQ(message.find("did you mean"), std::string::npos) << message;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Keys, ConfigUnknownKey,
+    ::testing::Values(
+        UnknownKey{R"({"num_lane":2})", "num_lane", "num_lanes"},
+        UnknownKey{R"({"num_lanes":2,"progres_mode":"polling"})", "progres_mode", "progress_mode"},
+        UnknownKey{R"({"rmda":{}})", "rmda", "rdma"},
+        UnknownKey{R"({"completely_unrelated_key":1})", "completely_unrelated_key", nullptr},
+        UnknownKey{R"({"rdma":{"max_send_wrs":8}})", "rdma.max_send_wrs", "rdma.max_send_wr"},
+        UnknownKey{R"({"rdma":{"devic":"mlx5_0"}})", "rdma.devic", "rdma.device"},
+        UnknownKey{R"({"rdma":{"num_lanes":2}})", "rdma.num_lanes", nullptr},
+        UnknownKey{R"({"rdma":{"scheduling":{"smart_selectoin":false}}})",
+                   "rdma.scheduling.smart_selectoin", "rdma.scheduling.smart_selection"},
+        UnknownKey{R"({"rdma":{"scheduling":{"zzzzzzzzzzzz":1}}})", "rdma.scheduling.zzzzzzzzzzzz",
+                   nullptr},
+        UnknownKey{R"({"tcp":{"nodelayy":true}})", "tcp.nodelayy", "tcp.nodelay"},
+        UnknownKey{R"({"shm":{"enabled":true}})", "shm.enabled", "shm.enable"},
+        UnknownKey{R"({"bootstrap":{"timout":"1s"}})", "bootstrap.timout", "bootstrap.timeout"},
+        UnknownKey{R"({"topology":{"hwlocxml":"/x"}})", "topology.hwlocxml", "topology.hwloc_xml"}));
+
+TEST(ConfigJson, DuplicateKeysAreRejected) {
+  for (const char* doc : {R"({"num_lanes":1,"num_lanes":2})",
+                          R"({"rdma":{"max_send_wr":8,"max_send_wr":8}})",
+                          R"({"rdma":{},"rdma":{}})",
+                          R"({"rdma":{"scheduling":{"smart_selection":true,"smart_selection":false}}})"}) {
+    auto parsed = EngineConfig::from_json(doc);
+    ASSERT_FALSE(parsed.ok()) << "accepted " << doc;
+    EXPECT_EQ(parsed.status().code(), Errc::Configuration) << doc;
+    EXPECT_CONTAINS(parsed.status().message(), "more than once");
+  }
+  auto message = EngineConfig::from_json(R"({"rdma":{"max_send_wr":8,"max_send_wr":9}})");
+  ASSERT_FALSE(message.ok());
+  EXPECT_CONTAINS(message.status().message(), "max_send_wr");
+  // The same key in two different objects is fine.
+  auto distinct = EngineConfig::from_json(
+      R"({"tcp":{"interface":"eth0","connect_timeout":"1s"},
+          "bootstrap":{"interface":"eth1","connect_timeout":"2s"}})");
+  ASSERT_TRUE(distinct.ok()) << distinct.status().to_string();
+  EXPECT_EQ(distinct->tcp.interface, "eth0");
+  EXPECT_EQ(distinct->bootstrap.interface, "eth1");
+}
+
+TEST(ConfigJson, NonObjectDocumentsAreRejected) {
+  for (const char* doc : {"[]", "[{}]", "42", "\"{}\"", "null", "true"}) {
+    auto parsed = EngineConfig::from_json(doc);
+    ASSERT_FALSE(parsed.ok()) << "accepted " << doc;
+    EXPECT_EQ(parsed.status().code(), Errc::Configuration) << doc;
+    EXPECT_CONTAINS(parsed.status().message(), "must be a JSON object");
+  }
+}
+
+TEST(ConfigJson, InvalidJsonIsRejected) {
+  for (const char* doc : {"", "   ", "{", "{\"num_lanes\": }", "{'num_lanes': 1}",
+                          "{\"num_lanes\":1,}", "{} {}", "// comment\n{}", "{\"num_lanes\":01}"}) {
+    auto parsed = EngineConfig::from_json(doc);
+    ASSERT_FALSE(parsed.ok()) << "accepted " << doc;
+    EXPECT_EQ(parsed.status().code(), Errc::Configuration) << doc;
+    EXPECT_CONTAINS(parsed.status().message(), "invalid JSON");
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Cross-field rule and validate() for configurations built in code.
+
+TEST(ConfigValidate, DisabledGpuDirectWithDirectCudaMemoryIsAnError) {
+  auto both = EngineConfig::from_json(
+      R"({"rdma":{"disable_gpu_direct_rdma":true,"cuda_memory":"direct"}})");
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(both.status().message(), "rdma.disable_gpu_direct_rdma");
+  EXPECT_CONTAINS(both.status().message(), "rdma.cuda_memory");
+
+  auto disabled_only = EngineConfig::from_json(R"({"rdma":{"disable_gpu_direct_rdma":true}})");
+  ASSERT_TRUE(disabled_only.ok()) << disabled_only.status().to_string();
+  EXPECT_TRUE(disabled_only->rdma.disable_gpu_direct_rdma);
+  auto direct_only = EngineConfig::from_json(R"({"rdma":{"cuda_memory":"direct"}})");
+  ASSERT_TRUE(direct_only.ok()) << direct_only.status().to_string();
+  EXPECT_EQ(direct_only->rdma.cuda_memory, RdmaCudaMemory::Direct);
+  auto disabled_staged = EngineConfig::from_json(
+      R"({"rdma":{"disable_gpu_direct_rdma":true,"cuda_memory":"staged"}})");
+  ASSERT_TRUE(disabled_staged.ok()) << disabled_staged.status().to_string();
+
+  EngineConfig in_code;
+  in_code.rdma.disable_gpu_direct_rdma = true;
+  EXPECT_TRUE(in_code.validate().ok());
+  in_code.rdma.cuda_memory = RdmaCudaMemory::Direct;
+  Status s = in_code.validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Errc::Configuration);
+  EXPECT_CONTAINS(s.message(), "rdma.disable_gpu_direct_rdma");
+  in_code.rdma.disable_gpu_direct_rdma = false;
+  EXPECT_TRUE(in_code.validate().ok());
+}
+
+struct CodeCase {
+  const char* name;
+  std::function<void(EngineConfig&)> mutate;
+  const char* path;  // named in the message
+};
+
+TEST(ConfigValidate, RangeChecksApplyToConfigsBuiltInCode) {
+  const std::vector<CodeCase> cases = {
+      {"num_lanes 0", [](EngineConfig& c) { c.num_lanes = 0; }, "num_lanes"},
+      {"num_lanes 65", [](EngineConfig& c) { c.num_lanes = 65; }, "num_lanes"},
+      {"port 0", [](EngineConfig& c) { c.rdma.port = 0; }, "rdma.port"},
+      {"gid 256", [](EngineConfig& c) { c.rdma.gid_index = 256; }, "rdma.gid_index"},
+      {"empty device", [](EngineConfig& c) { c.rdma.device = ""; }, "rdma.device"},
+      {"empty whitelist entry", [](EngineConfig& c) { c.rdma.rdma_whitelist = {"mlx5_0", ""}; },
+       "rdma.rdma_whitelist[1]"},
+      {"empty mask", [](EngineConfig& c) { c.rdma.device_mask = 0; }, "rdma.device_mask"},
+      {"matrix not an object", [](EngineConfig& c) { c.rdma.priority_matrix = "[1]"; },
+       "rdma.priority_matrix"},
+      {"matrix too big",
+       [](EngineConfig& c) { c.rdma.priority_matrix = object_text_of_size((1 << 20) + 1); },
+       "rdma.priority_matrix"},
+      {"tier weight zero", [](EngineConfig& c) { c.rdma.scheduling.tier_weights = {1, 0, 1}; },
+       "rdma.scheduling.tier_weights"},
+      {"tier weight NaN",
+       [](EngineConfig& c) {
+         c.rdma.scheduling.tier_weights = {1, 1, std::numeric_limits<double>::quiet_NaN()};
+       },
+       "rdma.scheduling.tier_weights"},
+      {"probe period 0", [](EngineConfig& c) { c.rdma.scheduling.multipath_probe_period = 0; },
+       "rdma.scheduling.multipath_probe_period"},
+      {"slot 0", [](EngineConfig& c) { c.rdma.slot_rotation_interval = Duration::zero(); },
+       "rdma.slot_rotation_interval"},
+      {"negative promotion",
+       [](EngineConfig& c) { c.rdma.priority_promotion_timeout = Duration(-1ms); },
+       "rdma.priority_promotion_timeout"},
+      {"monitor 2h", [](EngineConfig& c) { c.rdma.monitor_interval = 2h; }, "rdma.monitor_interval"},
+      {"max_send_wr 0", [](EngineConfig& c) { c.rdma.max_send_wr = 0; }, "rdma.max_send_wr"},
+      {"max_cqes big", [](EngineConfig& c) { c.rdma.max_cqes = 4194305; }, "rdma.max_cqes"},
+      {"direct bytes 0", [](EngineConfig& c) { c.rdma.max_direct_bytes = 0; },
+       "rdma.max_direct_bytes"},
+      {"block 2GiB", [](EngineConfig& c) { c.rdma.block_size = 2 * kGiB; }, "rdma.block_size"},
+      {"bandwidth 0", [](EngineConfig& c) { c.rdma.default_bandwidth_gbps = 0; },
+       "rdma.default_bandwidth_gbps"},
+      {"bandwidth inf",
+       [](EngineConfig& c) {
+         c.rdma.default_bandwidth_gbps = std::numeric_limits<double>::infinity();
+       },
+       "rdma.default_bandwidth_gbps"},
+      {"shm name", [](EngineConfig& c) { c.rdma.shared_quota_shm_path = "a/b"; },
+       "rdma.shared_quota_shm_path"},
+      {"streams 0", [](EngineConfig& c) { c.tcp.streams_per_peer = 0; }, "tcp.streams_per_peer"},
+      {"peer timeout 0", [](EngineConfig& c) { c.tcp.peer_timeout = Duration::zero(); },
+       "tcp.peer_timeout"},
+      {"sndbuf 3GiB", [](EngineConfig& c) { c.tcp.send_buffer_bytes = 3 * kGiB; },
+       "tcp.send_buffer_bytes"},
+      {"store no port", [](EngineConfig& c) { c.bootstrap.store = "nohost"; }, "bootstrap.store"},
+      {"value bytes 0", [](EngineConfig& c) { c.bootstrap.max_value_bytes = 0; },
+       "bootstrap.max_value_bytes"},
+      {"hwloc path long", [](EngineConfig& c) { c.topology.hwloc_xml = std::string(4097, 'x'); },
+       "topology.hwloc_xml"},
+  };
+  for (const CodeCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    EngineConfig config;
+    c.mutate(config);
+    Status s = config.validate();
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), Errc::Configuration);
+    EXPECT_CONTAINS(s.message(), std::string(c.path) + ": expected");
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Round trip.
+
+void expect_same(const EngineConfig& a, const EngineConfig& b) {
+  EXPECT_EQ(a.num_lanes, b.num_lanes);
+  EXPECT_EQ(a.progress_mode, b.progress_mode);
+  const auto& x = a.rdma;
+  const auto& y = b.rdma;
+  EXPECT_EQ(x.device, y.device);
+  EXPECT_EQ(x.port, y.port);
+  EXPECT_EQ(x.gid_index, y.gid_index);
+  EXPECT_EQ(x.rdma_whitelist, y.rdma_whitelist);
+  EXPECT_EQ(x.rdma_blacklist, y.rdma_blacklist);
+  EXPECT_EQ(x.device_mask, y.device_mask);
+  EXPECT_EQ(x.preferred_numa_node, y.preferred_numa_node);
+  EXPECT_EQ(x.strict_local_numa, y.strict_local_numa);
+  EXPECT_EQ(x.priority_matrix, y.priority_matrix);
+  EXPECT_EQ(x.custom_json_path, y.custom_json_path);
+  EXPECT_EQ(x.scheduling.smart_selection, y.scheduling.smart_selection);
+  EXPECT_EQ(x.scheduling.tier_weights, y.scheduling.tier_weights);
+  EXPECT_EQ(x.scheduling.multipath_probe_period, y.scheduling.multipath_probe_period);
+  EXPECT_EQ(x.host_memory, y.host_memory);
+  EXPECT_EQ(x.cuda_memory, y.cuda_memory);
+  EXPECT_EQ(x.gpu_direct_registration, y.gpu_direct_registration);
+  EXPECT_EQ(x.disable_gpu_direct_rdma, y.disable_gpu_direct_rdma);
+  EXPECT_EQ(x.log_slice_affinity, y.log_slice_affinity);
+  EXPECT_EQ(x.gpu_source_reuse, y.gpu_source_reuse);
+  EXPECT_EQ(x.deadline_bw_arbitration, y.deadline_bw_arbitration);
+  EXPECT_EQ(x.priority_promotion_timeout, y.priority_promotion_timeout);
+  EXPECT_EQ(x.priority_promotion_per_entry, y.priority_promotion_per_entry);
+  EXPECT_EQ(x.shared_quota_shm_path, y.shared_quota_shm_path);
+  EXPECT_EQ(x.slot_rotation_interval, y.slot_rotation_interval);
+  EXPECT_EQ(x.max_endpoints, y.max_endpoints);
+  EXPECT_EQ(x.max_grants, y.max_grants);
+  EXPECT_EQ(x.max_send_wr, y.max_send_wr);
+  EXPECT_EQ(x.max_cqes, y.max_cqes);
+  EXPECT_EQ(x.max_direct_bytes, y.max_direct_bytes);
+  EXPECT_EQ(x.max_staging_bytes, y.max_staging_bytes);
+  EXPECT_EQ(x.max_cached_mrs, y.max_cached_mrs);
+  EXPECT_EQ(x.max_cached_mr_bytes, y.max_cached_mr_bytes);
+  EXPECT_EQ(x.max_window_key_indices, y.max_window_key_indices);
+  EXPECT_EQ(x.max_rd_atomic, y.max_rd_atomic);
+  EXPECT_EQ(x.max_dest_rd_atomic, y.max_dest_rd_atomic);
+  EXPECT_EQ(x.signal_interval, y.signal_interval);
+  EXPECT_EQ(x.rail_error_threshold, y.rail_error_threshold);
+  EXPECT_EQ(x.rail_error_window, y.rail_error_window);
+  EXPECT_EQ(x.rail_cooldown, y.rail_cooldown);
+  EXPECT_EQ(x.rail_probe_interval, y.rail_probe_interval);
+  EXPECT_EQ(x.max_rail_pairs, y.max_rail_pairs);
+  EXPECT_EQ(x.block_size, y.block_size);
+  EXPECT_EQ(x.default_bandwidth_gbps, y.default_bandwidth_gbps);
+  EXPECT_EQ(x.monitor_interval, y.monitor_interval);
+  EXPECT_EQ(x.destroy_timeout, y.destroy_timeout);
+  EXPECT_EQ(a.tcp.interface, b.tcp.interface);
+  EXPECT_EQ(a.tcp.streams_per_peer, b.tcp.streams_per_peer);
+  EXPECT_EQ(a.tcp.nodelay, b.tcp.nodelay);
+  EXPECT_EQ(a.tcp.keepalive, b.tcp.keepalive);
+  EXPECT_EQ(a.tcp.connect_timeout, b.tcp.connect_timeout);
+  EXPECT_EQ(a.tcp.peer_timeout, b.tcp.peer_timeout);
+  EXPECT_EQ(a.tcp.send_buffer_bytes, b.tcp.send_buffer_bytes);
+  EXPECT_EQ(a.tcp.recv_buffer_bytes, b.tcp.recv_buffer_bytes);
+  EXPECT_EQ(a.shm.enable, b.shm.enable);
+  EXPECT_EQ(a.shm.single_copy, b.shm.single_copy);
+  EXPECT_EQ(a.bootstrap.store, b.bootstrap.store);
+  EXPECT_EQ(a.bootstrap.host_store, b.bootstrap.host_store);
+  EXPECT_EQ(a.bootstrap.interface, b.bootstrap.interface);
+  EXPECT_EQ(a.bootstrap.timeout, b.bootstrap.timeout);
+  EXPECT_EQ(a.bootstrap.connect_timeout, b.bootstrap.connect_timeout);
+  EXPECT_EQ(a.bootstrap.max_value_bytes, b.bootstrap.max_value_bytes);
+  EXPECT_EQ(a.bootstrap.shutdown_timeout, b.bootstrap.shutdown_timeout);
+  EXPECT_EQ(a.topology.hwloc_xml, b.topology.hwloc_xml);
+}
+
+EngineConfig non_default_config() {
+  EngineConfig c;
+  c.num_lanes = 7;
+  c.progress_mode = ProgressMode::EventDriven;
+  auto& r = c.rdma;
+  r.device = "mlx5_3";
+  r.port = 2;
+  r.gid_index = 5;
+  r.rdma_whitelist = {"mlx5_0", "mlx5_3"};
+  r.rdma_blacklist = {"mlx5_9"};
+  r.device_mask = (1ULL << 0) | (1ULL << 3) | (1ULL << 63);
+  r.preferred_numa_node = 1;
+  r.strict_local_numa = true;
+  r.priority_matrix = R"({"cpu:0":[["mlx5_0"],["mlx5_1"]],"cuda:0":[["mlx5_1"],["mlx5_0"]]})";
+  r.custom_json_path = "/etc/orbite/topology.json";
+  r.scheduling.smart_selection = false;
+  r.scheduling.tier_weights = {1.5, 2.25, 8.125};
+  r.scheduling.multipath_probe_period = 7;
+  r.host_memory = RdmaHostMemory::Staged;
+  r.cuda_memory = RdmaCudaMemory::Direct;
+  r.gpu_direct_registration = GpuDirectRegistration::Peermem;
+  r.log_slice_affinity = true;
+  r.gpu_source_reuse = true;
+  r.deadline_bw_arbitration = true;
+  r.priority_promotion_timeout = 1500us;
+  r.priority_promotion_per_entry = true;
+  r.shared_quota_shm_path = "/orbite-rdma-slots";
+  r.slot_rotation_interval = 5ms;
+  r.max_endpoints = 128;
+  r.max_grants = 96;
+  r.max_send_wr = 32;
+  r.max_cqes = 4096;
+  r.max_direct_bytes = 3 * kGiB;
+  r.max_staging_bytes = 128 * kMiB + 1;
+  r.max_cached_mrs = 17;
+  r.max_cached_mr_bytes = kGiB;
+  r.max_window_key_indices = 1 << 20;
+  r.max_rd_atomic = 0;
+  r.max_dest_rd_atomic = 8;
+  r.signal_interval = 4;
+  r.rail_error_threshold = 5;
+  r.rail_error_window = 2min;
+  r.rail_cooldown = 45s;
+  r.rail_probe_interval = Duration::zero();
+  r.max_rail_pairs = 100;
+  r.block_size = 128 * kKiB;
+  r.default_bandwidth_gbps = 212.5;
+  r.monitor_interval = 250ms;
+  r.destroy_timeout = Duration(90s) + Duration(7ns);
+  c.tcp.interface = "^docker,lo";
+  c.tcp.streams_per_peer = 4;
+  c.tcp.nodelay = false;
+  c.tcp.keepalive = false;
+  c.tcp.connect_timeout = 5s;
+  c.tcp.peer_timeout = 2500ms;
+  c.tcp.send_buffer_bytes = 4 * kMiB;
+  c.tcp.recv_buffer_bytes = 1;
+  c.shm.enable = false;
+  c.shm.single_copy = false;
+  c.bootstrap.store = "10.0.0.1:29500";
+  c.bootstrap.host_store = true;
+  c.bootstrap.interface = "eth0";
+  c.bootstrap.timeout = 90s;
+  c.bootstrap.connect_timeout = 15s;
+  c.bootstrap.max_value_bytes = kMiB;
+  c.bootstrap.shutdown_timeout = Duration::zero();
+  c.topology.hwloc_xml = "/tmp/topology.xml";
+  return c;
+}
+
+TEST(ConfigRoundTrip, FromJsonOfToJsonReproducesEveryField) {
+  const EngineConfig original = non_default_config();
+  ASSERT_TRUE(original.validate().ok()) << original.validate().to_string();
+  const std::string text = original.to_json();
+  auto parsed = EngineConfig::from_json(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string() << "\n" << text;
+  expect_same(*parsed, original);
+  EXPECT_EQ(parsed->to_json(), text);
+  // The non-default values really differ from the defaults (the test would catch a field that
+  // to_json or from_json drops).
+  EXPECT_NE(text, EngineConfig().to_json());
+}
+
+TEST(ConfigRoundTrip, OtherEnumValuesAndCompactOutput) {
+  EngineConfig c;
+  c.rdma.disable_gpu_direct_rdma = true;
+  c.rdma.gpu_direct_registration = GpuDirectRegistration::Dmabuf;
+  c.rdma.shared_quota_shm_path = "";
+  c.rdma.device_mask = ~0ULL;
+  for (int indent : {-1, 0, 2, 4}) {
+    SCOPED_TRACE(indent);
+    auto parsed = EngineConfig::from_json(c.to_json(indent));
+    ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+    expect_same(*parsed, c);
+  }
+  auto defaults = EngineConfig::from_json(EngineConfig().to_json());
+  ASSERT_TRUE(defaults.ok()) << defaults.status().to_string();
+  expect_same(*defaults, EngineConfig());
+}
+
+TEST(ConfigRoundTrip, FormattedPriorityMatrixKeepsItsContent) {
+  // to_json writes the matrix as a JSON object, so whitespace inside the original text is not
+  // kept; its content is.
+  EngineConfig c;
+  c.rdma.priority_matrix = "{\n  \"cpu:0\": [[\"mlx5_0\"], [\"mlx5_1\"]]\n}";
+  auto parsed = EngineConfig::from_json(c.to_json());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  ASSERT_TRUE(parsed->rdma.priority_matrix.has_value());
+  EXPECT_EQ(json::parse(*parsed->rdma.priority_matrix), json::parse(*c.rdma.priority_matrix));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Files.
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& content) {
+    static int counter = 0;
+    path_ = ::testing::TempDir() + "orbite_config_test_" + std::to_string(getpid()) + "_" +
+            std::to_string(counter++) + ".json";
+    std::ofstream(path_, std::ios::binary) << content;
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(ConfigFile, LoadsAValidFile) {
+  TempFile file(R"({"num_lanes": 3, "rdma": {"max_send_wr": 64, "cuda_memory": "direct"}})");
+  auto c = EngineConfig::from_file(file.path());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->num_lanes, 3u);
+  EXPECT_EQ(c->rdma.max_send_wr, 64u);
+  EXPECT_EQ(c->rdma.cuda_memory, RdmaCudaMemory::Direct);
+}
+
+TEST(ConfigFile, MissingFileIsAConfigurationErrorNamingTheFile) {
+  const std::string path = ::testing::TempDir() + "orbite_config_test_no_such_file.json";
+  auto c = EngineConfig::from_file(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(c.status().message(), path);
+}
+
+TEST(ConfigFile, AnErrorNamesTheFileAndThePath) {
+  TempFile bad_value(R"({"rdma": {"max_send_wr": 0}})");
+  auto c = EngineConfig::from_file(bad_value.path());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(c.status().message(), bad_value.path());
+  EXPECT_CONTAINS(c.status().message(), "rdma.max_send_wr");
+
+  TempFile unknown(R"({"tcp": {"ifname": "eth0"}})");
+  auto u = EngineConfig::from_file(unknown.path());
+  ASSERT_FALSE(u.ok());
+  EXPECT_EQ(u.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(u.status().message(), unknown.path());
+  EXPECT_CONTAINS(u.status().message(), "tcp.ifname");
+
+  TempFile broken("{\"num_lanes\": ");
+  auto b = EngineConfig::from_file(broken.path());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(b.status().message(), broken.path());
+
+  TempFile cross(R"({"rdma": {"cuda_memory": "direct", "disable_gpu_direct_rdma": true}})");
+  auto x = EngineConfig::from_file(cross.path());
+  ASSERT_FALSE(x.ok());
+  EXPECT_EQ(x.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(x.status().message(), cross.path());
+}
+
+// ------------------------------------------------------------------------------------------------
+// The reference and docs/configuration.md.
+
+TEST(ConfigReference, ListsEveryFieldOnce) {
+  const std::string reference = configuration_reference_markdown();
+  std::vector<std::string> names = config_internal::env_variable_names();
+  size_t rows = 0;
+  for (size_t pos = 0; (pos = reference.find("\n| `", pos)) != std::string::npos; ++pos) ++rows;
+  // Every field has exactly one row and one variable; the two aliases have no row of their own.
+  EXPECT_EQ(rows + std::size(config_schema::kEnvAliases), names.size());
+  for (const std::string& name : names) {
+    bool alias = false;
+    for (const auto& [a, target] : config_schema::kEnvAliases) alias = alias || a == name;
+    if (alias) continue;
+    EXPECT_CONTAINS(reference, "`" + name + "`");
+  }
+  for (const char* path : {"`num_lanes`", "`rdma.max_send_wr`", "`rdma.scheduling.tier_weights`",
+                           "`tcp.interface`", "`shm.enable`", "`bootstrap.store`",
+                           "`topology.hwloc_xml`"}) {
+    EXPECT_CONTAINS(reference, path);
+  }
+}
+
+TEST(ConfigReference, DocsContainTheGeneratedTableVerbatim) {
+  const std::string path = ORBITE_SOURCE_DIR "/docs/configuration.md";
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << "cannot read " << path;
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string docs = text.str();
+  const std::string reference = configuration_reference_markdown();
+  EXPECT_NE(docs.find(reference), std::string::npos)
+      << path << " is out of date: regenerate the table with orbite-info --config-reference";
+  // And exactly that table sits between the markers.
+  const std::string begin = "<!-- BEGIN GENERATED: orbite-info --config-reference -->\n";
+  const std::string end = "<!-- END GENERATED -->";
+  size_t b = docs.find(begin);
+  size_t e = docs.find(end);
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  ASSERT_LT(b, e);
+  std::string between = docs.substr(b + begin.size(), e - b - begin.size());
+  while (!between.empty() && between.front() == '\n') between.erase(0, 1);
+  while (between.size() > 1 && between[between.size() - 1] == '\n' &&
+         between[between.size() - 2] == '\n') {
+    between.pop_back();
+  }
+  EXPECT_EQ(between, reference);
+}
+
+}  // namespace
+}  // namespace orbite
