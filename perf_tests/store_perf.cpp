@@ -5,9 +5,9 @@
 //   store_perf [-n iterations] [-w warmup] [-b min_bytes] [-e max_bytes] [-f factor]
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <unistd.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -94,7 +94,8 @@ std::vector<double> raw_pingpong(const Options& o, std::uint64_t bytes) {
   for (int i = 0; i < o.warmup + o.iterations; ++i) {
     auto start = Clock::now();
     size_t sent = 0;
-    while (sent < bytes) sent += static_cast<size_t>(::send(fd, buf.data() + sent, bytes - sent, 0));
+    while (sent < bytes)
+      sent += static_cast<size_t>(::send(fd, buf.data() + sent, bytes - sent, 0));
     size_t got = 0;
     while (got < bytes) got += static_cast<size_t>(::recv(fd, buf.data() + got, bytes - got, 0));
     double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
@@ -122,12 +123,18 @@ bool parse(int argc, char** argv, Options& o) {
     std::string flag = argv[i];
     auto v = orbite::parse_bytes(argv[i + 1]);
     if (!v || *v == 0) return false;
-    if (flag == "-n") o.iterations = static_cast<int>(*v);
-    else if (flag == "-w") o.warmup = static_cast<int>(*v);
-    else if (flag == "-b") o.min_bytes = *v;
-    else if (flag == "-e") o.max_bytes = *v;
-    else if (flag == "-f") o.factor = *v;
-    else return false;
+    if (flag == "-n")
+      o.iterations = static_cast<int>(*v);
+    else if (flag == "-w")
+      o.warmup = static_cast<int>(*v);
+    else if (flag == "-b")
+      o.min_bytes = *v;
+    else if (flag == "-e")
+      o.max_bytes = *v;
+    else if (flag == "-f")
+      o.factor = *v;
+    else
+      return false;
   }
   return argc % 2 == 1 && o.factor >= 2;
 }
@@ -137,7 +144,8 @@ bool parse(int argc, char** argv, Options& o) {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: store_perf [-n iters] [-w warmup] [-b min] [-e max] [-f factor]\n");
+    std::fprintf(stderr,
+                 "usage: store_perf [-n iters] [-w warmup] [-b min] [-e max] [-f factor]\n");
     return 2;
   }
   auto server = orbite::TcpStoreServer::start({});
@@ -148,7 +156,8 @@ int main(int argc, char** argv) {
   if (!client.ok()) return 1;
   orbite::Store& store = **client;
 
-  std::printf("# store_perf: bootstrap store round trips vs a raw TCP ping-pong, loopback, one run\n");
+  std::printf(
+      "# store_perf: bootstrap store round trips vs a raw TCP ping-pong, loopback, one run\n");
   std::printf("# iterations %d, warmup %d; times are medians (p99) in microseconds\n", o.iterations,
               o.warmup);
   std::printf("%10s %18s %18s %18s %10s %10s\n", "bytes", "raw rtt", "store set", "store get",

@@ -72,9 +72,9 @@ class ORBITE_API Bootstrap {
                                       const BootstrapConfig& config = {});
   // For bootstraps that host the store server themselves (MPI bootstrap, torchrun-style rank 0).
   static Result<Bootstrap> from_hosted_store(std::unique_ptr<TcpStoreServer> server,
-                                             std::shared_ptr<Store> store, int rank,
-                                             int world_size, std::optional<int> local_rank,
-                                             std::string source, const BootstrapConfig& config);
+                                             std::shared_ptr<Store> store, int rank, int world_size,
+                                             std::optional<int> local_rank, std::string source,
+                                             const BootstrapConfig& config);
 
   [[nodiscard]] int rank() const;
   [[nodiscard]] int world_size() const;

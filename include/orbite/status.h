@@ -42,11 +42,21 @@ class [[nodiscard, gnu::visibility("default")]] Status {
   static Status error(Errc code, std::string message,
                       std::source_location where = std::source_location::current());
 
-  [[nodiscard]] bool ok() const noexcept { return code_ == Errc::Ok; }
-  [[nodiscard]] Errc code() const noexcept { return code_; }
-  [[nodiscard]] const std::string& message() const noexcept { return message_; }
-  [[nodiscard]] const char* file() const noexcept { return file_; }
-  [[nodiscard]] std::uint32_t line() const noexcept { return line_; }
+  [[nodiscard]] bool ok() const noexcept {
+    return code_ == Errc::Ok;
+  }
+  [[nodiscard]] Errc code() const noexcept {
+    return code_;
+  }
+  [[nodiscard]] const std::string& message() const noexcept {
+    return message_;
+  }
+  [[nodiscard]] const char* file() const noexcept {
+    return file_;
+  }
+  [[nodiscard]] std::uint32_t line() const noexcept {
+    return line_;
+  }
 
   // "Timeout: store wait for key 'x' timed out after 3000 ms"; "OK" for success.
   [[nodiscard]] std::string to_string() const;
@@ -64,7 +74,9 @@ class [[nodiscard, gnu::visibility("default")]] Status {
   std::string message_;
 };
 
-inline Status ok_status() noexcept { return Status(); }
+inline Status ok_status() noexcept {
+  return Status();
+}
 
 // A value or an error Status. Accessing the value of an error Result is a programming error and
 // aborts with the status text.
@@ -74,8 +86,8 @@ class [[nodiscard]] Result {
   static_assert(!std::is_same_v<std::remove_cv_t<T>, Status>, "use Status directly");
 
  public:
-  Result(const T& value) : data_(value) {}                       // NOLINT(google-explicit-constructor)
-  Result(T&& value) : data_(std::move(value)) {}                 // NOLINT(google-explicit-constructor)
+  Result(const T& value) : data_(value) {}        // NOLINT(google-explicit-constructor)
+  Result(T&& value) : data_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
   Result(Status status) : data_(std::move(status)) { check_error(); }  // NOLINT
 
   [[nodiscard]] bool ok() const noexcept { return std::holds_alternative<T>(data_); }
@@ -127,9 +139,9 @@ void Result<T>::detail_abort(const Status& s) {
 }  // namespace orbite
 
 // Propagation helpers. They evaluate the expression once.
-#define ORBITE_RETURN_IF_ERROR(expr)                    \
-  do {                                                  \
-    ::orbite::Status orbite_status_tmp_ = (expr);       \
+#define ORBITE_RETURN_IF_ERROR(expr)                         \
+  do {                                                       \
+    ::orbite::Status orbite_status_tmp_ = (expr);            \
     if (!orbite_status_tmp_.ok()) return orbite_status_tmp_; \
   } while (false)
 

@@ -88,9 +88,9 @@ class ORBITE_API TcpStoreServer {
 
   struct Stats {
     std::uint64_t connections_accepted = 0;
-    std::uint64_t connections_open = 0;   // authenticated or not
+    std::uint64_t connections_open = 0;  // authenticated or not
     std::uint64_t clients_authenticated = 0;
-    std::uint64_t rejected_frames = 0;    // malformed, oversized or stalled
+    std::uint64_t rejected_frames = 0;  // malformed, oversized or stalled
     std::uint64_t refused_auth = 0;
     std::uint64_t requests_served = 0;
   };

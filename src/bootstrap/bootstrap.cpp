@@ -48,7 +48,7 @@ std::optional<std::string> getenv_opt(const char* name) {
 }
 
 TcpStoreClientOptions client_options(const BootstrapConfig& config, std::string address,
-                                      std::string token) {
+                                     std::string token) {
   TcpStoreClientOptions o;
   o.address = std::move(address);
   o.token = std::move(token);
@@ -187,14 +187,30 @@ Result<Bootstrap> Bootstrap::from_hosted_store(std::unique_ptr<TcpStoreServer> s
   return Bootstrap(std::move(state));
 }
 
-int Bootstrap::rank() const { return state_->rank; }
-int Bootstrap::world_size() const { return state_->world_size; }
-std::optional<int> Bootstrap::local_rank() const { return state_->local_rank; }
-const std::shared_ptr<Store>& Bootstrap::store() const { return state_->store; }
-const std::string& Bootstrap::source() const { return state_->source; }
-const std::string& Bootstrap::store_address() const { return state_->store_address; }
-const BootstrapConfig& Bootstrap::config() const { return state_->config; }
-bool Bootstrap::hosts_store() const { return state_->server != nullptr; }
+int Bootstrap::rank() const {
+  return state_->rank;
+}
+int Bootstrap::world_size() const {
+  return state_->world_size;
+}
+std::optional<int> Bootstrap::local_rank() const {
+  return state_->local_rank;
+}
+const std::shared_ptr<Store>& Bootstrap::store() const {
+  return state_->store;
+}
+const std::string& Bootstrap::source() const {
+  return state_->source;
+}
+const std::string& Bootstrap::store_address() const {
+  return state_->store_address;
+}
+const BootstrapConfig& Bootstrap::config() const {
+  return state_->config;
+}
+bool Bootstrap::hosts_store() const {
+  return state_->server != nullptr;
+}
 std::string Bootstrap::next_collective_tag(std::string_view kind) const {
   return std::string(kind) + "." + std::to_string(state_->setups.fetch_add(1));
 }

@@ -31,17 +31,17 @@ class KvTable {
     if (!slot.empty()) {
       auto parsed = parse_int64(slot);
       if (!parsed) {
-        return Status::error(Errc::InvalidArgument, "store key " + quote(key) +
-                                                        " holds " + quote(slot) +
+        return Status::error(Errc::InvalidArgument, "store key " + quote(key) + " holds " +
+                                                        quote(slot) +
                                                         ", not a decimal counter for add()");
       }
       current = *parsed;
     }
     if ((delta > 0 && current > std::numeric_limits<std::int64_t>::max() - delta) ||
         (delta < 0 && current < std::numeric_limits<std::int64_t>::min() - delta)) {
-      return Status::error(Errc::InvalidArgument, "store counter " + quote(key) +
-                                                      " would overflow adding " +
-                                                      std::to_string(delta));
+      return Status::error(
+          Errc::InvalidArgument,
+          "store counter " + quote(key) + " would overflow adding " + std::to_string(delta));
     }
     current += delta;
     slot = std::to_string(current);
@@ -49,7 +49,8 @@ class KvTable {
   }
 
   // Returns the value held after the operation ("" when the key stays absent).
-  std::string compare_set(std::string_view key, std::string_view expected, std::string_view desired) {
+  std::string compare_set(std::string_view key, std::string_view expected,
+                          std::string_view desired) {
     auto it = map_.find(std::string(key));
     if (it == map_.end()) {
       if (!expected.empty()) return std::string();

@@ -65,21 +65,22 @@ Result<LaunchEnvironment> detect_launch_environment(const BootstrapConfig& confi
                                              " launcher)");
     }
     if (*rank >= *size) {
-      return Status::error(Errc::Configuration,
-                           std::string(src.rank) + "=" + std::to_string(*rank) +
-                               " is not below " + src.size + "=" + std::to_string(*size));
+      return Status::error(Errc::Configuration, std::string(src.rank) + "=" +
+                                                    std::to_string(*rank) + " is not below " +
+                                                    src.size + "=" + std::to_string(*size));
     }
     if (src.local_rank != nullptr) {
       ORBITE_RETURN_IF_ERROR(
           read_int(env, src.local_rank, 0, kMaxRanks - 1, false, local_rank).status());
     }
     if (src.local_size != nullptr) {
-      ORBITE_RETURN_IF_ERROR(read_int(env, src.local_size, 1, kMaxRanks, false, local_size).status());
+      ORBITE_RETURN_IF_ERROR(
+          read_int(env, src.local_size, 1, kMaxRanks, false, local_size).status());
     }
     if (local_rank && local_size && *local_rank >= *local_size) {
       return Status::error(Errc::Configuration, std::string(src.local_rank) + "=" +
-                                                    std::to_string(*local_rank) +
-                                                    " is not below " + src.local_size + "=" +
+                                                    std::to_string(*local_rank) + " is not below " +
+                                                    src.local_size + "=" +
                                                     std::to_string(*local_size));
     }
     out.rank = *rank;

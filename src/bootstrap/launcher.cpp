@@ -29,174 +29,12 @@ extern char** environ;  // NOLINT(readability-redundant-declaration): not every 
 namespace orbite::launcher {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Command line
-
-// Bounds durations so that seconds -> nanoseconds never overflows.
-constexpr double kMaxSeconds = 365.0 * 24 * 3600;
-
-Status usage_error(std::string message) {
-  return Status::error(Errc::InvalidArgument, std::move(message));
-}
-
-// "30", "1.5" (seconds) or a duration with a unit ("500ms", "2m").
-std::optional<Duration> parse_seconds(std::string_view text) {
-  if (auto seconds = parse_double(text)) {
-    if (*seconds < 0 || *seconds > kMaxSeconds) return std::nullopt;
-    return Duration(static_cast<std::int64_t>(std::llround(*seconds * 1e9)));
-  }
-  if (auto ns = parse_duration_ns(text)) {
-    if (static_cast<double>(*ns) > kMaxSeconds * 1e9) return std::nullopt;
-    return Duration(*ns);
-  }
-  return std::nullopt;
-}
-
+// Seconds for messages ("1.5").
 std::string seconds_text(Duration d) {
   std::ostringstream out;
   out << std::chrono::duration<double>(d).count();
   return out.str();
 }
-
-}  // namespace
-
-Result<LaunchOptions> parse_args(std::span<const std::string> args) {
-  LaunchOptions opts;
-  bool have_ranks = false;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    // The first argument that is not an option is the program; its own options follow it.
-    if (arg.size() < 2 || arg[0] != '-') {
-      if (arg == "-") return usage_error("unknown option '-'");
-      break;
-    }
-    std::string name = arg;
-    std::optional<std::string> inline_value;
-    if (arg.starts_with("--")) {
-      if (auto eq = arg.find('='); eq != std::string::npos) {
-        name = arg.substr(0, eq);
-        inline_value = arg.substr(eq + 1);
-      }
-    } else if (arg.starts_with("-n") && arg != "-np" && arg.size() > 2) {  // -n4, -n=4
-      name = "-n";
-      inline_value = arg.substr(arg[2] == '=' ? 3 : 2);
-    }
-    auto take_value = [&]() -> Result<std::string> {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= args.size()) return usage_error("option " + name + " requires a value");
-      return args[++i];
-    };
-    auto flag_only = [&]() -> Status {
-      if (inline_value) return usage_error("option " + name + " takes no value, got " + quote(arg));
-      return ok_status();
-    };
-
-    if (name == "-h" || name == "--help") {
-      ORBITE_RETURN_IF_ERROR(flag_only());
-      LaunchOptions help;
-      help.help = true;
-      return help;
-    }
-    if (name == "-n" || name == "-np" || name == "--np") {
-      ORBITE_ASSIGN_OR_RETURN(std::string value, take_value());
-      auto n = parse_int64(value);
-      if (!n || *n < 1 || *n > kMaxRanks) {
-        return usage_error("option " + name + ": expected a number of ranks from 1 to " +
-                           std::to_string(kMaxRanks) + ", got " + quote(value));
-      }
-      opts.num_ranks = static_cast<int>(*n);
-      have_ranks = true;
-    } else if (name == "--store") {
-      ORBITE_ASSIGN_OR_RETURN(std::string value, take_value());
-      auto where = net::parse_host_port(value);
-      if (!where.ok()) {
-        return usage_error("option --store: expected host:port, got " + quote(value) + " (" +
-                           where.status().message() + ")");
-      }
-      opts.store = value;
-    } else if (name == "--timeout") {
-      ORBITE_ASSIGN_OR_RETURN(std::string value, take_value());
-      auto d = parse_seconds(value);
-      if (!d || *d <= Duration::zero()) {
-        return usage_error("option --timeout: expected a positive number of seconds (30, 1.5, "
-                           "500ms), got " + quote(value));
-      }
-      opts.timeout = *d;
-    } else if (name == "--kill-grace") {
-      ORBITE_ASSIGN_OR_RETURN(std::string value, take_value());
-      auto d = parse_seconds(value);
-      if (!d) {
-        return usage_error("option --kill-grace: expected a number of seconds >= 0 (5, 0.5, "
-                           "500ms), got " + quote(value));
-      }
-      opts.kill_grace = *d;
-    } else if (name == "--tag-output") {
-      ORBITE_RETURN_IF_ERROR(flag_only());
-      opts.tag_output = true;
-    } else {
-      return usage_error("unknown option " + quote(arg));
-    }
-  }
-  opts.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-  if (!have_ranks) return usage_error("missing -n N (the number of ranks to start)");
-  if (opts.command.empty()) return usage_error("missing the program to run");
-  if (opts.command.front().empty()) return usage_error("the program name is empty");
-  return opts;
-}
-
-Result<LaunchOptions> parse_args(int argc, const char* const* argv) {
-  std::vector<std::string> args;
-  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i] ? argv[i] : "");
-  return parse_args(args);
-}
-
-std::string usage(std::string_view program_name) {
-  std::string p(program_name);
-  return "Usage: " + p + " -n N [options] [--] program [args...]\n"
-    "\n"
-    "Starts N ranks of `program` on this host around an embedded OrbiTE store server, supervises\n"
-    "them and exits when all of them have exited.\n"
-    "\n"
-    "Options:\n"
-    "  -n N, -nN, -np N, --np N\n"
-    "                     number of ranks, 1 to " + std::to_string(kMaxRanks) + " (required)\n"
-    "  --store HOST:PORT  address the store server listens on\n"
-    "                     (default 127.0.0.1 with a free port)\n"
-    "  --timeout S        stop the job if it still runs after S seconds; exit status 124\n"
-    "  --kill-grace S     seconds between SIGTERM and SIGKILL when ranks are stopped (default 5)\n"
-    "  --tag-output       prefix every line a rank prints with \"[rank] \"; stdout stays on\n"
-    "                     stdout and stderr on stderr\n"
-    "  -h, --help         print this help and exit\n"
-    "  --                 end of options; the first non-option argument also starts the program\n"
-    "Seconds may be fractional (1.5) or carry a unit (500ms, 2m).\n"
-    "\n"
-    "Each rank runs in its own process group with orbite-run's environment plus:\n"
-    "  ORBITE_STORE=host:port  ORBITE_STORE_TOKEN=token (ORBITE_STORE_TOKEN if set, else random)\n"
-    "  ORBITE_RANK=r  ORBITE_WORLD_SIZE=N  ORBITE_LOCAL_RANK=r  ORBITE_LOCAL_SIZE=N\n"
-    "Rank 0 inherits stdin unless it is a terminal; the other ranks read /dev/null.\n"
-    "\n"
-    "Failures and signals:\n"
-    "  - When a rank exits non-zero or is killed by a signal, the other ranks get SIGTERM, then\n"
-    "    SIGKILL after the kill grace; orbite-run exits with the first failing rank's status\n"
-    "    (128+signal for a signal).\n"
-    "  - SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are forwarded to every rank's\n"
-    "    process group. After SIGINT, SIGTERM, SIGHUP or SIGQUIT the ranks still alive after the\n"
-    "    kill grace get SIGKILL; a second such signal sends SIGKILL at once. If every rank then\n"
-    "    exits 0, orbite-run exits 128+signal. Signals ignored when orbite-run starts (nohup)\n"
-    "    stay ignored and are not forwarded.\n"
-    "  - A program that cannot be executed: the others are stopped; exit status 127.\n"
-    "\n"
-    "Exit status: 0 when every rank exits 0; the first failing rank's status; 124 on --timeout;\n"
-    "127 when the program cannot be executed; 2 for a bad command line; 1 when the store server\n"
-    "cannot start.\n";
-}
-
-namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Signals. The handler only counts and wakes the supervisor's poll() through a self-pipe: the
@@ -222,7 +60,9 @@ bool is_terminating(int signo) {
   return signo == SIGINT || signo == SIGTERM || signo == SIGHUP || signo == SIGQUIT;
 }
 
-std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+std::string errno_text(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
 
 // Installs the handlers for one run() and restores the previous dispositions afterwards.
 class SignalScope {
@@ -322,7 +162,9 @@ void write_fully(int fd, std::string_view data) {
   }
 }
 
-void say(const std::string& message) { write_fully(STDERR_FILENO, "orbite-run: " + message + "\n"); }
+void say(const std::string& message) {
+  write_fully(STDERR_FILENO, "orbite-run: " + message + "\n");
+}
 
 // One piped stream of one rank (--tag-output).
 struct Stream {
@@ -337,7 +179,8 @@ constexpr size_t kMaxLine = 64 * 1024;
 struct Rank {
   int index = 0;
   pid_t pid = -1;
-  bool running = false;
+  bool running = false;  // not exited yet
+  bool reaped = false;   // until then its pid, and so its process group id, stay reserved
   Stream out;
   Stream err;
 };
@@ -373,13 +216,20 @@ class Supervisor {
       }
       if (give_up_at_ && now >= *give_up_at_ && any_running()) {
         for (const Rank& r : ranks_) {
-          if (r.running) say("rank " + std::to_string(r.index) + " (pid " + std::to_string(r.pid) +
-                             ") did not exit after SIGKILL; giving up on it");
+          if (r.running)
+            say("rank " + std::to_string(r.index) + " (pid " + std::to_string(r.pid) +
+                ") did not exit after SIGKILL; giving up on it");
         }
         break;
       }
     }
-    for (Rank& r : ranks_) {  // grandchildren may still hold a pipe: take what is there, once
+    for (Rank& r : ranks_) {
+      for (int status = 0; r.pid > 0 && !r.reaped;) {
+        pid_t got = ::waitpid(r.pid, &status, r.running ? WNOHANG : 0);
+        r.reaped = got == r.pid || (got < 0 && errno != EINTR);
+        if (got == 0) break;  // given up on after SIGKILL
+      }
+      // Grandchildren may still hold a pipe: take what is there, once.
       for (Stream* s : {&r.out, &r.err}) {
         pump(r, *s, kMaxLine * 16);
         s->fd.reset();
@@ -408,9 +258,9 @@ class Supervisor {
     for (const std::string& a : opts_.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
 
-    static constexpr std::string_view kOurs[] = {"ORBITE_STORE=", "ORBITE_STORE_TOKEN=",
-                                                 "ORBITE_RANK=", "ORBITE_WORLD_SIZE=",
-                                                 "ORBITE_LOCAL_RANK=", "ORBITE_LOCAL_SIZE="};
+    static constexpr std::string_view kOurs[] = {
+        "ORBITE_STORE=",      "ORBITE_STORE_TOKEN=", "ORBITE_RANK=",
+        "ORBITE_WORLD_SIZE=", "ORBITE_LOCAL_RANK=",  "ORBITE_LOCAL_SIZE="};
     std::vector<std::string> base_env;
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
       std::string_view entry(*e);
@@ -479,8 +329,8 @@ class Supervisor {
     // orbite-run alone, which forwards it once.
     sigset_t empty;
     sigemptyset(&empty);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     posix_spawnattr_setpgroup(&attr, 0);
     posix_spawnattr_setsigmask(&attr, &empty);
     posix_spawnattr_setsigdefault(&attr, &signals_.child_defaults());
@@ -581,8 +431,8 @@ class Supervisor {
         continue;
       }
       if (term_signal_ != 0 || count > 1) {  // asked twice: the user is not waiting any longer
-        ORBITE_LOG(Info, Bootstrap) << "orbite-run: " << signal_name(signo)
-                                    << " received again; sending SIGKILL";
+        ORBITE_LOG(Info, Bootstrap)
+            << "orbite-run: " << signal_name(signo) << " received again; sending SIGKILL";
         term_signal_ = term_signal_ != 0 ? term_signal_ : signo;
         stopping_ = true;
         if (!give_up_at_) kill_at_ = Clock::now();
@@ -594,34 +444,36 @@ class Supervisor {
     SignalScope::take(SIGCHLD);
   }
 
+  // Notes exits but leaves the ranks as zombies until run() ends: a zombie leader keeps its process
+  // group id from being reused, so stopping the job can still reach what a rank left behind.
   void reap() {
     for (Rank& r : ranks_) {
       if (!r.running) continue;
-      int status = 0;
-      pid_t got = ::waitpid(r.pid, &status, WNOHANG);
+      siginfo_t info{};
+      int got = ::waitid(P_PID, static_cast<id_t>(r.pid), &info, WEXITED | WNOHANG | WNOWAIT);
       const int wait_errno = errno;
-      if (got == 0 || (got < 0 && wait_errno == EINTR)) continue;
+      if ((got == 0 && info.si_pid == 0) || (got < 0 && wait_errno == EINTR)) continue;
       r.running = false;
+      r.reaped = got < 0;
       // Its last output comes before any message about how it ended.
       pump(r, r.out, kMaxLine * 16);
       pump(r, r.err, kMaxLine * 16);
       if (got < 0) {  // someone else reaped it (SIGCHLD ignored by a parent library?)
         on_failure(r, kExitLauncherError, "vanished (" + errno_text(wait_errno) + ")");
-      } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        on_failure(r, WEXITSTATUS(status),
-                   "exited with status " + std::to_string(WEXITSTATUS(status)));
-      } else if (WIFSIGNALED(status)) {
-        int sig = WTERMSIG(status);
+      } else if (info.si_code == CLD_EXITED && info.si_status != 0) {
+        on_failure(r, info.si_status, "exited with status " + std::to_string(info.si_status));
+      } else if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED) {
+        int sig = info.si_status;
         on_failure(r, 128 + sig,
                    "was killed by signal " + std::to_string(sig) + " (" + signal_name(sig) +
-                       (WCOREDUMP(status) ? ", core dumped" : "") + ")");
+                       (info.si_code == CLD_DUMPED ? ", core dumped" : "") + ")");
       }
     }
   }
 
   void on_failure(const Rank& r, int exit_code, const std::string& how) {
-    std::string what = "rank " + std::to_string(r.index) + " (pid " + std::to_string(r.pid) +
-                       ") " + how;
+    std::string what =
+        "rank " + std::to_string(r.index) + " (pid " + std::to_string(r.pid) + ") " + how;
     if (first_failure_ || stopping_) {
       // Most likely our own SIGTERM/SIGKILL; the cause was reported already.
       if (!first_failure_) first_failure_ = exit_code;
@@ -647,8 +499,8 @@ class Supervisor {
 
   void send_all(int signo) {
     for (const Rank& r : ranks_) {
-      // Only unreaped ranks: a reaped rank's pid (and group id) may belong to someone else now.
-      if (r.running) ::kill(-r.pid, signo);
+      // Exited ranks too (their leftovers); never a reaped one, whose id may be someone else's.
+      if (r.pid > 0 && !r.reaped) ::kill(-r.pid, signo);
     }
   }
 

@@ -46,7 +46,9 @@ Result<LaunchOptions> parse_args(int argc, const char* const* argv);
 std::string usage(std::string_view program_name = "orbite-run");
 
 // Starts the ranks and supervises them until every one has exited (or was killed); returns
-// orbite-run's exit status. Installs signal handlers for its duration and restores them after.
+// orbite-run's exit status. Installs process-wide signal handlers (SIGINT, SIGTERM, SIGHUP,
+// SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD; SIGPIPE ignored) for its duration and restores them after,
+// so at most one run() may be active in a process. Messages go to stderr as "orbite-run: ...".
 int run(const LaunchOptions& options);
 
 }  // namespace orbite::launcher

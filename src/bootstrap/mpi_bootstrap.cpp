@@ -23,7 +23,8 @@ Status mpi_error(const char* call, int rc) {
 
 }  // namespace
 
-Result<Bootstrap> bootstrap_from_fortran_handle(std::int64_t comm_f, const BootstrapConfig& config) {
+Result<Bootstrap> bootstrap_from_fortran_handle(std::int64_t comm_f,
+                                                const BootstrapConfig& config) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -83,9 +84,8 @@ Result<Bootstrap> bootstrap_from_fortran_handle(std::int64_t comm_f, const Boots
   }
   std::string text(message);
   if (text.rfind("ok|", 0) != 0) {
-    return Status::error(Errc::Unavailable,
-                         "MPI bootstrap: rank 0 could not start the store: " +
-                             text.substr(text.find('|') + 1));
+    return Status::error(Errc::Unavailable, "MPI bootstrap: rank 0 could not start the store: " +
+                                                text.substr(text.find('|') + 1));
   }
   size_t bar = text.find('|', 3);
   if (bar == std::string::npos) {

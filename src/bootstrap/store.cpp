@@ -11,9 +11,9 @@ Store::~Store() = default;
 
 Status Store::barrier(std::string_view tag, int rank, int world_size, Duration timeout) {
   if (world_size <= 0 || rank < 0 || rank >= world_size) {
-    return Status::error(Errc::InvalidArgument, "barrier " + std::string(tag) + ": rank " +
-                                                    std::to_string(rank) + " is outside world size " +
-                                                    std::to_string(world_size));
+    return Status::error(Errc::InvalidArgument,
+                         "barrier " + std::string(tag) + ": rank " + std::to_string(rank) +
+                             " is outside world size " + std::to_string(world_size));
   }
   const std::string base = "barrier/" + std::string(tag) + "/";
   // Each rank leaves a marker so that a timeout can name the ranks that never arrived.
@@ -42,11 +42,11 @@ Status Store::barrier(std::string_view tag, int rank, int world_size, Duration t
     }
     if (count > 16) missing += ",...";
   }
-  return Status::error(Errc::Timeout,
-                       "barrier '" + std::string(tag) + "' timed out after " +
-                           std::to_string(to_ms(timeout)) + " ms: " + std::to_string(count) +
-                           " of " + std::to_string(world_size) +
-                           " ranks did not arrive (ranks " + missing + ")");
+  return Status::error(Errc::Timeout, "barrier '" + std::string(tag) + "' timed out after " +
+                                          std::to_string(to_ms(timeout)) +
+                                          " ms: " + std::to_string(count) + " of " +
+                                          std::to_string(world_size) +
+                                          " ranks did not arrive (ranks " + missing + ")");
 }
 
 }  // namespace orbite

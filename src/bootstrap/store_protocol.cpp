@@ -26,11 +26,12 @@ Result<Header> decode_header(std::string_view bytes, size_t max_payload) {
   h.payload_len = r.get<std::uint32_t>();
   if (!r.ok()) return Status::error(Errc::Protocol, "frame header truncated");
   if (magic != kMagic) {
-    return Status::error(Errc::Protocol, "bad frame magic 0x" + [&] {
-      char buf[16];
-      std::snprintf(buf, sizeof(buf), "%08x", magic);
-      return std::string(buf);
-    }());
+    return Status::error(
+        Errc::Protocol, "bad frame magic 0x" + [&] {
+          char buf[16];
+          std::snprintf(buf, sizeof(buf), "%08x", magic);
+          return std::string(buf);
+        }());
   }
   if (h.version != kVersion) {
     return Status::error(Errc::Protocol, "unsupported protocol version " +

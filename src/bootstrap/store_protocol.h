@@ -58,8 +58,8 @@ std::string_view op_name(std::uint8_t op);
 struct Request {
   Op op = Op::Hello;
   std::string key;
-  std::string value;     // Set: value; CompareSet: expected; Hello: token
-  std::string desired;   // CompareSet
+  std::string value;              // Set: value; CompareSet: expected; Hello: token
+  std::string desired;            // CompareSet
   std::vector<std::string> keys;  // Wait, Check
   std::int64_t delta = 0;         // Add
   std::uint64_t timeout_ms = 0;   // Get, Wait

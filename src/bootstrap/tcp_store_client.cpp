@@ -22,7 +22,8 @@ constexpr Duration kImmediateReplyTimeout = std::chrono::seconds(30);
 
 std::uint64_t timeout_to_ms(Duration d) {
   if (d <= Duration::zero()) return 0;
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 }  // namespace
 
@@ -44,7 +45,8 @@ struct TcpStoreClient::Impl {
                            : net::connect_tcp(where, Deadline::after(std::chrono::seconds(5)));
     if (!connected.ok()) {
       Errc code = retry ? connected.status().code() : Errc::ConnectionLost;
-      return Status::error(code, "cannot reach the " + what() + ": " + connected.status().message());
+      return Status::error(code,
+                           "cannot reach the " + what() + ": " + connected.status().message());
     }
     fd = std::move(*connected);
     sp::Request hello;
@@ -63,7 +65,8 @@ struct TcpStoreClient::Impl {
     std::uint32_t rid = next_id++;
     sp::encode_request_into(send_buffer, rid, req);
     Deadline write_deadline = Deadline::after(kImmediateReplyTimeout);
-    Status s = net::write_all(fd.get(), std::as_bytes(std::span(send_buffer)), write_deadline, what());
+    Status s =
+        net::write_all(fd.get(), std::as_bytes(std::span(send_buffer)), write_deadline, what());
     if (!s.ok()) return fail(s);
     Deadline read_deadline = Deadline::after(reply_timeout);
     std::string header_bytes(sp::kHeaderBytes, '\0');
@@ -74,14 +77,14 @@ struct TcpStoreClient::Impl {
     if (!header.ok()) return fail(header.status().with_context(what() + " sent a bad reply"));
     std::uint8_t expected_op = static_cast<std::uint8_t>(req.op) | sp::kReplyBit;
     if (header->op != expected_op || header->request_id != rid) {
-      return fail(Status::error(Errc::Protocol, what() + " answered op " +
-                                                    std::to_string(header->op) + " id " +
-                                                    std::to_string(header->request_id) +
-                                                    " to op " + std::to_string(expected_op) +
-                                                    " id " + std::to_string(rid)));
+      return fail(Status::error(Errc::Protocol,
+                                what() + " answered op " + std::to_string(header->op) + " id " +
+                                    std::to_string(header->request_id) + " to op " +
+                                    std::to_string(expected_op) + " id " + std::to_string(rid)));
     }
     std::string payload(header->payload_len, '\0');
-    s = net::read_exact(fd.get(), std::as_writable_bytes(std::span(payload)), read_deadline, what());
+    s = net::read_exact(fd.get(), std::as_writable_bytes(std::span(payload)), read_deadline,
+                        what());
     if (!s.ok()) return fail(s);
     wire::Reader r(payload);
     auto status = r.get<std::uint8_t>();
@@ -128,18 +131,18 @@ struct TcpStoreClient::Impl {
   }
   Status check_value(std::string_view key, std::string_view value) const {
     if (value.size() > options.max_value_bytes) {
-      return Status::error(Errc::InvalidArgument,
-                           "store value for key " + quote(key) + " is " +
-                               std::to_string(value.size()) + " bytes; the limit is " +
-                               std::to_string(options.max_value_bytes));
+      return Status::error(Errc::InvalidArgument, "store value for key " + quote(key) + " is " +
+                                                      std::to_string(value.size()) +
+                                                      " bytes; the limit is " +
+                                                      std::to_string(options.max_value_bytes));
     }
     return check_key(key);
   }
   Status check_keys(std::span<const std::string> keys) const {
     if (keys.size() > sp::kMaxKeysPerRequest) {
-      return Status::error(Errc::InvalidArgument,
-                           std::to_string(keys.size()) + " keys in one store request exceed " +
-                               std::to_string(sp::kMaxKeysPerRequest));
+      return Status::error(Errc::InvalidArgument, std::to_string(keys.size()) +
+                                                      " keys in one store request exceed " +
+                                                      std::to_string(sp::kMaxKeysPerRequest));
     }
     for (const auto& k : keys) ORBITE_RETURN_IF_ERROR(check_key(k));
     return {};
@@ -149,7 +152,8 @@ struct TcpStoreClient::Impl {
 TcpStoreClient::TcpStoreClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TcpStoreClient::~TcpStoreClient() = default;
 
-Result<std::shared_ptr<TcpStoreClient>> TcpStoreClient::connect(const TcpStoreClientOptions& options) {
+Result<std::shared_ptr<TcpStoreClient>> TcpStoreClient::connect(
+    const TcpStoreClientOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   ORBITE_ASSIGN_OR_RETURN(impl->where, net::parse_host_port(options.address));
@@ -161,7 +165,9 @@ Result<std::shared_ptr<TcpStoreClient>> TcpStoreClient::connect(const TcpStoreCl
   return std::shared_ptr<TcpStoreClient>(new TcpStoreClient(std::move(impl)));
 }
 
-const std::string& TcpStoreClient::address() const { return impl_->options.address; }
+const std::string& TcpStoreClient::address() const {
+  return impl_->options.address;
+}
 
 Status TcpStoreClient::set(std::string_view key, std::string_view value) {
   ORBITE_RETURN_IF_ERROR(impl_->check_value(key, value));
@@ -182,7 +188,8 @@ Result<std::string> TcpStoreClient::get(std::string_view key, Duration timeout) 
   ORBITE_ASSIGN_OR_RETURN(std::string result, impl_->call(req, timeout));
   wire::Reader r(result);
   std::string value(r.get_bytes(result.size()));
-  if (!r.done()) return Status::error(Errc::Protocol, impl_->what() + " sent a malformed get reply");
+  if (!r.done())
+    return Status::error(Errc::Protocol, impl_->what() + " sent a malformed get reply");
   return value;
 }
 
@@ -221,7 +228,8 @@ Result<std::int64_t> TcpStoreClient::add(std::string_view key, std::int64_t delt
   ORBITE_ASSIGN_OR_RETURN(std::string result, impl_->call(req, Duration::zero()));
   wire::Reader r(result);
   auto value = r.get<std::int64_t>();
-  if (!r.done()) return Status::error(Errc::Protocol, impl_->what() + " sent a malformed add reply");
+  if (!r.done())
+    return Status::error(Errc::Protocol, impl_->what() + " sent a malformed add reply");
   return value;
 }
 
@@ -251,7 +259,8 @@ Result<bool> TcpStoreClient::erase(std::string_view key) {
   ORBITE_ASSIGN_OR_RETURN(std::string result, impl_->call(req, Duration::zero()));
   wire::Reader r(result);
   auto existed = r.get<std::uint8_t>();
-  if (!r.done()) return Status::error(Errc::Protocol, impl_->what() + " sent a malformed erase reply");
+  if (!r.done())
+    return Status::error(Errc::Protocol, impl_->what() + " sent a malformed erase reply");
   return existed != 0;
 }
 

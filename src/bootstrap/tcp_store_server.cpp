@@ -299,8 +299,8 @@ void TcpStoreServer::Impl::flush(std::uint64_t id) {
   if (it == conns.end()) return;
   Connection& c = it->second;
   while (c.out_sent < c.out.size()) {
-    ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent,
-                       MSG_NOSIGNAL);
+    ssize_t n =
+        ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
     if (n > 0) {
       c.out_sent += static_cast<size_t>(n);
       continue;
@@ -452,31 +452,35 @@ void TcpStoreServer::Impl::expire(Clock::time_point now) {
       if (shown++ < 8) missing += (missing.empty() ? "" : ", ") + quote(k);
     }
     if (shown > 8) missing += ", ...";
-    reply(w.conn, sp::encode_error_reply(w.request_id, static_cast<std::uint8_t>(w.op),
-                                         Errc::Timeout,
-                                         "store keys not set within " +
-                                             std::to_string(w.timeout_ms) + " ms: " + missing));
+    reply(w.conn,
+          sp::encode_error_reply(
+              w.request_id, static_cast<std::uint8_t>(w.op), Errc::Timeout,
+              "store keys not set within " + std::to_string(w.timeout_ms) + " ms: " + missing));
   }
   std::vector<std::uint64_t> stalled;
   for (const auto& [id, c] : conns) {
     if (c.frame_started && now - *c.frame_started >= options.frame_timeout) stalled.push_back(id);
   }
   for (auto id : stalled) {
-    close_conn(id, "frame not completed within " + std::to_string(to_ms(options.frame_timeout)) +
-                       " ms (truncated frame?)",
+    close_conn(id,
+               "frame not completed within " + std::to_string(to_ms(options.frame_timeout)) +
+                   " ms (truncated frame?)",
                true);
   }
 }
 
 TcpStoreServer::TcpStoreServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-TcpStoreServer::~TcpStoreServer() { stop(); }
+TcpStoreServer::~TcpStoreServer() {
+  stop();
+}
 
-Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpStoreServerOptions& options) {
+Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(
+    const TcpStoreServerOptions& options) {
   if (options.max_value_bytes == 0 || options.max_value_bytes > 1 * kGiB) {
-    return Status::error(Errc::InvalidArgument,
-                         "store max_value_bytes " + std::to_string(options.max_value_bytes) +
-                             " must be in 1..1073741824");
+    return Status::error(Errc::InvalidArgument, "store max_value_bytes " +
+                                                    std::to_string(options.max_value_bytes) +
+                                                    " must be in 1..1073741824");
   }
   if (options.frame_timeout <= Duration::zero()) {
     return Status::error(Errc::InvalidArgument, "store frame_timeout must be positive");
@@ -493,9 +497,9 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpStoreServ
   impl->epoll_fd = net::Fd(epoll_create1(EPOLL_CLOEXEC));
   impl->wake_fd = net::Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!impl->epoll_fd.valid() || !impl->wake_fd.valid()) {
-    return Status::error(Errc::ResourceExhausted,
-                         std::string("store server: cannot create epoll/eventfd: ") +
-                             std::strerror(errno));
+    return Status::error(
+        Errc::ResourceExhausted,
+        std::string("store server: cannot create epoll/eventfd: ") + std::strerror(errno));
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -510,15 +514,20 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(const TcpStoreServ
   return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(std::move(impl)));
 }
 
-std::string TcpStoreServer::address() const { return impl_->address; }
-std::uint16_t TcpStoreServer::port() const { return impl_->port; }
+std::string TcpStoreServer::address() const {
+  return impl_->address;
+}
+std::uint16_t TcpStoreServer::port() const {
+  return impl_->port;
+}
 
 TcpStoreServer::Stats TcpStoreServer::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->stats;
 }
 
-Status TcpStoreServer::wait_for_connections_at_most(std::uint64_t max_open, Duration timeout) const {
+Status TcpStoreServer::wait_for_connections_at_most(std::uint64_t max_open,
+                                                    Duration timeout) const {
   std::unique_lock<std::mutex> lock(impl_->mu);
   bool done = impl_->cv.wait_until(lock, Deadline::after(timeout).time_point(), [&] {
     return impl_->stats.connections_open <= max_open || impl_->stopped;

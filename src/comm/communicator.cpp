@@ -54,7 +54,8 @@ struct Communicator::Impl {
   Status exchange(const PeerInfo& self) {
     Store& store = *bootstrap.store();
     const int n = bootstrap.world_size();
-    ORBITE_RETURN_IF_ERROR(store.set(key("peer/" + std::to_string(rank)), comm::encode_peer_record(self)));
+    ORBITE_RETURN_IF_ERROR(
+        store.set(key("peer/" + std::to_string(rank)), comm::encode_peer_record(self)));
     std::vector<std::string> keys;
     for (int r = 0; r < n; ++r) keys.push_back(key("peer/" + std::to_string(r)));
     Status waited = store.wait(keys, config.bootstrap.timeout);
@@ -65,12 +66,12 @@ struct Communicator::Impl {
           if (!(*present)[static_cast<size_t>(r)]) missing.push_back(r);
         }
       }
-      return Status::error(Errc::Timeout,
-                           "communicator setup: after " +
-                               std::to_string(to_ms(config.bootstrap.timeout)) + " ms, " +
-                               std::to_string(missing.size()) + " of " + std::to_string(n) +
-                               " ranks had not published their address (ranks " +
-                               rank_list(missing) + "; did they start, and use the same store?)");
+      return Status::error(
+          Errc::Timeout, "communicator setup: after " +
+                             std::to_string(to_ms(config.bootstrap.timeout)) + " ms, " +
+                             std::to_string(missing.size()) + " of " + std::to_string(n) +
+                             " ranks had not published their address (ranks " + rank_list(missing) +
+                             "; did they start, and use the same store?)");
     }
     ORBITE_RETURN_IF_ERROR(waited);
     peers.resize(static_cast<size_t>(n));
@@ -118,9 +119,8 @@ Result<Communicator> Communicator::create(const Bootstrap& bootstrap, const Engi
   self.control_address = net::format_host_port(bound.host, bound.port);
 
   ORBITE_RETURN_IF_ERROR(impl->exchange(self));
-  ORBITE_RETURN_IF_ERROR(bootstrap.store()->barrier(impl->key("ready"), impl->rank,
-                                                    bootstrap.world_size(),
-                                                    config.bootstrap.timeout));
+  ORBITE_RETURN_IF_ERROR(bootstrap.store()->barrier(
+      impl->key("ready"), impl->rank, bootstrap.world_size(), config.bootstrap.timeout));
   const PeerInfo& me = impl->peers[static_cast<size_t>(impl->rank)];
   ORBITE_LOG(Info, Bootstrap) << "communicator " << impl->tag << ": rank " << impl->rank << " of "
                               << bootstrap.world_size() << ", local " << me.local_rank << " of "
@@ -129,11 +129,21 @@ Result<Communicator> Communicator::create(const Bootstrap& bootstrap, const Engi
   return Communicator(std::move(impl));
 }
 
-int Communicator::rank() const { return impl_->rank; }
-int Communicator::size() const { return static_cast<int>(impl_->peers.size()); }
-int Communicator::local_rank() const { return impl_->peers[static_cast<size_t>(impl_->rank)].local_rank; }
-int Communicator::local_size() const { return impl_->peers[static_cast<size_t>(impl_->rank)].local_size; }
-std::span<const PeerInfo> Communicator::peers() const { return impl_->peers; }
+int Communicator::rank() const {
+  return impl_->rank;
+}
+int Communicator::size() const {
+  return static_cast<int>(impl_->peers.size());
+}
+int Communicator::local_rank() const {
+  return impl_->peers[static_cast<size_t>(impl_->rank)].local_rank;
+}
+int Communicator::local_size() const {
+  return impl_->peers[static_cast<size_t>(impl_->rank)].local_size;
+}
+std::span<const PeerInfo> Communicator::peers() const {
+  return impl_->peers;
+}
 
 const PeerInfo& Communicator::peer(int rank) const {
   if (rank < 0 || rank >= size()) {
@@ -147,12 +157,17 @@ bool Communicator::same_host(int rank) const {
   return peer(rank).host_id == peer(impl_->rank).host_id;
 }
 
-const EngineConfig& Communicator::config() const { return impl_->config; }
-const Bootstrap& Communicator::bootstrap() const { return impl_->bootstrap; }
+const EngineConfig& Communicator::config() const {
+  return impl_->config;
+}
+const Bootstrap& Communicator::bootstrap() const {
+  return impl_->bootstrap;
+}
 
 Status Communicator::store_barrier() {
   std::string tag = impl_->key("barrier/" + std::to_string(impl_->barriers++));
-  return impl_->bootstrap.store()->barrier(tag, impl_->rank, size(), impl_->config.bootstrap.timeout);
+  return impl_->bootstrap.store()->barrier(tag, impl_->rank, size(),
+                                           impl_->config.bootstrap.timeout);
 }
 
 std::string Communicator::describe() const {

@@ -34,7 +34,8 @@ Result<PeerInfo> decode_peer_record(std::string_view bytes, int expected_rank) {
   if (!r.done()) {
     problem = "truncated or oversized fields";
   } else if (version != kVersion) {
-    problem = "record version " + std::to_string(version) + ", expected " + std::to_string(kVersion);
+    problem =
+        "record version " + std::to_string(version) + ", expected " + std::to_string(kVersion);
   } else if (p.rank != expected_rank) {
     problem = "it claims rank " + std::to_string(p.rank);
   } else if (p.host_id.empty()) {

@@ -31,7 +31,8 @@ class Deadline {
   [[nodiscard]] int poll_timeout_ms(int cap_ms = 1 << 30) const {
     if (at_ == Clock::time_point::max()) return cap_ms >= (1 << 30) ? -1 : cap_ms;
     auto left = remaining();
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left + std::chrono::microseconds(999));
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left +
+                                                                    std::chrono::microseconds(999));
     return static_cast<int>(std::min<std::int64_t>(ms.count(), cap_ms));
   }
   [[nodiscard]] Clock::time_point time_point() const { return at_; }

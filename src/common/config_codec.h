@@ -64,14 +64,24 @@ inline std::string describe(const cs::Text& c) {
   return std::string(c.allow_empty ? "a string" : "a nonempty string") + " of at most " +
          std::to_string(c.max_len) + " characters";
 }
-inline std::string describe(const cs::HostPortText&) { return "\"\" or a \"host:port\" string"; }
+inline std::string describe(const cs::HostPortText&) {
+  return "\"\" or a \"host:port\" string";
+}
 inline std::string describe(const cs::ShmName&) {
   return "a shared-memory name (\"/name\", no other '/')";
 }
-inline std::string describe(const cs::NicMask&) { return "an array of NIC IDs in [0, 63]"; }
-inline std::string describe(const cs::JsonText&) { return "a JSON object (or a string holding one)"; }
-inline std::string describe(const cs::Weights3&) { return "an array of 3 positive numbers"; }
-inline std::string describe(const std::monostate&) { return "a boolean (true or false)"; }
+inline std::string describe(const cs::NicMask&) {
+  return "an array of NIC IDs in [0, 63]";
+}
+inline std::string describe(const cs::JsonText&) {
+  return "a JSON object (or a string holding one)";
+}
+inline std::string describe(const cs::Weights3&) {
+  return "an array of 3 positive numbers";
+}
+inline std::string describe(const std::monostate&) {
+  return "a boolean (true or false)";
+}
 template <class E>
 std::string describe(const cs::Enum<E>& c) {
   std::string out = "one of";
@@ -82,16 +92,18 @@ std::string describe(const cs::Enum<E>& c) {
 }
 
 // ---- range checks of a typed value ----
-inline Status check(bool, const std::monostate&, const std::string&) { return {}; }
+inline Status check(bool, const std::monostate&, const std::string&) {
+  return {};
+}
 template <class T>
-  requires std::is_unsigned_v<T>
-Status check(T v, const cs::UInt& c, const std::string& path) {
+requires std::is_unsigned_v<T> Status check(T v, const cs::UInt& c, const std::string& path) {
   if (v < c.min || v > c.max) return out_of_range(path, describe(c), std::to_string(v));
   return {};
 }
 inline Status check(double v, const cs::Real& c, const std::string& path) {
   bool low = c.min_exclusive ? v <= c.min : v < c.min;
-  if (!std::isfinite(v) || low || v > c.max) return out_of_range(path, describe(c), std::to_string(v));
+  if (!std::isfinite(v) || low || v > c.max)
+    return out_of_range(path, describe(c), std::to_string(v));
   return {};
 }
 inline Status check(Duration v, const cs::Dur& c, const std::string& path) {
@@ -143,11 +155,12 @@ inline Status check(std::uint64_t v, const cs::NicMask&, const std::string& path
   }
   return {};
 }
-inline Status check(const std::array<double, 3>& v, const cs::Weights3& c, const std::string& path) {
+inline Status check(const std::array<double, 3>& v, const cs::Weights3& c,
+                    const std::string& path) {
   for (size_t i = 0; i < 3; ++i) {
     if (!std::isfinite(v[i]) || v[i] <= 0) {
-      return out_of_range(path, describe(c), "element " + std::to_string(i) + " = " +
-                                                 std::to_string(v[i]));
+      return out_of_range(path, describe(c),
+                          "element " + std::to_string(i) + " = " + std::to_string(v[i]));
     }
   }
   return {};
@@ -178,8 +191,8 @@ inline Status decode(const json& j, bool& out, const std::monostate& c, const st
   return {};
 }
 template <class T>
-  requires std::is_unsigned_v<T>
-Status decode(const json& j, T& out, const cs::UInt& c, const std::string& path) {
+requires std::is_unsigned_v<T> Status decode(const json& j, T& out, const cs::UInt& c,
+                                             const std::string& path) {
   if (!j.is_number_unsigned() && !(j.is_number_integer() && j.get<std::int64_t>() >= 0)) {
     return bad(path, describe(c), j);
   }
@@ -203,7 +216,8 @@ inline Status decode(const json& j, Duration& out, const cs::Dur& c, const std::
   out = Duration(*ns);
   return {};
 }
-inline Status decode(const json& j, std::uint64_t& out, const cs::Bytes& c, const std::string& path) {
+inline Status decode(const json& j, std::uint64_t& out, const cs::Bytes& c,
+                     const std::string& path) {
   std::optional<std::uint64_t> v;
   if (j.is_number_unsigned()) v = j.get<std::uint64_t>();
   if (j.is_string()) v = parse_bytes(j.get<std::string>());
@@ -213,16 +227,17 @@ inline Status decode(const json& j, std::uint64_t& out, const cs::Bytes& c, cons
   return {};
 }
 template <class C>
-  requires(std::is_same_v<C, cs::Text> || std::is_same_v<C, cs::HostPortText> ||
-           std::is_same_v<C, cs::ShmName>)
-Status decode(const json& j, std::string& out, const C& c, const std::string& path) {
+requires(std::is_same_v<C, cs::Text> || std::is_same_v<C, cs::HostPortText> ||
+         std::is_same_v<C, cs::ShmName>) Status
+    decode(const json& j, std::string& out, const C& c, const std::string& path) {
   if (!j.is_string()) return bad(path, describe(c), j);
   auto v = j.get<std::string>();
   ORBITE_RETURN_IF_ERROR(check(v, c, path));
   out = std::move(v);
   return {};
 }
-inline Status decode(const json& j, std::string& out, const cs::JsonText& c, const std::string& path) {
+inline Status decode(const json& j, std::string& out, const cs::JsonText& c,
+                     const std::string& path) {
   std::string text;
   if (j.is_object()) {
     text = j.dump();
@@ -235,7 +250,8 @@ inline Status decode(const json& j, std::string& out, const cs::JsonText& c, con
   out = std::move(text);
   return {};
 }
-inline Status decode(const json& j, std::uint64_t& out, const cs::NicMask& c, const std::string& path) {
+inline Status decode(const json& j, std::uint64_t& out, const cs::NicMask& c,
+                     const std::string& path) {
   if (!j.is_array()) return bad(path, describe(c), j);
   std::uint64_t mask = 0;
   for (size_t i = 0; i < j.size(); ++i) {
@@ -298,19 +314,25 @@ inline Status decode(const json& j, std::vector<std::string>& out, const cs::Tex
 }
 
 // ---- value -> JSON ----
-inline json encode(bool v, const std::monostate&) { return v; }
-template <class T>
-  requires std::is_unsigned_v<T>
-json encode(T v, const cs::UInt&) {
+inline json encode(bool v, const std::monostate&) {
   return v;
 }
-inline json encode(double v, const cs::Real&) { return v; }
-inline json encode(Duration v, const cs::Dur&) { return format_duration_ns(v.count()); }
-inline json encode(std::uint64_t v, const cs::Bytes&) { return v; }
+template <class T>
+requires std::is_unsigned_v<T> json encode(T v, const cs::UInt&) {
+  return v;
+}
+inline json encode(double v, const cs::Real&) {
+  return v;
+}
+inline json encode(Duration v, const cs::Dur&) {
+  return format_duration_ns(v.count());
+}
+inline json encode(std::uint64_t v, const cs::Bytes&) {
+  return v;
+}
 template <class C>
-  requires(std::is_same_v<C, cs::Text> || std::is_same_v<C, cs::HostPortText> ||
-           std::is_same_v<C, cs::ShmName>)
-json encode(const std::string& v, const C&) {
+requires(std::is_same_v<C, cs::Text> || std::is_same_v<C, cs::HostPortText> ||
+         std::is_same_v<C, cs::ShmName>) json encode(const std::string& v, const C&) {
   return v;
 }
 inline json encode(const std::string& v, const cs::JsonText&) {
@@ -338,7 +360,9 @@ template <class T, class C>
 json encode(const std::optional<T>& v, const C& c) {
   return v ? encode(*v, c) : json(nullptr);
 }
-inline json encode(const std::vector<std::string>& v, const cs::Text&) { return v; }
+inline json encode(const std::vector<std::string>& v, const cs::Text&) {
+  return v;
+}
 
 // ---- environment text -> JSON (then decode) ----
 // Scalars keep their text; lists are comma-separated; an empty value unsets an optional field.

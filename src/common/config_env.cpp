@@ -28,9 +28,12 @@ std::string path_join(const std::string& a, std::string_view b) {
 
 class EnvReader {
  public:
-  EnvReader(const EnvFn* env, std::string prefix, std::string path, std::vector<std::string>* applied,
-            std::vector<std::string>* names)
-      : env_(env), prefix_(std::move(prefix)), path_(std::move(path)), applied_(applied),
+  EnvReader(const EnvFn* env, std::string prefix, std::string path,
+            std::vector<std::string>* applied, std::vector<std::string>* names)
+      : env_(env),
+        prefix_(std::move(prefix)),
+        path_(std::move(path)),
+        applied_(applied),
         names_(names) {}
 
   template <class T, class C>
@@ -94,7 +97,8 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
-Status apply_env_overrides(EngineConfig& config, const EnvFn& env, std::vector<std::string>* applied) {
+Status apply_env_overrides(EngineConfig& config, const EnvFn& env,
+                           std::vector<std::string>* applied) {
   EnvReader reader(&env, "ORBITE", "", applied, nullptr);
   cs::visit_engine(reader, config);
   return reader.status();

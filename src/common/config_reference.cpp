@@ -14,7 +14,9 @@ namespace cc = config_codec;
 
 namespace {
 
-std::string type_of(const bool&, const std::monostate& c) { return cc::describe(c); }
+std::string type_of(const bool&, const std::monostate& c) {
+  return cc::describe(c);
+}
 template <class T, class C>
 std::string type_of(const T&, const C& c) {
   return cc::describe(c);
@@ -30,8 +32,10 @@ inline std::string type_of(const std::vector<std::string>&, const cs::Text& c) {
 std::string escape_cell(std::string text) {
   std::string out;
   for (char ch : text) {
-    if (ch == '|') out += "\\|";
-    else out += ch;
+    if (ch == '|')
+      out += "\\|";
+    else
+      out += ch;
   }
   return out;
 }

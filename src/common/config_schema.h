@@ -43,8 +43,8 @@ struct ShmName {};       // "" or a POSIX shared-memory name: optional leading '
 struct NicMask {};       // JSON array of NIC IDs 0..63 -> bitmask
 struct JsonText {
   size_t max_bytes;
-};  // an inline JSON object (or a string holding one)
-struct Weights3 {};      // three positive finite numbers
+};                   // an inline JSON object (or a string holding one)
+struct Weights3 {};  // three positive finite numbers
 
 template <class E>
 struct Enum {
@@ -83,8 +83,9 @@ void visit_scheduling(V& v, C& s) {
 
 template <class V, class C>
 void visit_rdma(V& v, C& r) {
-  v.field("device", r.device, Text{kNameMax, false},
-          "Pin this RDMA device (e.g. mlx5_0); null lets discovery choose. A pin never falls back.");
+  v.field(
+      "device", r.device, Text{kNameMax, false},
+      "Pin this RDMA device (e.g. mlx5_0); null lets discovery choose. A pin never falls back.");
   v.field("port", r.port, UInt{1, 255}, "Pin this port of the device; null lets discovery choose.");
   v.field("gid_index", r.gid_index, UInt{0, 255},
           "Pin this GID index; null ranks valid GIDs automatically (and re-ranks on recovery).");
@@ -120,7 +121,8 @@ void visit_rdma(V& v, C& r) {
           "Let a GPU source reuse a connected QP and its local-only GPU MR (opt-in).");
   v.field("deadline_bw_arbitration", r.deadline_bw_arbitration, std::monostate{},
           "Order work sharing a NIC and priority by the DeadlineMlu formula.");
-  v.field("priority_promotion_timeout", r.priority_promotion_timeout, Dur{Duration::zero(), kForever},
+  v.field("priority_promotion_timeout", r.priority_promotion_timeout,
+          Dur{Duration::zero(), kForever},
           "Age after which ready lower-priority payloads are promoted one tier.");
   v.field("priority_promotion_per_entry", r.priority_promotion_per_entry, std::monostate{},
           "Promote only entries that individually aged out (false: an aged head promotes its "
@@ -242,9 +244,9 @@ inline constexpr std::pair<std::string_view, std::string_view> kEnvAliases[] = {
 
 // ORBITE_* variables read elsewhere (not configuration fields).
 inline constexpr std::string_view kOtherEnv[] = {
-    "ORBITE_CONFIG",      "ORBITE_STORE",      "ORBITE_STORE_TOKEN", "ORBITE_RANK",
-    "ORBITE_WORLD_SIZE",  "ORBITE_LOCAL_RANK", "ORBITE_LOCAL_SIZE",  "ORBITE_LOG_LEVEL",
-    "ORBITE_LOG_SUBSYS",  "ORBITE_HOSTID",
+    "ORBITE_CONFIG",     "ORBITE_STORE",      "ORBITE_STORE_TOKEN", "ORBITE_RANK",
+    "ORBITE_WORLD_SIZE", "ORBITE_LOCAL_RANK", "ORBITE_LOCAL_SIZE",  "ORBITE_LOG_LEVEL",
+    "ORBITE_LOG_SUBSYS", "ORBITE_HOSTID",
 };
 
 }  // namespace orbite::config_schema

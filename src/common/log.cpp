@@ -46,11 +46,15 @@ std::optional<std::string> getenv_opt(const char* name) {
   return std::string(v);
 }
 
-void ensure_env_read() { std::call_once(g_env_once, [] { configure_from_env(); }); }
+void ensure_env_read() {
+  std::call_once(g_env_once, [] { configure_from_env(); });
+}
 
 }  // namespace
 
-std::string_view level_name(Level level) noexcept { return kLevelNames[static_cast<size_t>(level)]; }
+std::string_view level_name(Level level) noexcept {
+  return kLevelNames[static_cast<size_t>(level)];
+}
 
 std::string_view subsys_name(Subsys subsys) noexcept {
   auto i = static_cast<size_t>(subsys);
@@ -70,9 +74,9 @@ Result<Settings> parse_settings(const std::optional<std::string>& level,
       }
     }
     if (!found) {
-      return Status::error(Errc::Configuration,
-                           "ORBITE_LOG_LEVEL='" + *level +
-                               "' is not one of error, warn, info, debug, trace");
+      return Status::error(
+          Errc::Configuration,
+          "ORBITE_LOG_LEVEL='" + *level + "' is not one of error, warn, info, debug, trace");
     }
   }
   if (subsys && !subsys->empty()) {
@@ -133,7 +137,9 @@ void configure_from_env() {
   }
 }
 
-void set_rank(int rank) { g_rank.store(rank, std::memory_order_relaxed); }
+void set_rank(int rank) {
+  g_rank.store(rank, std::memory_order_relaxed);
+}
 
 bool enabled(Level level, Subsys subsys) noexcept {
   ensure_env_read();

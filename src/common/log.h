@@ -17,7 +17,19 @@
 namespace orbite::log {
 
 enum class Level : std::uint8_t { Error = 0, Warn, Info, Debug, Trace };
-enum class Subsys : std::uint8_t { General = 0, Bootstrap, Topo, Proxy, Rdma, Tcp, Shm, Cuda, Coll, Config, Count };
+enum class Subsys : std::uint8_t {
+  General = 0,
+  Bootstrap,
+  Topo,
+  Proxy,
+  Rdma,
+  Tcp,
+  Shm,
+  Cuda,
+  Coll,
+  Config,
+  Count
+};
 
 std::string_view level_name(Level level) noexcept;
 std::string_view subsys_name(Subsys subsys) noexcept;
@@ -64,7 +76,7 @@ class Line {
 
 // ORBITE_LOG(Warn, Bootstrap) << "store at " << addr << " refused the token";
 // The message expression is not evaluated when the level or subsystem is disabled.
-#define ORBITE_LOG(level, subsys)                                                              \
+#define ORBITE_LOG(level, subsys)                                                            \
   if (!::orbite::log::enabled(::orbite::log::Level::level, ::orbite::log::Subsys::subsys)) { \
-  } else                                                                                       \
+  } else                                                                                     \
     ::orbite::log::Line(::orbite::log::Level::level, ::orbite::log::Subsys::subsys).stream()

@@ -21,7 +21,9 @@
 namespace orbite::net {
 namespace {
 
-std::string errno_text(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
+std::string errno_text(int err) {
+  return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
 
 struct AddrInfoList {
   addrinfo* head = nullptr;
@@ -39,8 +41,8 @@ Status resolve(const HostPort& where, bool passive, AddrInfoList& out) {
   const char* host = where.host.empty() ? nullptr : where.host.c_str();
   int rc = getaddrinfo(host, port.c_str(), &hints, &out.head);
   if (rc != 0) {
-    return Status::error(Errc::InvalidArgument, "cannot resolve host " + quote(where.host) + ": " +
-                                                    gai_strerror(rc));
+    return Status::error(Errc::InvalidArgument,
+                         "cannot resolve host " + quote(where.host) + ": " + gai_strerror(rc));
   }
   return {};
 }
@@ -85,8 +87,8 @@ Result<HostPort> parse_host_port(std::string_view text) {
   }
   auto port = parse_uint64(port_text);
   if (out.host.empty() || !port || *port > 65535) {
-    return Status::error(Errc::InvalidArgument, "address " + quote(text) +
-                                                    " needs a host and a port in 0..65535");
+    return Status::error(Errc::InvalidArgument,
+                         "address " + quote(text) + " needs a host and a port in 0..65535");
   }
   out.port = static_cast<std::uint16_t>(*port);
   return out;
@@ -129,9 +131,9 @@ Result<Fd> listen_tcp(const HostPort& where, int backlog) {
     }
     return fd;
   }
-  return Status::error(Errc::Unavailable, "cannot listen on " +
-                                              format_host_port(where.host, where.port) + ": " +
-                                              errno_text(last_err));
+  return Status::error(
+      Errc::Unavailable,
+      "cannot listen on " + format_host_port(where.host, where.port) + ": " + errno_text(last_err));
 }
 
 Result<HostPort> local_endpoint(int fd) {
@@ -220,7 +222,8 @@ Result<Fd> connect_tcp_retry(const HostPort& where, Deadline deadline) {
   }
 }
 
-Status write_all(int fd, std::span<const std::byte> data, Deadline deadline, std::string_view what) {
+Status write_all(int fd, std::span<const std::byte> data, Deadline deadline,
+                 std::string_view what) {
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
@@ -237,8 +240,9 @@ Status write_all(int fd, std::span<const std::byte> data, Deadline deadline, std
       }
       continue;
     }
-    return Status::error(Errc::ConnectionLost,
-                         std::string(what) + ": connection lost while writing: " + errno_text(errno));
+    return Status::error(
+        Errc::ConnectionLost,
+        std::string(what) + ": connection lost while writing: " + errno_text(errno));
   }
   return {};
 }
@@ -252,7 +256,8 @@ Status read_exact(int fd, std::span<std::byte> data, Deadline deadline, std::str
       continue;
     }
     if (n == 0) {
-      return Status::error(Errc::ConnectionLost, std::string(what) + ": peer closed the connection");
+      return Status::error(Errc::ConnectionLost,
+                           std::string(what) + ": peer closed the connection");
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -263,8 +268,9 @@ Status read_exact(int fd, std::span<std::byte> data, Deadline deadline, std::str
       }
       continue;
     }
-    return Status::error(Errc::ConnectionLost,
-                         std::string(what) + ": connection lost while reading: " + errno_text(errno));
+    return Status::error(
+        Errc::ConnectionLost,
+        std::string(what) + ": connection lost while reading: " + errno_text(errno));
   }
   return {};
 }

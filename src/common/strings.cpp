@@ -111,9 +111,8 @@ std::optional<double> parse_with_units(std::string_view s, const Unit* units, si
 }  // namespace
 
 std::optional<std::int64_t> parse_duration_ns(std::string_view s) noexcept {
-  static constexpr Unit kUnits[] = {{"ns", 1},     {"us", 1e3}, {"ms", 1e6},
-                                    {"s", 1e9},    {"m", 60e9}, {"min", 60e9},
-                                    {"h", 3600e9}};
+  static constexpr Unit kUnits[] = {{"ns", 1},   {"us", 1e3},   {"ms", 1e6},  {"s", 1e9},
+                                    {"m", 60e9}, {"min", 60e9}, {"h", 3600e9}};
   auto v = parse_with_units(s, kUnits, std::size(kUnits), /*unit_required=*/true);
   if (!v) return std::nullopt;
   double rounded = std::round(*v);
@@ -127,8 +126,10 @@ std::string format_duration_ns(std::int64_t ns) {
   struct {
     std::int64_t scale;
     const char* suffix;
-  } static constexpr kSteps[] = {{3600'000'000'000, "h"}, {60'000'000'000, "m"},
-                                 {1'000'000'000, "s"},     {1'000'000, "ms"},
+  } static constexpr kSteps[] = {{3600'000'000'000, "h"},
+                                 {60'000'000'000, "m"},
+                                 {1'000'000'000, "s"},
+                                 {1'000'000, "ms"},
                                  {1'000, "us"}};
   if (ns == 0) return "0s";
   for (const auto& step : kSteps) {
@@ -138,10 +139,17 @@ std::string format_duration_ns(std::int64_t ns) {
 }
 
 std::optional<std::uint64_t> parse_bytes(std::string_view s) noexcept {
-  static constexpr Unit kUnits[] = {{"B", 1},      {"KiB", 1024.0}, {"MiB", 1048576.0},
-                                    {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-                                    {"KB", 1e3},   {"MB", 1e6},     {"GB", 1e9},
-                                    {"TB", 1e12},  {"K", 1024.0},   {"M", 1048576.0},
+  static constexpr Unit kUnits[] = {{"B", 1},
+                                    {"KiB", 1024.0},
+                                    {"MiB", 1048576.0},
+                                    {"GiB", 1073741824.0},
+                                    {"TiB", 1099511627776.0},
+                                    {"KB", 1e3},
+                                    {"MB", 1e6},
+                                    {"GB", 1e9},
+                                    {"TB", 1e12},
+                                    {"K", 1024.0},
+                                    {"M", 1048576.0},
                                     {"G", 1073741824.0}};
   auto v = parse_with_units(s, kUnits, std::size(kUnits), /*unit_required=*/false);
   if (!v || *v != std::floor(*v) || *v > 1.8e19) return std::nullopt;

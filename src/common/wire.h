@@ -18,7 +18,7 @@ class Writer {
   explicit Writer(std::string& out) : out_(out) {}
 
   template <class T>
-    requires std::is_integral_v<T>
+  requires std::is_integral_v<T>
   void put(T value) {
     using U = std::make_unsigned_t<T>;
     auto u = static_cast<U>(value);
@@ -44,8 +44,7 @@ class Reader {
   explicit Reader(std::string_view data) : data_(data) {}
 
   template <class T>
-    requires std::is_integral_v<T>
-  T get() {
+  requires std::is_integral_v<T> T get() {
     using U = std::make_unsigned_t<T>;
     if (!ok_ || data_.size() - pos_ < sizeof(T)) {
       ok_ = false;

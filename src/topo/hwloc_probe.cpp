@@ -12,7 +12,9 @@ std::string version_text(unsigned v) {
 
 }  // namespace
 
-std::string hwloc_build_version() { return version_text(HWLOC_API_VERSION); }
+std::string hwloc_build_version() {
+  return version_text(HWLOC_API_VERSION);
+}
 
 Result<HwlocSummary> summarize_machine(const std::string& xml_path) {
   HwlocSummary s;

@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
   int early_rank = env_rank ? static_cast<int>(orbite::parse_int64(env_rank).value_or(-1)) : -1;
   if (!pid_dir.empty()) write_pid_file(pid_dir, early_rank);
   if (on_term_print) {
-    int n = std::snprintf(g_term_message, sizeof g_term_message, "rank %d got SIGTERM\n", early_rank);
+    int n =
+        std::snprintf(g_term_message, sizeof g_term_message, "rank %d got SIGTERM\n", early_rank);
     g_term_message_len = n > 0 ? static_cast<size_t>(n) : 0;
     struct sigaction action {};
     action.sa_handler = on_sigterm;
@@ -114,8 +115,8 @@ int main(int argc, char** argv) {
   const int rank = boot->rank();
   const int size = boot->world_size();
   const auto& store = boot->store();
-  std::printf("rank=%d size=%d local_rank=%d store=%s\n", rank, size, boot->local_rank().value_or(-1),
-              boot->store_address().c_str());
+  std::printf("rank=%d size=%d local_rank=%d store=%s\n", rank, size,
+              boot->local_rank().value_or(-1), boot->store_address().c_str());
   std::fflush(stdout);
 
   // Every rank has started (and written its pid file) before anyone exits on purpose.

@@ -67,7 +67,8 @@ TEST(OrbiteInfo, JsonReportAgreesWithTheLibrary) {
 
 TEST(OrbiteInfo, ValidatesConfigurationFiles) {
   TempDir dir;
-  std::string good = write_file(dir, "good.json", R"({"num_lanes": 2, "rdma": {"cuda_memory": "direct"}})");
+  std::string good =
+      write_file(dir, "good.json", R"({"num_lanes": 2, "rdma": {"cuda_memory": "direct"}})");
   Outcome ok = run_program({kBin + "/orbite-info", "--config", good});
   ASSERT_EQ(ok.status, 0) << ok.err;
   auto effective = nlohmann::json::parse(ok.out, nullptr, false);

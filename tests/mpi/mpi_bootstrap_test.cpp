@@ -16,15 +16,15 @@ int g_passed = 0;
 int g_failed = 0;
 int g_rank = 0;
 
-#define CHECK(cond, what)                                                          \
-  do {                                                                             \
-    if (cond) {                                                                    \
-      ++g_passed;                                                                  \
-    } else {                                                                       \
-      ++g_failed;                                                                  \
+#define CHECK(cond, what)                                                              \
+  do {                                                                                 \
+    if (cond) {                                                                        \
+      ++g_passed;                                                                      \
+    } else {                                                                           \
+      ++g_failed;                                                                      \
       std::fprintf(stderr, "[rank %d] FAILED %s:%d: %s\n", g_rank, __FILE__, __LINE__, \
-                   std::string(what).c_str());                                     \
-    }                                                                              \
+                   std::string(what).c_str());                                         \
+    }                                                                                  \
   } while (false)
 
 orbite::EngineConfig test_config() {

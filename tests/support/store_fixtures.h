@@ -10,9 +10,9 @@
 
 namespace orbite::testing {
 
-inline std::unique_ptr<TcpStoreServer> start_server(std::string token = {},
-                                                    Duration frame_timeout = std::chrono::seconds(30),
-                                                    std::uint64_t max_value_bytes = 64 * kMiB) {
+inline std::unique_ptr<TcpStoreServer> start_server(
+    std::string token = {}, Duration frame_timeout = std::chrono::seconds(30),
+    std::uint64_t max_value_bytes = 64 * kMiB) {
   TcpStoreServerOptions options;
   options.listen = "127.0.0.1:0";
   options.token = std::move(token);

@@ -27,7 +27,8 @@ namespace orbite::testing {
 using SteadyClock = std::chrono::steady_clock;
 
 // The current environment with `overrides` applied (an empty value removes the variable).
-inline std::vector<std::string> environment_with(const std::map<std::string, std::string>& overrides) {
+inline std::vector<std::string> environment_with(
+    const std::map<std::string, std::string>& overrides) {
   std::vector<std::string> out;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);

@@ -47,7 +47,8 @@ void expect_consistent(std::vector<Result<Communicator>>& comms) {
   const int n = static_cast<int>(comms.size());
   std::set<std::string> addresses;
   for (int r = 0; r < n; ++r) {
-    ASSERT_TRUE(comms[static_cast<size_t>(r)].ok()) << comms[static_cast<size_t>(r)].status().to_string();
+    ASSERT_TRUE(comms[static_cast<size_t>(r)].ok())
+        << comms[static_cast<size_t>(r)].status().to_string();
     Communicator& c = *comms[static_cast<size_t>(r)];
     EXPECT_EQ(c.rank(), r);
     EXPECT_EQ(c.size(), n);
@@ -60,12 +61,12 @@ void expect_consistent(std::vector<Result<Communicator>>& comms) {
       EXPECT_EQ(info.rank, p);
       EXPECT_TRUE(c.same_host(p));
       EXPECT_EQ(info.host_id, comm::this_host().host_id);
-      EXPECT_EQ(info.control_address,
-                comms[static_cast<size_t>(p)]->peer(p).control_address);
+      EXPECT_EQ(info.control_address, comms[static_cast<size_t>(p)]->peer(p).control_address);
       EXPECT_TRUE(info.control_address.starts_with("127.0.0.1:")) << info.control_address;
     }
     std::string view = c.describe();
-    EXPECT_NE(view.find("rank " + std::to_string(r) + " of " + std::to_string(n)), std::string::npos);
+    EXPECT_NE(view.find("rank " + std::to_string(r) + " of " + std::to_string(n)),
+              std::string::npos);
     EXPECT_NE(view.find("(self)"), std::string::npos);
   }
   EXPECT_EQ(addresses.size(), static_cast<size_t>(n));  // each rank has its own listener
@@ -105,11 +106,13 @@ TEST(Communicator, SuccessiveCommunicatorsFromOneBootstrapDoNotCollide) {
     std::vector<std::optional<Result<Communicator>>> comms(3);
     for (int r = 0; r < 3; ++r) {
       threads.emplace_back([&, r] {
-        comms[static_cast<size_t>(r)].emplace(Communicator::create(boots[static_cast<size_t>(r)], quick_config()));
+        comms[static_cast<size_t>(r)].emplace(
+            Communicator::create(boots[static_cast<size_t>(r)], quick_config()));
       });
     }
     for (auto& t : threads) t.join();
-    for (auto& c : comms) ASSERT_TRUE(c->ok()) << "round " << round << ": " << c->status().to_string();
+    for (auto& c : comms)
+      ASSERT_TRUE(c->ok()) << "round " << round << ": " << c->status().to_string();
   }
 }
 
@@ -186,7 +189,8 @@ TEST(Communicator, PeerRecordsRoundTripAndRejectLies) {
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->control_address, "[::1]:9");
   EXPECT_EQ(back->pid, 42);
-  EXPECT_EQ(comm::decode_peer_record(comm::encode_peer_record(p), 6).status().code(), Errc::Protocol);
+  EXPECT_EQ(comm::decode_peer_record(comm::encode_peer_record(p), 6).status().code(),
+            Errc::Protocol);
   std::string bytes = comm::encode_peer_record(p);
   EXPECT_FALSE(comm::decode_peer_record(bytes.substr(0, bytes.size() - 1), 7).ok());
 }

@@ -16,6 +16,7 @@
 
 #include <orbite/config.h>
 
+#include "../support/config_test_helpers.h"
 #include "common/config_internal.h"
 #include "common/config_schema.h"
 
@@ -25,14 +26,9 @@ namespace {
 using namespace std::chrono_literals;
 using json = nlohmann::ordered_json;
 using config_internal::EnvFn;
-
-::testing::AssertionResult Contains(const char* hay_expr, const char* needle_expr,
-                                    const std::string& hay, const std::string& needle) {
-  if (hay.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << hay_expr << " does not contain " << needle_expr
-                                       << "\n  text:   " << hay << "\n  wanted: " << needle;
-}
-#define EXPECT_CONTAINS(hay, needle) EXPECT_PRED_FORMAT2(Contains, hay, needle)
+using testing::sanitize;
+using testing::TempFile;
+using testing::value_at;
 
 using Vars = std::map<std::string, std::string>;
 
@@ -43,42 +39,6 @@ EnvFn fake_env(Vars vars) {
     return it->second;
   };
 }
-
-json value_at(const json& doc, const std::string& path) {
-  const json* node = &doc;
-  size_t start = 0;
-  while (true) {
-    size_t dot = path.find('.', start);
-    std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!node->is_object() || !node->contains(key)) return json("<missing " + path + ">");
-    node = &(*node)[key];
-    if (dot == std::string::npos) return *node;
-    start = dot + 1;
-  }
-}
-
-std::string sanitize(const std::string& text) {
-  std::string out;
-  for (char c : text) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return out;
-}
-
-class TempFile {
- public:
-  explicit TempFile(const std::string& content) {
-    static int counter = 0;
-    path_ = ::testing::TempDir() + "orbite_config_env_test_" + std::to_string(getpid()) + "_" +
-            std::to_string(counter++) + ".json";
-    std::ofstream(path_, std::ios::binary) << content;
-  }
-  ~TempFile() { std::remove(path_.c_str()); }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  [[nodiscard]] const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // ------------------------------------------------------------------------------------------------
 // Accepted overrides, table-driven: variable, value, JSON path, what to_json then reports there.
@@ -311,14 +271,14 @@ TEST(ConfigEnv, EmptyValueUnsetsAnOptionalField) {
   config.rdma.preferred_numa_node = 1;
   config.rdma.priority_matrix = "{}";
   config.rdma.rdma_whitelist = {"mlx5_0"};
-  Status s = config_internal::apply_env_overrides(
-      config, fake_env({{"ORBITE_RDMA_DEVICE", ""},
-                        {"ORBITE_RDMA_PORT", ""},
-                        {"ORBITE_RDMA_GID_INDEX", " "},
-                        {"ORBITE_RDMA_DEVICE_MASK", ""},
-                        {"ORBITE_RDMA_PREFERRED_NUMA_NODE", ""},
-                        {"ORBITE_RDMA_PRIORITY_MATRIX", ""},
-                        {"ORBITE_RDMA_RDMA_WHITELIST", ""}}));
+  Status s = config_internal::apply_env_overrides(config,
+                                                  fake_env({{"ORBITE_RDMA_DEVICE", ""},
+                                                            {"ORBITE_RDMA_PORT", ""},
+                                                            {"ORBITE_RDMA_GID_INDEX", " "},
+                                                            {"ORBITE_RDMA_DEVICE_MASK", ""},
+                                                            {"ORBITE_RDMA_PREFERRED_NUMA_NODE", ""},
+                                                            {"ORBITE_RDMA_PRIORITY_MATRIX", ""},
+                                                            {"ORBITE_RDMA_RDMA_WHITELIST", ""}}));
   ASSERT_TRUE(s.ok()) << s.to_string();
   EXPECT_FALSE(config.rdma.device);
   EXPECT_FALSE(config.rdma.port);
@@ -338,17 +298,18 @@ TEST(ConfigEnv, AliasesSetTheirFieldsAndTheCanonicalNameWins) {
   // ORBITE_SOCKET_IFNAME is tcp.interface only; the bootstrap interface is separate.
   EXPECT_EQ(alias_only->bootstrap.interface, "");
 
-  auto both = config_internal::load(fake_env({{"ORBITE_SOCKET_IFNAME", "eth1"},
-                                              {"ORBITE_TCP_INTERFACE", "eth2"},
-                                              {"ORBITE_TOPO_XML", "/tmp/alias.xml"},
-                                              {"ORBITE_TOPOLOGY_HWLOC_XML", "/tmp/canonical.xml"}}));
+  auto both =
+      config_internal::load(fake_env({{"ORBITE_SOCKET_IFNAME", "eth1"},
+                                      {"ORBITE_TCP_INTERFACE", "eth2"},
+                                      {"ORBITE_TOPO_XML", "/tmp/alias.xml"},
+                                      {"ORBITE_TOPOLOGY_HWLOC_XML", "/tmp/canonical.xml"}}));
   ASSERT_TRUE(both.ok()) << both.status().to_string();
   EXPECT_EQ(both->tcp.interface, "eth2");
   EXPECT_EQ(both->topology.hwloc_xml, "/tmp/canonical.xml");
 
   // The canonical name wins even when the alias holds a value that would be rejected.
-  auto bad_alias = config_internal::load(
-      fake_env({{"ORBITE_SOCKET_IFNAME", std::string(300, 'e')}, {"ORBITE_TCP_INTERFACE", "eth2"}}));
+  auto bad_alias = config_internal::load(fake_env(
+      {{"ORBITE_SOCKET_IFNAME", std::string(300, 'e')}, {"ORBITE_TCP_INTERFACE", "eth2"}}));
   ASSERT_TRUE(bad_alias.ok()) << bad_alias.status().to_string();
   EXPECT_EQ(bad_alias->tcp.interface, "eth2");
 
@@ -368,11 +329,11 @@ TEST(ConfigEnv, ConfigFileThenEnvironmentOnTop) {
                                            {"ORBITE_RDMA_MAX_SEND_WR", "32"},
                                            {"ORBITE_RDMA_DEVICE", ""}}));
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->num_lanes, 2u);           // from the file
-  EXPECT_EQ(c->rdma.max_send_wr, 32u);   // the environment wins over the file
-  EXPECT_FALSE(c->rdma.device);          // an empty value unsets what the file set
-  EXPECT_EQ(c->tcp.interface, "eth0");   // from the file
-  EXPECT_EQ(c->rdma.max_cqes, 1024u);    // default
+  EXPECT_EQ(c->num_lanes, 2u);          // from the file
+  EXPECT_EQ(c->rdma.max_send_wr, 32u);  // the environment wins over the file
+  EXPECT_FALSE(c->rdma.device);         // an empty value unsets what the file set
+  EXPECT_EQ(c->tcp.interface, "eth0");  // from the file
+  EXPECT_EQ(c->rdma.max_cqes, 1024u);   // default
 
   // An empty ORBITE_CONFIG reads no file.
   auto none = config_internal::load(fake_env({{"ORBITE_CONFIG", ""}}));
@@ -428,8 +389,8 @@ TEST(ConfigEnv, CrossFieldRuleAppliesAfterOverrides) {
 
   // And the environment can resolve a conflict the file alone would not have (staged wins).
   TempFile disabled(R"({"rdma": {"disable_gpu_direct_rdma": true}})");
-  auto fine = config_internal::load(fake_env(
-      {{"ORBITE_CONFIG", disabled.path()}, {"ORBITE_RDMA_CUDA_MEMORY", "staged"}}));
+  auto fine = config_internal::load(
+      fake_env({{"ORBITE_CONFIG", disabled.path()}, {"ORBITE_RDMA_CUDA_MEMORY", "staged"}}));
   ASSERT_TRUE(fine.ok()) << fine.status().to_string();
   EXPECT_TRUE(fine->rdma.disable_gpu_direct_rdma);
 }
@@ -437,8 +398,9 @@ TEST(ConfigEnv, CrossFieldRuleAppliesAfterOverrides) {
 // An environment value that is not valid UTF-8 is a Configuration error naming the variable;
 // no exception may cross the public API (EngineConfig::load() reaches this path).
 TEST(ConfigEnv, InvalidUtf8ValueIsAnErrorNotAnException) {
-  for (const char* var : {"ORBITE_NUM_LANES", "ORBITE_RDMA_CUDA_MEMORY", "ORBITE_RDMA_RAIL_COOLDOWN",
-                          "ORBITE_RDMA_STRICT_LOCAL_NUMA", "ORBITE_RDMA_DEVICE_MASK"}) {
+  for (const char* var :
+       {"ORBITE_NUM_LANES", "ORBITE_RDMA_CUDA_MEMORY", "ORBITE_RDMA_RAIL_COOLDOWN",
+        "ORBITE_RDMA_STRICT_LOCAL_NUMA", "ORBITE_RDMA_DEVICE_MASK"}) {
     SCOPED_TRACE(var);
     std::string thrown;
     try {
@@ -513,14 +475,22 @@ TEST(ConfigEnvNames, CoverEveryFieldAndTheAliases) {
 }
 
 TEST(ConfigEnvNames, UnknownVariablesAreFlaggedWithASuggestion) {
-  std::vector<std::string> present = {"ORBITE_RDMA_DEVIC",  "ORBITE_RANK",
-                                      "ORBITE_STORE",       "ORBITE_STORE_TOKEN",
-                                      "ORBITE_WORLD_SIZE",  "ORBITE_LOCAL_RANK",
-                                      "ORBITE_LOCAL_SIZE",  "ORBITE_LOG_LEVEL",
-                                      "ORBITE_LOG_SUBSYS",  "ORBITE_HOSTID",
-                                      "ORBITE_CONFIG",      "ORBITE_SOCKET_IFNAME",
-                                      "ORBITE_TOPO_XML",    "ORBITE_RDMA_MAX_SEND_WR",
-                                      "PATH",               "NCCL_SOCKET_IFNAME",
+  std::vector<std::string> present = {"ORBITE_RDMA_DEVIC",
+                                      "ORBITE_RANK",
+                                      "ORBITE_STORE",
+                                      "ORBITE_STORE_TOKEN",
+                                      "ORBITE_WORLD_SIZE",
+                                      "ORBITE_LOCAL_RANK",
+                                      "ORBITE_LOCAL_SIZE",
+                                      "ORBITE_LOG_LEVEL",
+                                      "ORBITE_LOG_SUBSYS",
+                                      "ORBITE_HOSTID",
+                                      "ORBITE_CONFIG",
+                                      "ORBITE_SOCKET_IFNAME",
+                                      "ORBITE_TOPO_XML",
+                                      "ORBITE_RDMA_MAX_SEND_WR",
+                                      "PATH",
+                                      "NCCL_SOCKET_IFNAME",
                                       "ORBITEX_SOMETHING"};
   const std::vector<std::string> unknown = config_internal::unknown_orbite_variables(present);
   ASSERT_EQ(unknown.size(), 1u) << (unknown.empty() ? "" : unknown.back());

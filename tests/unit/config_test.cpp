@@ -16,6 +16,7 @@
 
 #include <orbite/config.h>
 
+#include "../support/config_test_helpers.h"
 #include "common/config_internal.h"
 #include "common/config_schema.h"
 
@@ -27,14 +28,9 @@ using json = nlohmann::ordered_json;
 using rdma::GpuDirectRegistration;
 using rdma::RdmaCudaMemory;
 using rdma::RdmaHostMemory;
-
-::testing::AssertionResult Contains(const char* hay_expr, const char* needle_expr,
-                                    const std::string& hay, const std::string& needle) {
-  if (hay.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << hay_expr << " does not contain " << needle_expr
-                                       << "\n  text:   " << hay << "\n  wanted: " << needle;
-}
-#define EXPECT_CONTAINS(hay, needle) EXPECT_PRED_FORMAT2(Contains, hay, needle)
+using testing::sanitize;
+using testing::TempFile;
+using testing::value_at;
 
 // {"a":{"b":VALUE}} for path "a.b".
 std::string doc_at(const std::string& path, const std::string& value) {
@@ -43,7 +39,8 @@ std::string doc_at(const std::string& path, const std::string& value) {
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string key =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     open += "{\"" + key + "\":";
     close += "}";
     if (dot == std::string::npos) break;
@@ -52,28 +49,10 @@ std::string doc_at(const std::string& path, const std::string& value) {
   return open + value + close;
 }
 
-// The value at a dotted path of a JSON document.
-json value_at(const json& doc, const std::string& path) {
-  const json* node = &doc;
-  size_t start = 0;
-  while (true) {
-    size_t dot = path.find('.', start);
-    std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!node->is_object() || !node->contains(key)) return json("<missing " + path + ">");
-    node = &(*node)[key];
-    if (dot == std::string::npos) return *node;
-    start = dot + 1;
-  }
-}
-
-std::string sanitize(const std::string& text) {
-  std::string out;
-  for (char c : text) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return out;
-}
-
 // Text of a JSON object of exactly `size` bytes: {"k":"xxx...x"}.
-std::string object_text_of_size(size_t size) { return "{\"k\":\"" + std::string(size - 8, 'x') + "\"}"; }
+std::string object_text_of_size(size_t size) {
+  return "{\"k\":\"" + std::string(size - 8, 'x') + "\"}";
+}
 
 // ------------------------------------------------------------------------------------------------
 // Defaults
@@ -284,12 +263,11 @@ std::vector<Reject> reject_cases() {
   add_reject(r, "bootstrap.connect_timeout", "\"0s\"", "got 0s");
 
   // Byte counts: integers or strings with a binary/decimal unit.
-  for (const char* path :
-       {"rdma.max_direct_bytes", "rdma.max_staging_bytes", "rdma.max_cached_mr_bytes",
-        "rdma.block_size", "tcp.send_buffer_bytes", "tcp.recv_buffer_bytes",
-        "bootstrap.max_value_bytes"}) {
-    for (const char* bad : {"-1", "1.5", "true", "null", "\"lots\"", "\"64XB\"", "\"-4KiB\"",
-                            "\"1.5\"", "[1]"}) {
+  for (const char* path : {"rdma.max_direct_bytes", "rdma.max_staging_bytes",
+                           "rdma.max_cached_mr_bytes", "rdma.block_size", "tcp.send_buffer_bytes",
+                           "tcp.recv_buffer_bytes", "bootstrap.max_value_bytes"}) {
+    for (const char* bad :
+         {"-1", "1.5", "true", "null", "\"lots\"", "\"64XB\"", "\"-4KiB\"", "\"1.5\"", "[1]"}) {
       add_reject(r, path, bad);
     }
   }
@@ -322,7 +300,8 @@ std::vector<Reject> reject_cases() {
   for (const char* bad : {"\"spin\"", "\"eventdriven\"", "\"\"", "1", "null", "true"}) {
     add_reject(r, "progress_mode", bad);
   }
-  for (const char* bad : {"\"pinned\"", "\"\"", "0", "null"}) add_reject(r, "rdma.host_memory", bad);
+  for (const char* bad : {"\"pinned\"", "\"\"", "0", "null"})
+    add_reject(r, "rdma.host_memory", bad);
   for (const char* bad : {"\"gpu\"", "\"gpudirect\"", "true", "null"}) {
     add_reject(r, "rdma.cuda_memory", bad);
   }
@@ -377,10 +356,15 @@ std::vector<Reject> reject_cases() {
   add_reject(r, "rdma.priority_matrix", "\"{\\\"cpu:0\\\":\"", "not a JSON object");
 
   // Sections must be objects.
-  for (const auto& [path, bad] : std::initializer_list<std::pair<const char*, const char*>>{
-           {"rdma", "5"}, {"rdma", "null"}, {"tcp", "[]"}, {"shm", "null"},
-           {"bootstrap", "\"x\""}, {"topology", "true"}, {"rdma.scheduling", "1"},
-           {"rdma.scheduling", "[]"}}) {
+  for (const auto& [path, bad] :
+       std::initializer_list<std::pair<const char*, const char*>>{{"rdma", "5"},
+                                                                  {"rdma", "null"},
+                                                                  {"tcp", "[]"},
+                                                                  {"shm", "null"},
+                                                                  {"bootstrap", "\"x\""},
+                                                                  {"topology", "true"},
+                                                                  {"rdma.scheduling", "1"},
+                                                                  {"rdma.scheduling", "[]"}}) {
     add_reject(r, path, bad);
   }
   return r;
@@ -398,13 +382,13 @@ TEST_P(ConfigJsonReject, IsAConfigurationErrorNamingPathAndValue) {
   EXPECT_CONTAINS(parsed.status().message(), c.shows);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fields, ConfigJsonReject, ::testing::ValuesIn(reject_cases()),
-    [](const ::testing::TestParamInfo<Reject>& p) {
-      std::string value = sanitize(p.param.value);
-      if (value.size() > 24) value = value.substr(0, 24);
-      return std::to_string(p.index) + "_" + sanitize(p.param.path) + "_" + value;
-    });
+INSTANTIATE_TEST_SUITE_P(Fields, ConfigJsonReject, ::testing::ValuesIn(reject_cases()),
+                         [](const ::testing::TestParamInfo<Reject>& p) {
+                           std::string value = sanitize(p.param.value);
+                           if (value.size() > 24) value = value.substr(0, 24);
+                           return std::to_string(p.index) + "_" + sanitize(p.param.path) + "_" +
+                                  value;
+                         });
 
 // Accepted spellings and the value they produce (as to_json writes it).
 struct Accept {
@@ -499,8 +483,8 @@ TEST(ConfigJson, EnumSpellingsMapToTheTypedValues) {
            {"auto", GpuDirectRegistration::Auto},
            {"dmabuf", GpuDirectRegistration::Dmabuf},
            {"peermem", GpuDirectRegistration::Peermem}}) {
-    auto g = EngineConfig::from_json(doc_at("rdma.gpu_direct_registration",
-                                            std::string("\"") + name + "\""));
+    auto g = EngineConfig::from_json(
+        doc_at("rdma.gpu_direct_registration", std::string("\"") + name + "\""));
     ASSERT_TRUE(g.ok()) << name << ": " << g.status().to_string();
     EXPECT_EQ(g->rdma.gpu_direct_registration, value) << name;
   }
@@ -534,7 +518,8 @@ TEST(ConfigJson, TypedValuesOfAcceptedFields) {
   EXPECT_EQ(c->rdma.gid_index, std::optional<std::uint32_t>(3));
   EXPECT_EQ(c->rdma.rdma_whitelist, (std::vector<std::string>{"mlx5_0", "mlx5_1"}));
   EXPECT_EQ(c->rdma.rdma_blacklist, (std::vector<std::string>{"mlx5_9"}));
-  EXPECT_EQ(c->rdma.device_mask, std::optional<std::uint64_t>((1ULL << 0) | (1ULL << 3) | (1ULL << 63)));
+  EXPECT_EQ(c->rdma.device_mask,
+            std::optional<std::uint64_t>((1ULL << 0) | (1ULL << 3) | (1ULL << 63)));
   EXPECT_EQ(c->rdma.preferred_numa_node, std::optional<std::uint32_t>(1));
   EXPECT_EQ(c->rdma.max_send_wr, 32u);
   EXPECT_EQ(c->rdma.max_direct_bytes, 128 * kMiB);
@@ -587,7 +572,8 @@ TEST(ConfigJson, DeviceMaskArrayBecomesABitmask) {
 }
 
 TEST(ConfigJson, PriorityMatrixAcceptsAnObjectOrAStringHoldingOne) {
-  const std::string matrix = R"({"cpu:0":[["mlx5_0"],["mlx5_1"]],"cuda:0":[["mlx5_1"],["mlx5_0"]]})";
+  const std::string matrix =
+      R"({"cpu:0":[["mlx5_0"],["mlx5_1"]],"cuda:0":[["mlx5_1"],["mlx5_0"]]})";
   auto as_object = EngineConfig::from_json(R"({"rdma":{"priority_matrix":)" + matrix + "}}");
   ASSERT_TRUE(as_object.ok()) << as_object.status().to_string();
   ASSERT_TRUE(as_object->rdma.priority_matrix.has_value());
@@ -685,13 +671,14 @@ INSTANTIATE_TEST_SUITE_P(
         UnknownKey{R"({"tcp":{"nodelayy":true}})", "tcp.nodelayy", "tcp.nodelay"},
         UnknownKey{R"({"shm":{"enabled":true}})", "shm.enabled", "shm.enable"},
         UnknownKey{R"({"bootstrap":{"timout":"1s"}})", "bootstrap.timout", "bootstrap.timeout"},
-        UnknownKey{R"({"topology":{"hwlocxml":"/x"}})", "topology.hwlocxml", "topology.hwloc_xml"}));
+        UnknownKey{R"({"topology":{"hwlocxml":"/x"}})", "topology.hwlocxml",
+                   "topology.hwloc_xml"}));
 
 TEST(ConfigJson, DuplicateKeysAreRejected) {
-  for (const char* doc : {R"({"num_lanes":1,"num_lanes":2})",
-                          R"({"rdma":{"max_send_wr":8,"max_send_wr":8}})",
-                          R"({"rdma":{},"rdma":{}})",
-                          R"({"rdma":{"scheduling":{"smart_selection":true,"smart_selection":false}}})"}) {
+  for (const char* doc :
+       {R"({"num_lanes":1,"num_lanes":2})", R"({"rdma":{"max_send_wr":8,"max_send_wr":8}})",
+        R"({"rdma":{},"rdma":{}})",
+        R"({"rdma":{"scheduling":{"smart_selection":true,"smart_selection":false}}})"}) {
     auto parsed = EngineConfig::from_json(doc);
     ASSERT_FALSE(parsed.ok()) << "accepted " << doc;
     EXPECT_EQ(parsed.status().code(), Errc::Configuration) << doc;
@@ -774,7 +761,10 @@ TEST(ConfigValidate, RangeChecksApplyToConfigsBuiltInCode) {
       {"port 0", [](EngineConfig& c) { c.rdma.port = 0; }, "rdma.port"},
       {"gid 256", [](EngineConfig& c) { c.rdma.gid_index = 256; }, "rdma.gid_index"},
       {"empty device", [](EngineConfig& c) { c.rdma.device = ""; }, "rdma.device"},
-      {"empty whitelist entry", [](EngineConfig& c) { c.rdma.rdma_whitelist = {"mlx5_0", ""}; },
+      {"empty whitelist entry",
+       [](EngineConfig& c) {
+         c.rdma.rdma_whitelist = {"mlx5_0", ""};
+       },
        "rdma.rdma_whitelist[1]"},
       {"empty mask", [](EngineConfig& c) { c.rdma.device_mask = 0; }, "rdma.device_mask"},
       {"matrix not an object", [](EngineConfig& c) { c.rdma.priority_matrix = "[1]"; },
@@ -782,7 +772,10 @@ TEST(ConfigValidate, RangeChecksApplyToConfigsBuiltInCode) {
       {"matrix too big",
        [](EngineConfig& c) { c.rdma.priority_matrix = object_text_of_size((1 << 20) + 1); },
        "rdma.priority_matrix"},
-      {"tier weight zero", [](EngineConfig& c) { c.rdma.scheduling.tier_weights = {1, 0, 1}; },
+      {"tier weight zero",
+       [](EngineConfig& c) {
+         c.rdma.scheduling.tier_weights = {1, 0, 1};
+       },
        "rdma.scheduling.tier_weights"},
       {"tier weight NaN",
        [](EngineConfig& c) {
@@ -796,7 +789,8 @@ TEST(ConfigValidate, RangeChecksApplyToConfigsBuiltInCode) {
       {"negative promotion",
        [](EngineConfig& c) { c.rdma.priority_promotion_timeout = Duration(-1ms); },
        "rdma.priority_promotion_timeout"},
-      {"monitor 2h", [](EngineConfig& c) { c.rdma.monitor_interval = 2h; }, "rdma.monitor_interval"},
+      {"monitor 2h", [](EngineConfig& c) { c.rdma.monitor_interval = 2h; },
+       "rdma.monitor_interval"},
       {"max_send_wr 0", [](EngineConfig& c) { c.rdma.max_send_wr = 0; }, "rdma.max_send_wr"},
       {"max_cqes big", [](EngineConfig& c) { c.rdma.max_cqes = 4194305; }, "rdma.max_cqes"},
       {"direct bytes 0", [](EngineConfig& c) { c.rdma.max_direct_bytes = 0; },
@@ -1020,23 +1014,6 @@ TEST(ConfigRoundTrip, FormattedPriorityMatrixKeepsItsContent) {
 // ------------------------------------------------------------------------------------------------
 // Files.
 
-class TempFile {
- public:
-  explicit TempFile(const std::string& content) {
-    static int counter = 0;
-    path_ = ::testing::TempDir() + "orbite_config_test_" + std::to_string(getpid()) + "_" +
-            std::to_string(counter++) + ".json";
-    std::ofstream(path_, std::ios::binary) << content;
-  }
-  ~TempFile() { std::remove(path_.c_str()); }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  [[nodiscard]] const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 TEST(ConfigFile, LoadsAValidFile) {
   TempFile file(R"({"num_lanes": 3, "rdma": {"max_send_wr": 64, "cuda_memory": "direct"}})");
   auto c = EngineConfig::from_file(file.path());
@@ -1098,9 +1075,9 @@ TEST(ConfigReference, ListsEveryFieldOnce) {
     if (alias) continue;
     EXPECT_CONTAINS(reference, "`" + name + "`");
   }
-  for (const char* path : {"`num_lanes`", "`rdma.max_send_wr`", "`rdma.scheduling.tier_weights`",
-                           "`tcp.interface`", "`shm.enable`", "`bootstrap.store`",
-                           "`topology.hwloc_xml`"}) {
+  for (const char* path :
+       {"`num_lanes`", "`rdma.max_send_wr`", "`rdma.scheduling.tier_weights`", "`tcp.interface`",
+        "`shm.enable`", "`bootstrap.store`", "`topology.hwloc_xml`"}) {
     EXPECT_CONTAINS(reference, path);
   }
 }

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <orbite/status.h>
 #include <memory>
 #include <set>
-#include <orbite/status.h>
 
 namespace orbite {
 namespace {

@@ -100,8 +100,8 @@ TEST_P(StoreContract, AddIsACounter) {
 
 TEST_P(StoreContract, CompareSetSemantics) {
   auto s = client();
-  EXPECT_EQ(*s->compare_set("c", "", "first"), "first");    // absent matches ""
-  EXPECT_EQ(*s->compare_set("c", "wrong", "x"), "first");   // mismatch keeps the value
+  EXPECT_EQ(*s->compare_set("c", "", "first"), "first");   // absent matches ""
+  EXPECT_EQ(*s->compare_set("c", "wrong", "x"), "first");  // mismatch keeps the value
   EXPECT_EQ(*s->compare_set("c", "first", "second"), "second");
   EXPECT_EQ(*s->compare_set("absent", "something", "x"), "");  // absent, nonempty expected
   EXPECT_FALSE((*s->check(std::vector<std::string>{"absent"}))[0]);
@@ -123,7 +123,8 @@ TEST_P(StoreContract, ConcurrentAddsAreAtomic) {
   for (int t = 0; t < kThreads; ++t) clients.push_back(client());
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < kAdds; ++i) EXPECT_TRUE(clients[static_cast<size_t>(t)]->add("count", 1).ok());
+      for (int i = 0; i < kAdds; ++i)
+        EXPECT_TRUE(clients[static_cast<size_t>(t)]->add("count", 1).ok());
     });
   }
   for (auto& th : threads) th.join();
@@ -182,7 +183,9 @@ TEST_P(StoreContract, BarrierRejectsBadRanksAndReuse) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreContract, ::testing::Values("in_process", "tcp"),
-                         [](const ::testing::TestParamInfo<std::string>& param_info) { return param_info.param; });
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           return param_info.param;
+                         });
 
 }  // namespace
 }  // namespace orbite

@@ -8,7 +8,9 @@ namespace {
 
 namespace sp = store_protocol;
 
-std::string payload_of(const std::string& frame) { return frame.substr(sp::kHeaderBytes); }
+std::string payload_of(const std::string& frame) {
+  return frame.substr(sp::kHeaderBytes);
+}
 
 TEST(StoreProtocol, RequestsRoundTrip) {
   sp::Request set;
@@ -101,13 +103,14 @@ TEST(StoreProtocol, MalformedPayloadsAreRejected) {
 }
 
 TEST(StoreProtocol, RepliesCarryStatusAndEchoTheRequest) {
-  std::string err = sp::encode_error_reply(5, static_cast<std::uint8_t>(sp::Op::Get), Errc::Timeout,
-                                           "late");
+  std::string err =
+      sp::encode_error_reply(5, static_cast<std::uint8_t>(sp::Op::Get), Errc::Timeout, "late");
   auto h = sp::decode_header(err, 1024);
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->op, static_cast<std::uint8_t>(sp::Op::Get) | sp::kReplyBit);
   EXPECT_EQ(h->request_id, 5U);
-  wire::Reader r(payload_of(err));
+  std::string payload = payload_of(err);
+  wire::Reader r(payload);
   EXPECT_EQ(r.get<std::uint8_t>(), static_cast<std::uint8_t>(Errc::Timeout));
   EXPECT_EQ(r.get_bytes(100), "late");
   EXPECT_TRUE(r.done());

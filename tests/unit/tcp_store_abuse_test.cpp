@@ -36,8 +36,9 @@ class StoreAbuse : public ::testing::Test {
   }
 
   static void send_bytes(const net::Fd& fd, const std::string& bytes) {
-    ASSERT_TRUE(net::write_all(fd.get(), std::as_bytes(std::span(bytes)), Deadline::after(5s), "test")
-                    .ok());
+    ASSERT_TRUE(
+        net::write_all(fd.get(), std::as_bytes(std::span(bytes)), Deadline::after(5s), "test")
+            .ok());
   }
 
   // Reads until the server closes the connection (true) or the bound passes (false).

@@ -16,7 +16,8 @@ constexpr const char* kLibrary = "libcuda.so.1";
 // Oldest driver API whose entry points we ask for; newer drivers serve it too.
 constexpr int kApiVersion = 12000;
 
-using GetProcV2 = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+using GetProcV2 = CUresult (*)(const char*, void**, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult*);
 using GetProcV1 = CUresult (*)(const char*, void**, int, cuuint64_t);
 
 struct Driver {
@@ -42,8 +43,9 @@ Result<Driver> open_driver() {
   auto v2 = reinterpret_cast<GetProcV2>(dlsym(handle, "cuGetProcAddress_v2"));
   auto v1 = reinterpret_cast<GetProcV1>(dlsym(handle, "cuGetProcAddress"));
   if (v2 == nullptr && v1 == nullptr) {
-    return Status::error(Errc::Unavailable, std::string(kLibrary) +
-                                                " lacks cuGetProcAddress (driver older than CUDA 11.3)");
+    return Status::error(
+        Errc::Unavailable,
+        std::string(kLibrary) + " lacks cuGetProcAddress (driver older than CUDA 11.3)");
   }
   auto lookup = [&](const char* name, auto& out) -> Status {
     void* fn = nullptr;
@@ -87,8 +89,8 @@ Result<DriverInfo> probe_driver() {
   d.driver_get_version(&info.driver_version);
   rc = d.device_get_count(&info.device_count);
   if (rc != CUDA_SUCCESS) {
-    return Status::error(Errc::Unavailable, std::string(kLibrary) +
-                                                ": cuDeviceGetCount failed: " + error_text(d, rc));
+    return Status::error(Errc::Unavailable,
+                         std::string(kLibrary) + ": cuDeviceGetCount failed: " + error_text(d, rc));
   }
   return info;
 }
@@ -96,8 +98,9 @@ Result<DriverInfo> probe_driver() {
 #else
 
 Result<DriverInfo> probe_driver() {
-  return Status::error(Errc::Unavailable,
-                       "libcuda.so.1: OrbiTE was built without CUDA support (ORBITE_WITH_CUDA=OFF)");
+  return Status::error(
+      Errc::Unavailable,
+      "libcuda.so.1: OrbiTE was built without CUDA support (ORBITE_WITH_CUDA=OFF)");
 }
 
 #endif

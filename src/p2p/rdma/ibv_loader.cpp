@@ -51,7 +51,8 @@ Result<IbvApi> open_library() {
       {"ibv_dealloc_pd", resolve(handle, "ibv_dealloc_pd", api.dealloc_pd)},
       {"ibv_reg_mr", resolve(handle, "ibv_reg_mr", api.reg_mr)},
       {"ibv_dereg_mr", resolve(handle, "ibv_dereg_mr", api.dereg_mr)},
-      {"ibv_create_comp_channel", resolve(handle, "ibv_create_comp_channel", api.create_comp_channel)},
+      {"ibv_create_comp_channel",
+       resolve(handle, "ibv_create_comp_channel", api.create_comp_channel)},
       {"ibv_destroy_comp_channel",
        resolve(handle, "ibv_destroy_comp_channel", api.destroy_comp_channel)},
       {"ibv_create_cq", resolve(handle, "ibv_create_cq", api.create_cq)},
@@ -90,9 +91,9 @@ Result<std::vector<std::string>> list_verbs_devices() {
   if (devices == nullptr) {
     int err = errno;
     return Status::error(Errc::Unavailable,
-                         std::string(kLibrary) + ": ibv_get_device_list failed: " +
-                             std::strerror(err) + " (errno " + std::to_string(err) +
-                             "; no RDMA-capable kernel support or devices)");
+                         std::string(kLibrary) +
+                             ": ibv_get_device_list failed: " + std::strerror(err) + " (errno " +
+                             std::to_string(err) + "; no RDMA-capable kernel support or devices)");
   }
   std::vector<std::string> names;
   for (int i = 0; i < n; ++i) names.emplace_back(api->get_device_name(devices[i]));
@@ -108,10 +109,13 @@ std::string ibverbs_path() {
 #else
 
 Result<std::vector<std::string>> list_verbs_devices() {
-  return Status::error(Errc::Unavailable,
-                       "libibverbs.so.1: OrbiTE was built without RDMA support (ORBITE_WITH_RDMA=OFF)");
+  return Status::error(
+      Errc::Unavailable,
+      "libibverbs.so.1: OrbiTE was built without RDMA support (ORBITE_WITH_RDMA=OFF)");
 }
-std::string ibverbs_path() { return {}; }
+std::string ibverbs_path() {
+  return {};
+}
 
 #endif
 
