@@ -44,6 +44,28 @@ inline std::string sanitize(const std::string& text) {
   return out;
 }
 
+// {"a":{"b":VALUE}} for path "a.b".
+inline std::string doc_at(const std::string& path, const std::string& value) {
+  std::string open;
+  std::string close;
+  size_t start = 0;
+  while (true) {
+    size_t dot = path.find('.', start);
+    std::string key =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    open += "{\"" + key + "\":";
+    close += "}";
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return open + value + close;
+}
+
+// Text of a JSON object of exactly `size` bytes: {"k":"xxx...x"}.
+inline std::string object_text_of_size(size_t size) {
+  return "{\"k\":\"" + std::string(size - 8, 'x') + "\"}";
+}
+
 // A file holding `content`, removed when the object goes away.
 class TempFile {
  public:
