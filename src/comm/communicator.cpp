@@ -122,6 +122,11 @@ Result<Communicator> Communicator::create(const Bootstrap& bootstrap, const Engi
   ORBITE_RETURN_IF_ERROR(bootstrap.store()->barrier(
       impl->key("ready"), impl->rank, bootstrap.world_size(), config.bootstrap.timeout));
   const PeerInfo& me = impl->peers[static_cast<size_t>(impl->rank)];
+  if (bootstrap.local_rank() && *bootstrap.local_rank() != me.local_rank) {
+    ORBITE_LOG(Warn, Bootstrap) << "the launcher gave local rank " << *bootstrap.local_rank()
+                                << " but host identities give " << me.local_rank
+                                << "; using the latter (set ORBITE_HOSTID to group hosts yourself)";
+  }
   ORBITE_LOG(Info, Bootstrap) << "communicator " << impl->tag << ": rank " << impl->rank << " of "
                               << bootstrap.world_size() << ", local " << me.local_rank << " of "
                               << me.local_size << ", control " << me.control_address << " on "

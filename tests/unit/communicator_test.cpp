@@ -10,6 +10,7 @@
 #include "../support/store_fixtures.h"
 #include "comm/host_identity.h"
 #include "comm/peer_record.h"
+#include "common/log.h"
 
 namespace orbite {
 namespace {
@@ -205,6 +206,21 @@ TEST(Communicator, InvalidConfigurationIsRejectedBeforeAnythingIsPublished) {
   EXPECT_EQ(c.status().code(), Errc::Configuration);
   EXPECT_NE(c.status().message().find("num_lanes"), std::string::npos);
   EXPECT_FALSE((*store->check(std::vector<std::string>{"comm/comm.0/peer/0"}))[0]);
+}
+
+TEST(Communicator, LauncherLocalRankThatDisagreesIsReported) {
+  std::vector<std::string> lines;
+  log::set_sink([&lines](std::string_view line) { lines.emplace_back(line); });
+  auto boot = Bootstrap::from_store(std::make_shared<InProcessStore>(), 0, 1, /*local_rank=*/3);
+  auto c = Communicator::create(*boot, quick_config());
+  log::set_sink({});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->local_rank(), 0);  // host identities decide
+  bool warned = false;
+  for (const auto& l : lines) {
+    warned |= l.find("launcher gave local rank 3 but host identities give 0") != std::string::npos;
+  }
+  EXPECT_TRUE(warned);
 }
 
 TEST(Communicator, BootstrapRejectsBadRanks) {
