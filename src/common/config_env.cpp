@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 
 #include <orbite/config.h>
 
@@ -154,14 +155,18 @@ Result<EngineConfig> load(const EnvFn& env) {
 }  // namespace config_internal
 
 Result<EngineConfig> EngineConfig::load() {
-  std::vector<std::string> present;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string_view entry(*e);
-    present.emplace_back(entry.substr(0, entry.find('=')));
-  }
-  for (const auto& unknown : config_internal::unknown_orbite_variables(present)) {
-    ORBITE_LOG(Warn, Config) << "ignoring unknown environment variable " << unknown;
-  }
+  // Bootstrap and communicator both load the configuration: warn about typos once per process.
+  static std::once_flag warned;
+  std::call_once(warned, [] {
+    std::vector<std::string> present;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      std::string_view entry(*e);
+      present.emplace_back(entry.substr(0, entry.find('=')));
+    }
+    for (const auto& unknown : config_internal::unknown_orbite_variables(present)) {
+      ORBITE_LOG(Warn, Config) << "ignoring unknown environment variable " << unknown;
+    }
+  });
   return config_internal::load([](std::string_view name) -> std::optional<std::string> {
     const char* v = std::getenv(std::string(name).c_str());
     if (v == nullptr) return std::nullopt;
