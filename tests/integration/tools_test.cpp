@@ -211,6 +211,17 @@ TEST(Hello, UnreachableStoreFailsWithinTheConnectBound) {
   EXPECT_LT(o.elapsed, 20s);
 }
 
+TEST(Hello, MistypedVariableIsReportedOnce) {
+  // Both the bootstrap and the communicator load the configuration; the typo is named once.
+  Outcome o = run_program({kHello}, 30s, {{"ORBITE_RDMA_DEVIC", "mlx5_0"}});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(count_of(o.err,
+                     "ignoring unknown environment variable ORBITE_RDMA_DEVIC (did you "
+                     "mean ORBITE_RDMA_DEVICE?)"),
+            1U)
+      << o.err;
+}
+
 TEST(Hello, BadLauncherVariableIsAConfigurationError) {
   Outcome o = run_program({kHello}, 30s, {{"ORBITE_RANK", "x"}, {"ORBITE_WORLD_SIZE", "2"}});
   EXPECT_EQ(o.status, 1);
