@@ -1,12 +1,14 @@
-// Communicator: a group of ranks that know each other. Creating one exchanges every rank's host
-// identity and control address through the bootstrap store. Data operations (send/recv, put/get,
-// collectives) arrive with the data path.
+// Communicator: a group of ranks that know each other. Creating one starts (or shares) the
+// process's TransferEngine and exchanges every rank's host identity and engine address through the
+// bootstrap store. Point-to-point send/recv is scoped to the communicator; put/get go through
+// engine() with registered memory.
 #pragma once
 
 #include <orbite/bootstrap.h>
 #include <orbite/config.h>
 #include <orbite/export.h>
 #include <orbite/status.h>
+#include <orbite/transfer.h>
 
 #include <cstdint>
 #include <memory>
@@ -24,8 +26,9 @@ struct PeerInfo {
   // Position and count of ranks sharing this host, ordered by rank.
   int local_rank = 0;
   int local_size = 1;
-  // host:port where this rank's engine accepts control connections.
+  // host:port where this rank's engine accepts control connections, and the engine's identity.
   std::string control_address;
+  std::string engine_id;
 };
 
 class ORBITE_API Communicator {
@@ -35,6 +38,9 @@ class ORBITE_API Communicator {
   static Result<Communicator> create(const Bootstrap& bootstrap, const EngineConfig& config);
   // Same, with EngineConfig::load() (ORBITE_CONFIG and ORBITE_<FIELD> overrides).
   static Result<Communicator> create(const Bootstrap& bootstrap);
+  // Shares an existing engine (its configuration wins).
+  static Result<Communicator> create(const Bootstrap& bootstrap,
+                                     std::shared_ptr<TransferEngine> engine);
 
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;
@@ -50,6 +56,24 @@ class ORBITE_API Communicator {
   [[nodiscard]] bool same_host(int rank) const;
   [[nodiscard]] const EngineConfig& config() const;
   [[nodiscard]] const Bootstrap& bootstrap() const;
+
+  // The engine that carries this communicator's data (shared by communicators created with it).
+  [[nodiscard]] TransferEngine& engine() const;
+  [[nodiscard]] std::shared_ptr<TransferEngine> shared_engine() const;
+
+  // Point-to-point messages, ordered per (peer, tag) as in MPI. Any byte count, zero included.
+  // A message longer than the posted receive fails that receive with InvalidArgument (truncation)
+  // and the send with InvalidArgument; nothing is overrun. Request::bytes() of a receive is the
+  // size received. tag must be >= 0; peer may be this rank.
+  Result<Request> isend(const void* data, std::uint64_t bytes, int peer, int tag,
+                        const TransferOptions& options = {});
+  Result<Request> irecv(void* data, std::uint64_t bytes, int peer, int tag,
+                        const TransferOptions& options = {});
+  // Blocking forms: isend/irecv then wait(timeout). recv stores the received size if asked.
+  Status send(const void* data, std::uint64_t bytes, int peer, int tag,
+              Duration timeout = Duration::max());
+  Status recv(void* data, std::uint64_t bytes, int peer, int tag, std::uint64_t* received = nullptr,
+              Duration timeout = Duration::max());
 
   // A barrier through the bootstrap store (bounded by config.bootstrap.timeout). It is slow and
   // meant for setup and teardown, not for the data path.

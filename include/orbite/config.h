@@ -145,6 +145,8 @@ struct TcpConfig {
   // Socket buffer sizes; 0 keeps the kernel's default (and its autotuning).
   std::uint64_t send_buffer_bytes = 0;
   std::uint64_t recv_buffer_bytes = 0;
+  // Largest message sent eagerly; larger ones use rendezvous into the posted buffer.
+  std::uint64_t eager_limit = 64 * kKiB;
 };
 
 struct ShmConfig {
@@ -152,6 +154,10 @@ struct ShmConfig {
   bool enable = true;
   // Single-copy transfers with process_vm_readv/writev when the kernel allows it.
   bool single_copy = true;
+  // Largest message sent eagerly through the ring.
+  std::uint64_t eager_limit = 16 * kKiB;
+  // Capacity of each direction's ring per peer (a power of two).
+  std::uint64_t ring_bytes = 1 * kMiB;
 };
 
 struct BootstrapConfig {
@@ -181,6 +187,8 @@ struct ORBITE_API EngineConfig {
   // Data worker threads of the per-process proxy.
   std::uint32_t num_lanes = 1;
   ProgressMode progress_mode = ProgressMode::Polling;
+  // Unexpected eager bytes a sender may have outstanding at each receiver (credit window).
+  std::uint64_t eager_credit_bytes = 4 * kMiB;
 
   rdma::RdmaConfig rdma;
   TcpConfig tcp;

@@ -8,12 +8,13 @@
 #include <map>
 #include <sstream>
 
-#include "comm/host_identity.h"
 #include "comm/peer_record.h"
 #include "common/clock.h"
+#include "common/host_identity.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/strings.h"
+#include "proxy/engine_core.h"
 
 namespace orbite {
 
@@ -43,8 +44,10 @@ struct Communicator::Impl {
   std::string tag;
   int rank = 0;
   std::vector<PeerInfo> peers;
-  // The control-channel listener this rank advertised; the data path accepts on it.
-  net::Fd control_listener;
+  std::shared_ptr<TransferEngine> engine;
+  // Scopes this communicator's messages: every rank derives the same value from the tag.
+  std::uint32_t comm_id = 0;
+  std::vector<detail::Endpoint> endpoints;
   std::uint64_t barriers = 0;
 
   Impl(Bootstrap b, EngineConfig c) : bootstrap(std::move(b)), config(std::move(c)) {}
@@ -99,26 +102,35 @@ Result<Communicator> Communicator::create(const Bootstrap& bootstrap) {
 
 Result<Communicator> Communicator::create(const Bootstrap& bootstrap, const EngineConfig& config) {
   ORBITE_RETURN_IF_ERROR(config.validate());
+  ORBITE_ASSIGN_OR_RETURN(auto core, detail::EngineCore::create(config, store_is_local(bootstrap)));
+  return create(bootstrap, std::shared_ptr<TransferEngine>(new TransferEngine(std::move(core))));
+}
+
+Result<Communicator> Communicator::create(const Bootstrap& bootstrap,
+                                          std::shared_ptr<TransferEngine> engine) {
+  if (!engine) return Status::error(Errc::InvalidArgument, "Communicator::create: engine is null");
+  const EngineConfig& config = engine->config();
   auto impl = std::make_unique<Impl>(bootstrap, config);
   impl->rank = bootstrap.rank();
   impl->tag = bootstrap.next_collective_tag("comm");
+  impl->engine = std::move(engine);
+  std::uint32_t h = 2166136261u;  // FNV-1a of the tag, identical on every rank
+  for (char ch : impl->tag) h = (h ^ static_cast<unsigned char>(ch)) * 16777619u;
+  impl->comm_id = h;
 
-  auto iface = net::select_interface(config.tcp.interface, store_is_local(bootstrap));
-  if (!iface.ok()) return iface.status().with_context("tcp.interface");
-  auto listener = net::listen_tcp(net::HostPort{iface->address, 0});
-  if (!listener.ok()) return listener.status().with_context("control listener");
-  ORBITE_ASSIGN_OR_RETURN(net::HostPort bound, net::local_endpoint(listener->get()));
-  impl->control_listener = std::move(*listener);
-
-  const comm::HostIdentity& host = comm::this_host();
+  const HostIdentity& host = this_host();
   PeerInfo self;
   self.rank = impl->rank;
   self.hostname = host.hostname;
   self.host_id = host.host_id;
   self.pid = host.pid;
-  self.control_address = net::format_host_port(bound.host, bound.port);
+  self.control_address = impl->engine->control_address();
+  self.engine_id = impl->engine->id();
 
   ORBITE_RETURN_IF_ERROR(impl->exchange(self));
+  for (const PeerInfo& p : impl->peers) {
+    impl->endpoints.push_back(detail::Endpoint{p.engine_id, p.control_address, p.host_id, p.pid});
+  }
   ORBITE_RETURN_IF_ERROR(bootstrap.store()->barrier(
       impl->key("ready"), impl->rank, bootstrap.world_size(), config.bootstrap.timeout));
   const PeerInfo& me = impl->peers[static_cast<size_t>(impl->rank)];
@@ -129,9 +141,84 @@ Result<Communicator> Communicator::create(const Bootstrap& bootstrap, const Engi
   }
   ORBITE_LOG(Info, Bootstrap) << "communicator " << impl->tag << ": rank " << impl->rank << " of "
                               << bootstrap.world_size() << ", local " << me.local_rank << " of "
-                              << me.local_size << ", control " << me.control_address << " on "
-                              << iface->interface;
+                              << me.local_size << ", engine " << me.control_address;
   return Communicator(std::move(impl));
+}
+
+TransferEngine& Communicator::engine() const {
+  return *impl_->engine;
+}
+
+std::shared_ptr<TransferEngine> Communicator::shared_engine() const {
+  return impl_->engine;
+}
+
+namespace {
+
+Status check_p2p(const char* op, const void* data, std::uint64_t bytes, int peer, int size, int tag,
+                 const TransferOptions& options) {
+  if (peer < 0 || peer >= size) {
+    return Status::error(Errc::InvalidArgument, std::string(op) + ": peer " + std::to_string(peer) +
+                                                    " is outside 0.." + std::to_string(size - 1));
+  }
+  if (tag < 0) {
+    return Status::error(Errc::InvalidArgument,
+                         std::string(op) + ": tag " + std::to_string(tag) + " is negative");
+  }
+  if (data == nullptr && bytes > 0) {
+    return Status::error(Errc::InvalidArgument, std::string(op) + ": data is null with " +
+                                                    std::to_string(bytes) + " bytes");
+  }
+  if (options.transport == Transport::Rdma || options.transport == Transport::Nvlink) {
+    return Status::error(Errc::Unavailable, std::string(op) + ": transport " +
+                                                std::string(to_string(options.transport)) +
+                                                " is not available in this engine yet");
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<Request> Communicator::isend(const void* data, std::uint64_t bytes, int peer, int tag,
+                                    const TransferOptions& options) {
+  ORBITE_RETURN_IF_ERROR(check_p2p("isend", data, bytes, peer, size(), tag, options));
+  auto s = std::make_shared<detail::RequestState>();
+  s->kind = detail::OpKind::Send;
+  s->options = options;
+  s->peer = impl_->endpoints[static_cast<size_t>(peer)];
+  s->src = static_cast<const std::byte*>(data);
+  s->length = bytes;
+  s->comm = impl_->comm_id;
+  s->tag = tag;
+  return impl_->engine->core_->submit(std::move(s));
+}
+
+Result<Request> Communicator::irecv(void* data, std::uint64_t bytes, int peer, int tag,
+                                    const TransferOptions& options) {
+  ORBITE_RETURN_IF_ERROR(check_p2p("irecv", data, bytes, peer, size(), tag, options));
+  auto s = std::make_shared<detail::RequestState>();
+  s->kind = detail::OpKind::Recv;
+  s->options = options;
+  s->peer = impl_->endpoints[static_cast<size_t>(peer)];
+  s->dst = static_cast<std::byte*>(data);
+  s->length = bytes;
+  s->comm = impl_->comm_id;
+  s->tag = tag;
+  return impl_->engine->core_->submit(std::move(s));
+}
+
+Status Communicator::send(const void* data, std::uint64_t bytes, int peer, int tag,
+                          Duration timeout) {
+  ORBITE_ASSIGN_OR_RETURN(Request r, isend(data, bytes, peer, tag));
+  return r.wait(timeout);
+}
+
+Status Communicator::recv(void* data, std::uint64_t bytes, int peer, int tag,
+                          std::uint64_t* received, Duration timeout) {
+  ORBITE_ASSIGN_OR_RETURN(Request r, irecv(data, bytes, peer, tag));
+  Status st = r.wait(timeout);
+  if (received != nullptr) *received = r.bytes();
+  return st;
 }
 
 int Communicator::rank() const {

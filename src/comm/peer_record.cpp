@@ -6,7 +6,7 @@
 namespace orbite::comm {
 namespace {
 constexpr size_t kMaxField = 1024;
-constexpr std::uint8_t kVersion = 1;
+constexpr std::uint8_t kVersion = 2;
 }  // namespace
 
 std::string encode_peer_record(const PeerInfo& p) {
@@ -18,6 +18,7 @@ std::string encode_peer_record(const PeerInfo& p) {
   w.put_bytes(p.hostname);
   w.put_bytes(p.host_id);
   w.put_bytes(p.control_address);
+  w.put_bytes(p.engine_id);
   return out;
 }
 
@@ -30,6 +31,7 @@ Result<PeerInfo> decode_peer_record(std::string_view bytes, int expected_rank) {
   p.hostname = std::string(r.get_bytes(kMaxField));
   p.host_id = std::string(r.get_bytes(kMaxField));
   p.control_address = std::string(r.get_bytes(kMaxField));
+  p.engine_id = std::string(r.get_bytes(kMaxField));
   std::string problem;
   if (!r.done()) {
     problem = "truncated or oversized fields";
@@ -42,6 +44,8 @@ Result<PeerInfo> decode_peer_record(std::string_view bytes, int expected_rank) {
     problem = "empty host id";
   } else if (!net::parse_host_port(p.control_address).ok()) {
     problem = "bad control address";
+  } else if (p.engine_id.size() != 32) {
+    problem = "bad engine id";
   }
   if (!problem.empty()) {
     return Status::error(Errc::Protocol, "the address record of rank " +

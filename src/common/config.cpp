@@ -181,6 +181,17 @@ Status EngineConfig::validate() const {
                          "config: rdma.disable_gpu_direct_rdma is true while rdma.cuda_memory is "
                          "\"direct\": GPUDirect RDMA cannot be both disabled and required");
   }
+  if ((shm.ring_bytes & (shm.ring_bytes - 1)) != 0) {
+    return Status::error(
+        Errc::Configuration,
+        "config: shm.ring_bytes = " + std::to_string(shm.ring_bytes) + " is not a power of two");
+  }
+  if (shm.eager_limit > shm.ring_bytes / 4) {
+    return Status::error(Errc::Configuration,
+                         "config: shm.eager_limit = " + std::to_string(shm.eager_limit) +
+                             " exceeds a quarter of shm.ring_bytes (" +
+                             std::to_string(shm.ring_bytes) + ")");
+  }
   return {};
 }
 

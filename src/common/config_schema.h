@@ -190,6 +190,9 @@ void visit_tcp(V& v, C& t) {
           "SO_SNDBUF; 0 keeps the kernel default and its autotuning.");
   v.field("recv_buffer_bytes", t.recv_buffer_bytes, Bytes{0, 1ULL << 31},
           "SO_RCVBUF; 0 keeps the kernel default and its autotuning.");
+  v.field("eager_limit", t.eager_limit, Bytes{0, 16 * kMiB},
+          "Largest message sent eagerly over TCP; larger ones use rendezvous into the posted "
+          "buffer.");
 }
 
 template <class V, class C>
@@ -197,6 +200,11 @@ void visit_shm(V& v, C& s) {
   v.field("enable", s.enable, std::monostate{}, "Use shared memory for peers on the same host.");
   v.field("single_copy", s.single_copy, std::monostate{},
           "Single-copy transfers with process_vm_readv/writev when the kernel allows it.");
+  v.field("eager_limit", s.eager_limit, Bytes{0, 1 * kMiB},
+          "Largest message sent eagerly through the shared-memory ring; larger ones use "
+          "rendezvous (single copy, or chunks through the ring).");
+  v.field("ring_bytes", s.ring_bytes, Bytes{64 * kKiB, 1 * kGiB},
+          "Capacity of each direction's shared-memory ring per peer (a power of two).");
 }
 
 template <class V, class C>
@@ -229,6 +237,9 @@ void visit_engine(V& v, C& c) {
   v.field("progress_mode", c.progress_mode, Enum<ProgressMode>{kProgressModes},
           "polling spins on the transports; event_driven sleeps on epoll/eventfd and completion "
           "channels so that an idle engine costs no CPU.");
+  v.field("eager_credit_bytes", c.eager_credit_bytes, Bytes{64 * kKiB, 1 * kGiB},
+          "Unexpected eager bytes a sender may have outstanding at each receiver; beyond it, "
+          "messages wait for rendezvous, so a fast sender cannot exhaust a receiver's memory.");
   v.section("rdma", [&](V& sub) { visit_rdma(sub, c.rdma); });
   v.section("tcp", [&](V& sub) { visit_tcp(sub, c.tcp); });
   v.section("shm", [&](V& sub) { visit_shm(sub, c.shm); });

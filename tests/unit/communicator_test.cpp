@@ -8,8 +8,8 @@
 #include <orbite/communicator.h>
 
 #include "../support/store_fixtures.h"
-#include "comm/host_identity.h"
 #include "comm/peer_record.h"
+#include "common/host_identity.h"
 #include "common/log.h"
 
 namespace orbite {
@@ -61,7 +61,7 @@ void expect_consistent(std::vector<Result<Communicator>>& comms) {
       const PeerInfo& info = c.peer(p);
       EXPECT_EQ(info.rank, p);
       EXPECT_TRUE(c.same_host(p));
-      EXPECT_EQ(info.host_id, comm::this_host().host_id);
+      EXPECT_EQ(info.host_id, this_host().host_id);
       EXPECT_EQ(info.control_address, comms[static_cast<size_t>(p)]->peer(p).control_address);
       EXPECT_TRUE(info.control_address.starts_with("127.0.0.1:")) << info.control_address;
     }
@@ -141,6 +141,7 @@ TEST(Communicator, RanksOnOtherHostsGetTheirOwnLocalRanks) {
     fake.host_id = "elsewhere:boot";
     fake.pid = 1000 + r;
     fake.control_address = "192.0.2.10:" + std::to_string(4000 + r);
+    fake.engine_id = std::string(31, 'e') + std::to_string(r);
     ASSERT_TRUE(store->set(tag + std::to_string(r), comm::encode_peer_record(fake)).ok());
     ASSERT_TRUE(store->set("barrier/comm/comm.0/ready/rank/" + std::to_string(r), "1").ok());
     ASSERT_TRUE(store->add("barrier/comm/comm.0/ready/arrived", 1).ok());
@@ -186,10 +187,12 @@ TEST(Communicator, PeerRecordsRoundTripAndRejectLies) {
   p.host_id = "h:b";
   p.pid = 42;
   p.control_address = "[::1]:9";
+  p.engine_id = std::string(32, 'a');
   auto back = comm::decode_peer_record(comm::encode_peer_record(p), 7);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->control_address, "[::1]:9");
   EXPECT_EQ(back->pid, 42);
+  EXPECT_EQ(back->engine_id, p.engine_id);
   EXPECT_EQ(comm::decode_peer_record(comm::encode_peer_record(p), 6).status().code(),
             Errc::Protocol);
   std::string bytes = comm::encode_peer_record(p);

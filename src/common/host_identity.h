@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-namespace orbite::comm {
+namespace orbite {
 
 struct HostIdentity {
   std::string hostname;
@@ -16,4 +16,4 @@ struct HostIdentity {
 
 const HostIdentity& this_host();
 
-}  // namespace orbite::comm
+}  // namespace orbite

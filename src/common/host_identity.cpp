@@ -1,4 +1,4 @@
-#include "comm/host_identity.h"
+#include "common/host_identity.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 
 #include "common/strings.h"
 
-namespace orbite::comm {
+namespace orbite {
 
 const HostIdentity& this_host() {
   static const HostIdentity identity = [] {
@@ -28,4 +28,4 @@ const HostIdentity& this_host() {
   return identity;
 }
 
-}  // namespace orbite::comm
+}  // namespace orbite

@@ -1,0 +1,228 @@
+// The data path: the per-process TransferEngine, its asynchronous Request handles, registered
+// memory (MemoryRegion) and the RemoteRegion descriptors that peers import for put/get.
+//
+// Every data operation is asynchronous: the calling thread validates the arguments, hands a
+// request to the engine's proxy and gets a Request back. Blocking is Request::wait(). A thread in
+// wait()/test() may drive the transports itself when no other thread is doing so (as MPI and UCX
+// progress inside their wait calls); background work never depends on it.
+#pragma once
+
+#include <orbite/config.h>
+#include <orbite/export.h>
+#include <orbite/status.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace orbite {
+
+namespace detail {
+struct RequestState;
+struct EngineCore;
+struct RegionRecord;
+}  // namespace detail
+
+// Which transport carries a request. Unspec picks shm for a peer on the same host and tcp
+// otherwise. A forced transport that cannot reach the peer is Errc::Unavailable.
+enum class Transport : std::uint8_t { Unspec, Tcp, Shm, Rdma, Nvlink };
+ORBITE_API std::string_view to_string(Transport t);
+
+// Request priority (High is the default, as in TENT). The proxy starts queued High work before
+// Medium before Low, FIFO within a tier.
+enum class Priority : std::uint8_t { High, Medium, Low };
+ORBITE_API std::string_view to_string(Priority p);
+
+enum class MemoryKind : std::uint8_t { Host, Cuda };
+
+// Rights a registration grants to remote peers: read lets them get(), write lets them put().
+struct Access {
+  bool read = true;
+  bool write = true;
+};
+
+using Clock = std::chrono::steady_clock;
+
+struct TransferOptions {
+  Transport transport = Transport::Unspec;
+  Priority priority = Priority::High;
+  // A request whose deadline passes before its payload starts moving fails with Errc::Timeout and
+  // moves nothing. Once bytes move, it runs to completion or failure.
+  std::optional<Clock::time_point> deadline;
+};
+
+// Handle to an asynchronous operation. Copies share the same operation. The operation keeps its
+// buffers borrowed until it is done: do not free or reuse them before.
+class ORBITE_API Request {
+ public:
+  Request() = default;
+  [[nodiscard]] bool valid() const { return state_ != nullptr; }
+  // Makes progress if it can, then reports whether the operation finished (successfully or not).
+  bool test();
+  // Waits until the operation finished or the timeout passed. Returns the operation's status, or
+  // Errc::Timeout if it is still running (it keeps running; wait again or close the engine).
+  Status wait(Duration timeout = Duration::max());
+  // The final status once done; nullopt while running.
+  [[nodiscard]] std::optional<Status> status() const;
+  [[nodiscard]] bool done() const;
+  // Payload bytes moved: for a receive, the size of the message received.
+  [[nodiscard]] std::uint64_t bytes() const;
+
+ private:
+  friend struct detail::EngineCore;
+  explicit Request(std::shared_ptr<detail::RequestState> s) : state_(std::move(s)) {}
+  std::shared_ptr<detail::RequestState> state_;
+};
+
+// Waits for every request (each bounded by the same overall timeout); returns the first error.
+ORBITE_API Status wait_all(std::span<Request> requests, Duration timeout = Duration::max());
+
+// A peer's registered memory as this process knows it: owner, region id, generation, length,
+// rights and reachable transports. It is plain data; the owner checks every access.
+class ORBITE_API RemoteRegion {
+ public:
+  RemoteRegion() = default;
+  // The serialized form that MemoryRegion::export_descriptor() produced (versioned and checked).
+  static Result<RemoteRegion> from_bytes(std::span<const std::byte> bytes);
+  static Result<RemoteRegion> from_bytes(std::string_view bytes);
+  [[nodiscard]] std::string bytes() const;
+
+  [[nodiscard]] std::uint64_t length() const { return length_; }
+  [[nodiscard]] std::uint64_t region_id() const { return region_id_; }
+  [[nodiscard]] std::uint64_t generation() const { return generation_; }
+  [[nodiscard]] Access access() const { return access_; }
+  [[nodiscard]] const std::string& owner_address() const { return owner_address_; }
+  [[nodiscard]] const std::string& owner_host_id() const { return owner_host_id_; }
+  [[nodiscard]] const std::string& owner_id() const { return owner_id_; }
+  [[nodiscard]] std::int64_t owner_pid() const { return owner_pid_; }
+  // Transports the owner accepts for this region (tcp always; shm for same-host peers).
+  [[nodiscard]] std::vector<Transport> transports() const;
+
+ private:
+  friend struct detail::EngineCore;
+  std::string owner_id_;  // the owning engine's identity (128-bit, hex)
+  std::string owner_address_;
+  std::string owner_host_id_;
+  std::int64_t owner_pid_ = 0;
+  std::uint64_t region_id_ = 0;
+  std::uint64_t generation_ = 0;
+  std::uint64_t length_ = 0;
+  Access access_{};
+  std::uint32_t transport_mask_ = 0;
+};
+
+// A registration of [data, data + length) with an engine. Unregistered by unregister() or by the
+// destructor; unregistering waits for this process's transfers that use it, and fails remote
+// peers' transfers that have not finished, so no byte moves into the range afterwards.
+class ORBITE_API MemoryRegion {
+ public:
+  MemoryRegion() = default;
+  MemoryRegion(MemoryRegion&&) noexcept;
+  MemoryRegion& operator=(MemoryRegion&&) noexcept;
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+  ~MemoryRegion();
+
+  [[nodiscard]] bool valid() const { return record_ != nullptr; }
+  [[nodiscard]] void* data() const;
+  [[nodiscard]] std::uint64_t length() const;
+  [[nodiscard]] Access access() const;
+  [[nodiscard]] RemoteRegion export_descriptor() const;
+  // Errc::Unquiesced if this process still has transfers on it after the timeout: the
+  // registration then stays in place (and the memory must stay allocated).
+  Status unregister(Duration timeout = std::chrono::seconds(30));
+
+ private:
+  friend struct detail::EngineCore;
+  explicit MemoryRegion(std::shared_ptr<detail::RegionRecord> r) : record_(std::move(r)) {}
+  std::shared_ptr<detail::RegionRecord> record_;
+};
+
+struct RegistrationRequest {
+  void* data = nullptr;
+  std::uint64_t length = 0;
+  MemoryKind kind = MemoryKind::Host;
+  Access access{};
+};
+
+// One range of a batched put or get.
+struct TransferRange {
+  std::uint64_t local_offset = 0;
+  std::uint64_t remote_offset = 0;
+  std::uint64_t length = 0;
+};
+
+struct EngineStats {
+  std::uint64_t requests_submitted = 0;
+  std::uint64_t requests_completed = 0;
+  std::uint64_t requests_failed = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t eager_messages = 0;
+  std::uint64_t rendezvous_messages = 0;
+  std::uint64_t single_copy_bytes = 0;
+  std::uint64_t peers_connected = 0;
+  std::uint64_t peers_lost = 0;
+  std::uint64_t protocol_errors = 0;
+  std::uint64_t regions_registered = 0;
+  // Unexpected eager bytes buffered now, and the most ever buffered.
+  std::uint64_t unexpected_bytes = 0;
+  std::uint64_t unexpected_bytes_peak = 0;
+  // Worker passes that found nothing to do, and sleeps on epoll/eventfd.
+  std::uint64_t worker_idle_sleeps = 0;
+};
+
+// The per-process engine. Normally a Communicator creates and owns it; create() is for
+// engine-level use (put/get between processes that exchange RemoteRegion descriptors themselves).
+class ORBITE_API TransferEngine {
+ public:
+  static Result<std::shared_ptr<TransferEngine>> create(const EngineConfig& config);
+  ~TransferEngine();
+  TransferEngine(const TransferEngine&) = delete;
+  TransferEngine& operator=(const TransferEngine&) = delete;
+
+  // host:port of this engine's control listener, and its identity (128-bit, hex).
+  [[nodiscard]] const std::string& control_address() const;
+  [[nodiscard]] const std::string& id() const;
+  [[nodiscard]] const EngineConfig& config() const;
+
+  Result<MemoryRegion> register_memory(void* data, std::uint64_t length,
+                                       MemoryKind kind = MemoryKind::Host, Access access = {});
+  // All or nothing: on any error no range stays registered.
+  Result<std::vector<MemoryRegion>> register_memory(std::span<const RegistrationRequest> requests);
+
+  // Writes [local + local_offset, +length) to [remote + remote_offset, +length).
+  Result<Request> put(const MemoryRegion& local, std::uint64_t local_offset,
+                      const RemoteRegion& remote, std::uint64_t remote_offset, std::uint64_t length,
+                      const TransferOptions& options = {});
+  // Reads [remote + remote_offset, +length) into [local + local_offset, +length).
+  Result<Request> get(const MemoryRegion& local, std::uint64_t local_offset,
+                      const RemoteRegion& remote, std::uint64_t remote_offset, std::uint64_t length,
+                      const TransferOptions& options = {});
+  // Many ranges, one Request; every range is validated before any is issued.
+  Result<Request> put(const MemoryRegion& local, const RemoteRegion& remote,
+                      std::span<const TransferRange> ranges, const TransferOptions& options = {});
+  Result<Request> get(const MemoryRegion& local, const RemoteRegion& remote,
+                      std::span<const TransferRange> ranges, const TransferOptions& options = {});
+
+  // Fences admission, waits for accepted work, then retires connections and registrations.
+  // Work it cannot prove finished makes it return Errc::Unquiesced; requests still running then
+  // fail with Errc::Cancelled. A later close() may be called again.
+  Status close(Duration timeout = std::chrono::seconds(30));
+
+  [[nodiscard]] EngineStats stats() const;
+
+ private:
+  friend class Communicator;
+  friend struct detail::EngineCore;
+  explicit TransferEngine(std::shared_ptr<detail::EngineCore> core);
+  std::shared_ptr<detail::EngineCore> core_;
+};
+
+}  // namespace orbite

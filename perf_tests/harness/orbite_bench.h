@@ -1,0 +1,100 @@
+// What the OrbiTE benchmarks share beyond the harness: joining the job and turning a failed call
+// into a fatal error that names the rank and the operation. Header-only, so that the harness
+// library stays free of OrbiTE and the MPI references can link it.
+#pragma once
+
+#include <orbite/communicator.h>
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "harness/harness.h"
+
+namespace orbite::perf {
+
+// Every wait is bounded: a stalled data path becomes an error naming the operation instead of a
+// benchmark that never ends. Far above any point's duration (a 64 MiB window over tcp included).
+inline constexpr Duration kOpTimeout = std::chrono::seconds(120);
+
+inline Transport transport_from_flag(const std::string& name) {
+  if (name == "tcp") return Transport::Tcp;
+  if (name == "shm") return Transport::Shm;
+  return Transport::Unspec;
+}
+
+// Every send, receive, put and get of a run uses the transport --transport named.
+inline TransferOptions transfer_options(const Options& options) {
+  TransferOptions t;
+  t.transport = transport_from_flag(options.transport);
+  return t;
+}
+
+inline void check_ok(int rank, const Status& status, std::string_view what) {
+  if (!status.ok()) fatal(rank, std::string(what) + ": " + status.to_string());
+}
+
+template <class T>
+T value_or_die(int rank, Result<T> result, std::string_view what) {
+  if (!result.ok()) fatal(rank, std::string(what) + ": " + result.status().to_string());
+  return std::move(result).value();
+}
+
+// Joins the job the launcher (orbite-run, mpirun, torchrun) described in the environment.
+inline Communicator join_job() {
+  int rank = launcher_rank();
+  auto bootstrap = value_or_die(rank, Bootstrap::from_env(), "bootstrap");
+  return value_or_die(bootstrap.rank(), Communicator::create(bootstrap), "communicator");
+}
+
+inline void wait_ok(int rank, Request& request, std::string_view what) {
+  check_ok(rank, request.wait(kOpTimeout), what);
+}
+
+// Sends and receives of the benchmark's own control traffic (acknowledgements, counts,
+// descriptors). They take the run's TransferOptions too, so that --transport tcp never opens a
+// second, shm path to the peer.
+inline void send_bytes(Communicator& comm, const void* data, std::uint64_t bytes, int peer, int tag,
+                       const TransferOptions& options, std::string_view what) {
+  auto request = comm.isend(data, bytes, peer, tag, options);
+  if (!request.ok()) fatal(comm.rank(), std::string(what) + ": " + request.status().to_string());
+  check_ok(comm.rank(), request->wait(kOpTimeout), what);
+}
+
+// Returns the size received.
+inline std::uint64_t recv_bytes(Communicator& comm, void* data, std::uint64_t bytes, int peer,
+                                int tag, const TransferOptions& options, std::string_view what) {
+  auto request = comm.irecv(data, bytes, peer, tag, options);
+  if (!request.ok()) fatal(comm.rank(), std::string(what) + ": " + request.status().to_string());
+  check_ok(comm.rank(), request->wait(kOpTimeout), what);
+  return request->bytes();
+}
+
+inline void send_word(Communicator& comm, std::uint64_t word, int peer, int tag,
+                      const TransferOptions& options, std::string_view what) {
+  send_bytes(comm, &word, sizeof word, peer, tag, options, what);
+}
+
+inline std::uint64_t recv_word(Communicator& comm, int peer, int tag,
+                               const TransferOptions& options, std::string_view what) {
+  std::uint64_t word = 0;
+  std::uint64_t received = recv_bytes(comm, &word, sizeof word, peer, tag, options, what);
+  if (received != sizeof word) {
+    fatal(comm.rank(), std::string(what) + ": expected " + std::to_string(sizeof word) +
+                           " bytes, received " + std::to_string(received));
+  }
+  return word;
+}
+
+// One line on how rank 0's engine carried the run, for the summary.
+inline std::string describe_engine(const TransferEngine& engine) {
+  EngineStats s = engine.stats();
+  return "eager " + std::to_string(s.eager_messages) + ", rendezvous " +
+         std::to_string(s.rendezvous_messages) + ", single-copy bytes " +
+         std::to_string(s.single_copy_bytes) + ", failed requests " +
+         std::to_string(s.requests_failed) + ", unexpected bytes peak " +
+         std::to_string(s.unexpected_bytes_peak);
+}
+
+}  // namespace orbite::perf

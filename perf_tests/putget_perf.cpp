@@ -1,0 +1,283 @@
+// One-sided put/get latency and bandwidth from rank 0 into memory rank 1 registered, through the
+// TransferEngine, in the style of nccl-tests (same flags, same table). Rank 1 stays passive: it
+// only exchanges the descriptor and the check handshakes. reference/mpi_putget_perf.cpp measures
+// the same loops with MPI_Put/MPI_Get; scripts/compare-mpi.sh runs both and prints the ratios.
+//
+//   orbite-run -n 2 build/perf_tests/putget_perf [-b 8] [-e 64M] [-f 2] [-n 100] [-w 10]
+//       [-c 1] [--transport unspec|tcp|shm] [--window 16] [--json FILE]
+//
+// Ranks beyond 1 only join the final barrier.
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <orbite/communicator.h>
+#include <orbite/transfer.h>
+
+#include "harness/harness.h"
+#include "harness/orbite_bench.h"
+
+namespace {
+
+using orbite::Communicator;
+using orbite::Request;
+using orbite::Status;
+namespace perf = orbite::perf;
+
+constexpr int kTagDescriptorLength = 1;
+constexpr int kTagDescriptor = 2;
+constexpr int kTagPutsDone = 3;
+constexpr int kTagTargetReady = 4;
+constexpr int kTagSizeDone = 5;
+
+// A descriptor is a few hundred bytes; a length beyond this is a broken exchange.
+constexpr std::uint64_t kMaxDescriptorBytes = 1 * perf::kMiB;
+
+enum class Op { Put, Get };
+
+const char* op_name(Op op) {
+  return op == Op::Put ? "put" : "get";
+}
+
+struct Point {
+  double put_lat_us = 0;
+  double get_lat_us = 0;
+  double put_bw_gbps = 0;
+  double get_bw_gbps = 0;
+  std::uint64_t wrong = 0;  // on rank 0: both ranks' wrong bytes
+  int lat_iters = 0;
+  int bw_iters = 0;
+};
+
+class PutGetBench {
+ public:
+  PutGetBench(Communicator& comm, const perf::Options& options, int window)
+      : comm_(comm),
+        engine_(comm.engine()),
+        o_(options),
+        window_(window),
+        rank_(comm.rank()),
+        largest_(perf::size_list(options).back()),
+        topt_(perf::transfer_options(options)),
+        buffer_(largest_) {
+    region_ = perf::value_or_die(rank_, engine_.register_memory(buffer_.data(), largest_),
+                                 "register_memory of " + std::to_string(largest_) + " bytes");
+    reqs_.reserve(static_cast<std::size_t>(window_));
+    if (rank_ == 1) {
+      std::string descriptor = region_.export_descriptor().bytes();
+      perf::send_word(comm_, descriptor.size(), 0, kTagDescriptorLength, topt_,
+                      "sending the descriptor length");
+      perf::send_bytes(comm_, descriptor.data(), descriptor.size(), 0, kTagDescriptor, topt_,
+                       "sending the descriptor");
+      return;
+    }
+    std::uint64_t length =
+        perf::recv_word(comm_, 1, kTagDescriptorLength, topt_, "receiving the descriptor length");
+    if (length == 0 || length > kMaxDescriptorBytes) {
+      perf::fatal(rank_, "rank 1 announced a descriptor of " + std::to_string(length) + " bytes");
+    }
+    std::string descriptor(length, '\0');
+    std::uint64_t received = perf::recv_bytes(comm_, descriptor.data(), length, 1, kTagDescriptor,
+                                              topt_, "receiving the descriptor");
+    descriptor.resize(received);
+    remote_ =
+        perf::value_or_die(rank_, orbite::RemoteRegion::from_bytes(std::string_view(descriptor)),
+                           "importing rank 1's descriptor");
+    if (remote_.length() < largest_) {
+      perf::fatal(rank_, "rank 1's region holds " + std::to_string(remote_.length()) +
+                             " bytes, the sweep needs " + std::to_string(largest_));
+    }
+  }
+
+  Point run(std::uint64_t size) {
+    Point p;
+    int lat_warm = perf::scaled_iters(o_.warmup_iters, size, 1);
+    p.lat_iters = perf::scaled_iters(o_.iters, size, perf::kMinTimedIters);
+    std::uint64_t window_bytes = size * static_cast<std::uint64_t>(window_);
+    int bw_warm = perf::scaled_iters(o_.warmup_iters, window_bytes, 1);
+    p.bw_iters = perf::scaled_iters(o_.iters, window_bytes, perf::kMinTimedIters);
+    double window_total = static_cast<double>(window_bytes) * p.bw_iters;
+    int n_slots = slots(size);
+
+    if (rank_ == 1) {
+      perf::recv_word(comm_, 0, kTagPutsDone, topt_, "waiting for rank 0's puts");
+      if (o_.check) {
+        for (int k = 0; k < n_slots; ++k) p.wrong += check(size, k, 0, "put");
+        for (int k = 0; k < n_slots; ++k) perf::fill_pattern(slot(size, k), {1, size, key(k)});
+      }
+      // Doubles as "the target holds the get pattern".
+      perf::send_word(comm_, p.wrong, 0, kTagTargetReady, topt_, "sending the put check result");
+      perf::recv_word(comm_, 0, kTagSizeDone, topt_, "waiting for rank 0's gets");
+      return p;
+    }
+
+    // What each slot of a put carries; the timed puts move these bytes.
+    if (o_.check) {
+      for (int k = 0; k < n_slots; ++k) perf::fill_pattern(slot(size, k), {0, size, key(k)});
+    }
+    p.put_lat_us = latency(Op::Put, size, lat_warm, p.lat_iters);
+    stream(Op::Put, size, bw_warm);
+    p.put_bw_gbps = perf::gbps(window_total, stream(Op::Put, size, p.bw_iters));
+    perf::send_word(comm_, 0, 1, kTagPutsDone, topt_, "telling rank 1 the puts are done");
+    p.wrong +=
+        perf::recv_word(comm_, 1, kTagTargetReady, topt_, "receiving rank 1's put check result");
+
+    p.get_lat_us = latency(Op::Get, size, lat_warm, p.lat_iters);
+    stream(Op::Get, size, bw_warm);
+    p.get_bw_gbps = perf::gbps(window_total, stream(Op::Get, size, p.bw_iters));
+    if (o_.check) {
+      for (int k = 0; k < n_slots; ++k) p.wrong += check(size, k, 1, "get");
+    }
+    perf::send_word(comm_, 0, 1, kTagSizeDone, topt_, "telling rank 1 the gets are done");
+    return p;
+  }
+
+  // Both ranks call this after the last size: rank 0 has no transfer left on either region.
+  void close() { perf::check_ok(rank_, region_.unregister(perf::kOpTimeout), "unregister"); }
+
+ private:
+  // Disjoint slots a window cycles through: the W operations of a window touch different bytes
+  // while W slots fit in the region.
+  int slots(std::uint64_t size) const {
+    return static_cast<int>(
+        std::clamp<std::uint64_t>(largest_ / size, 1, static_cast<std::uint64_t>(window_)));
+  }
+  std::span<std::byte> slot(std::uint64_t size, int k) const {
+    return buffer_.span(static_cast<std::uint64_t>(k) * size, size);
+  }
+  static std::uint64_t key(int k) { return static_cast<std::uint64_t>(k); }
+
+  [[noreturn]] void fail(Op op, std::uint64_t bytes, const Status& s) const {
+    perf::fatal(rank_, std::string(op_name(op)) + " of " + std::to_string(bytes) +
+                           " bytes with rank 1: " + s.to_string());
+  }
+
+  // Local and remote offsets are equal, so slot k of rank 0 pairs with slot k of rank 1.
+  Request post(Op op, std::uint64_t offset, std::uint64_t size) {
+    auto r = op == Op::Put ? engine_.put(region_, offset, remote_, offset, size, topt_)
+                           : engine_.get(region_, offset, remote_, offset, size, topt_);
+    if (!r.ok()) fail(op, size, r.status());
+    return std::move(r).value();
+  }
+
+  double latency(Op op, std::uint64_t size, int warm, int iters) {
+    std::vector<double> samples;
+    samples.reserve(static_cast<std::size_t>(iters));
+    for (int i = 0; i < warm + iters; ++i) {
+      auto start = perf::PerfClock::now();
+      Request r = post(op, 0, size);
+      Status s = r.wait(perf::kOpTimeout);
+      if (!s.ok()) fail(op, size, s);
+      if (i >= warm) samples.push_back(perf::micros_since(start));
+    }
+    return perf::median(std::move(samples));
+  }
+
+  // `iters` windows of W operations, each window waited as a whole. Returns the time.
+  double stream(Op op, std::uint64_t size, int iters) {
+    int n = slots(size);
+    auto start = perf::PerfClock::now();
+    for (int it = 0; it < iters; ++it) {
+      reqs_.clear();
+      for (int j = 0; j < window_; ++j) {
+        reqs_.push_back(post(op, static_cast<std::uint64_t>(j % n) * size, size));
+      }
+      Status s = orbite::wait_all(reqs_, perf::kOpTimeout);
+      if (!s.ok()) fail(op, size, s);
+    }
+    return perf::micros_since(start);
+  }
+
+  std::uint64_t check(std::uint64_t size, int k, int writer, const char* what) {
+    perf::Mismatch m = perf::check_pattern(slot(size, k), {writer, size, key(k)});
+    if (m.wrong > 0) {
+      perf::report_error(rank_, std::string(what) + " of " + std::to_string(size) +
+                                    " bytes into slot " + std::to_string(k) + ": " +
+                                    perf::describe(m, size));
+    }
+    return m.wrong;
+  }
+
+  Communicator& comm_;
+  orbite::TransferEngine& engine_;
+  const perf::Options& o_;
+  int window_;
+  int rank_;
+  std::uint64_t largest_;
+  orbite::TransferOptions topt_;
+  perf::Buffer buffer_;
+  orbite::MemoryRegion region_;
+  orbite::RemoteRegion remote_;
+  std::vector<Request> reqs_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int window = 16;
+  perf::Program program{
+      "putget_perf",
+      "Put and get latency and bandwidth from rank 0 into registered memory of rank 1 with the\n"
+      "OrbiTE TransferEngine. Run under a launcher: orbite-run -n 2 putget_perf [flags]",
+      {perf::int_flag("--window", "operations in flight per bandwidth iteration (default 16)",
+                      &window, 1, 1024)}};
+  perf::Options o = perf::parse_options(argc, argv, program, perf::launcher_rank() <= 0);
+
+  Communicator comm = perf::join_job();
+  int rank = comm.rank();
+  if (comm.size() < 2) {
+    perf::fatal(rank, "putget_perf needs 2 ranks (orbite-run -n 2 ...), got " +
+                          std::to_string(comm.size()));
+  }
+
+  bool ok = true;
+  std::uint64_t wrong = 0;
+  if (rank < 2) {
+    PutGetBench bench(comm, o, window);
+    std::optional<perf::Report> report;
+    if (rank == 0) {
+      perf::RunInfo info{
+          .program = "putget_perf",
+          .implementation = "orbite",
+          .ranks = comm.size(),
+          .transport = o.transport,
+          .config = {{"window", window}},
+          .notes = {"lat: one put (get) and its wait, median; the request completes once the "
+                    "bytes are at the target (in the local buffer)",
+                    "bw: W operations per iteration to disjoint slots, waited together; "
+                    "bytes / time",
+                    "iterations shrink above 2G moved per point (at least 3); the JSON rows "
+                    "hold the counts"}};
+      report.emplace(std::move(info), o,
+                     std::vector<perf::Column>{{"size(B)", "size", 0},
+                                               {"put(us)", "put_lat_us", 2},
+                                               {"get(us)", "get_lat_us", 2},
+                                               {"put(GB/s)", "put_bw_gbps", 2},
+                                               {"get(GB/s)", "get_bw_gbps", 2},
+                                               {"#wrong", "wrong", 0},
+                                               {"lat_iters", "lat_iters", 0, false},
+                                               {"bw_iters", "bw_iters", 0, false}});
+      report->print_header();
+    }
+    for (std::uint64_t size : perf::size_list(o)) {
+      Point p = bench.run(size);
+      wrong += p.wrong;
+      if (report) {
+        report->add_row({static_cast<double>(size), p.put_lat_us, p.get_lat_us, p.put_bw_gbps,
+                         p.get_bw_gbps,
+                         o.check ? perf::Cell(static_cast<double>(p.wrong)) : std::nullopt,
+                         static_cast<double>(p.lat_iters), static_cast<double>(p.bw_iters)});
+      }
+    }
+    bench.close();
+    if (report) {
+      report->add_summary("engine (rank 0)", perf::describe_engine(comm.engine()));
+      ok = report->finish(wrong);
+    }
+  }
+  perf::check_ok(rank, comm.store_barrier(), "final barrier");
+  return ok && wrong == 0 ? 0 : 1;
+}

@@ -1,0 +1,142 @@
+#include "p2p/frame.h"
+
+#include "common/wire.h"
+
+namespace orbite::p2p {
+namespace {
+
+constexpr std::uint8_t kMagic0 = 'O';
+constexpr std::uint8_t kMagic1 = 'F';
+
+void put_u64(std::byte* out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+}
+std::uint64_t get_u64(const std::byte* in) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(in[i]) << (8 * i);
+  return v;
+}
+
+// Types whose payload is bulk data; every other type carries a small control payload.
+bool carries_bulk(FrameType t) {
+  return t == FrameType::Eager || t == FrameType::Data;
+}
+
+}  // namespace
+
+void encode_header(const FrameHeader& h, std::byte* out) {
+  out[0] = static_cast<std::byte>(kMagic0);
+  out[1] = static_cast<std::byte>(kMagic1);
+  out[2] = static_cast<std::byte>(kFrameVersion);
+  out[3] = static_cast<std::byte>(h.type);
+  for (int i = 0; i < 4; ++i)
+    out[4 + i] = static_cast<std::byte>((h.payload_len >> (8 * i)) & 0xff);
+  put_u64(out + 8, h.id);
+  put_u64(out + 16, h.a);
+  put_u64(out + 24, h.b);
+  put_u64(out + 32, h.c);
+  put_u64(out + 40, h.d);
+}
+
+Result<FrameHeader> decode_header(const std::byte* in) {
+  auto u8 = [&](int i) { return static_cast<std::uint8_t>(in[i]); };
+  if (u8(0) != kMagic0 || u8(1) != kMagic1) {
+    return Status::error(Errc::Protocol, "frame magic 0x" + std::to_string(u8(0)) + "," +
+                                             std::to_string(u8(1)) + " is not an OrbiTE frame");
+  }
+  if (u8(2) != kFrameVersion) {
+    return Status::error(Errc::Protocol, "frame version " + std::to_string(u8(2)) +
+                                             ", this engine speaks " +
+                                             std::to_string(kFrameVersion));
+  }
+  if (u8(3) == 0 || u8(3) > kMaxFrameType) {
+    return Status::error(Errc::Protocol, "frame type " + std::to_string(u8(3)) + " is unknown");
+  }
+  FrameHeader h;
+  h.type = static_cast<FrameType>(u8(3));
+  h.payload_len = 0;
+  for (int i = 0; i < 4; ++i) h.payload_len |= static_cast<std::uint32_t>(u8(4 + i)) << (8 * i);
+  const std::uint32_t bound = carries_bulk(h.type) ? kMaxFramePayload : kMaxControlPayload;
+  if (h.payload_len > bound) {
+    return Status::error(Errc::Protocol, std::string(frame_type_name(h.type)) +
+                                             " frame payload_len " + std::to_string(h.payload_len) +
+                                             " exceeds " + std::to_string(bound));
+  }
+  h.id = get_u64(in + 8);
+  h.a = get_u64(in + 16);
+  h.b = get_u64(in + 24);
+  h.c = get_u64(in + 32);
+  h.d = get_u64(in + 40);
+  return h;
+}
+
+const char* frame_type_name(FrameType t) {
+  switch (t) {
+    case FrameType::Hello: return "Hello";
+    case FrameType::HelloAck: return "HelloAck";
+    case FrameType::HelloNack: return "HelloNack";
+    case FrameType::Eager: return "Eager";
+    case FrameType::Rts: return "Rts";
+    case FrameType::Cts: return "Cts";
+    case FrameType::Fin: return "Fin";
+    case FrameType::Reject: return "Reject";
+    case FrameType::Data: return "Data";
+    case FrameType::Put: return "Put";
+    case FrameType::Get: return "Get";
+    case FrameType::Ack: return "Ack";
+    case FrameType::Credit: return "Credit";
+    case FrameType::Doorbell: return "Doorbell";
+    case FrameType::Bye: return "Bye";
+  }
+  return "?";
+}
+
+namespace {
+constexpr std::uint32_t kHandshakeMagic = 0x4f484e44;  // "OHND"
+constexpr size_t kMaxHandshakeField = 512;
+}  // namespace
+
+std::string encode_handshake(const Handshake& h) {
+  std::string out;
+  wire::Writer w(out);
+  w.put<std::uint32_t>(kHandshakeMagic);
+  w.put_bytes(h.engine_id);
+  w.put_bytes(h.host_id);
+  w.put<std::int64_t>(h.pid);
+  w.put<std::uint32_t>(h.stream_index);
+  w.put_bytes(h.shm_name);
+  w.put<std::uint64_t>(h.shm_bytes);
+  w.put<std::uint64_t>(h.eager_credit);
+  return out;
+}
+
+Result<Handshake> decode_handshake(std::string_view bytes) {
+  wire::Reader r(bytes);
+  Handshake h;
+  auto magic = r.get<std::uint32_t>();
+  h.engine_id = std::string(r.get_bytes(kMaxHandshakeField));
+  h.host_id = std::string(r.get_bytes(kMaxHandshakeField));
+  h.pid = r.get<std::int64_t>();
+  h.stream_index = r.get<std::uint32_t>();
+  h.shm_name = std::string(r.get_bytes(kMaxHandshakeField));
+  h.shm_bytes = r.get<std::uint64_t>();
+  h.eager_credit = r.get<std::uint64_t>();
+  if (!r.done() || magic != kHandshakeMagic) {
+    return Status::error(Errc::Protocol,
+                         "handshake of " + std::to_string(bytes.size()) + " bytes is malformed");
+  }
+  if (h.engine_id.size() != 32 || h.pid <= 0) {
+    return Status::error(Errc::Protocol, "handshake names engine '" + h.engine_id + "' pid " +
+                                             std::to_string(h.pid) + ": not a valid identity");
+  }
+  if (!h.shm_name.empty() && (h.shm_bytes < 4096 || (h.shm_bytes & (h.shm_bytes - 1)) != 0)) {
+    return Status::error(Errc::Protocol,
+                         "handshake shm_bytes " + std::to_string(h.shm_bytes) + " is invalid");
+  }
+  if (h.eager_credit == 0) {
+    return Status::error(Errc::Protocol, "handshake grants zero eager credit");
+  }
+  return h;
+}
+
+}  // namespace orbite::p2p

@@ -1,0 +1,78 @@
+// The control channel's frame: a fixed 48-byte little-endian header, then payload_len bytes.
+// The same frames travel on TCP streams and through shared-memory rings. A receiver checks the
+// magic, version, type and every length before it uses a field; a frame that fails is a protocol
+// error that closes that peer's connection.
+#pragma once
+
+#include <orbite/status.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace orbite::p2p {
+
+inline constexpr std::uint8_t kFrameVersion = 1;
+inline constexpr std::size_t kFrameHeaderBytes = 48;
+// The largest payload one frame may carry: bulk data is chunked into frames of at most this size.
+inline constexpr std::uint32_t kMaxFramePayload = 16u << 20;
+// Text payloads (errors, handshakes) are much smaller.
+inline constexpr std::uint32_t kMaxControlPayload = 4096;
+
+enum class FrameType : std::uint8_t {
+  Hello = 1,      // payload: Handshake; opens a connection (or adds a stream to one)
+  HelloAck = 2,   // payload: Handshake; the acceptor keeps this connection
+  HelloNack = 3,  // the acceptor keeps the connection it opened itself; close this one
+  Eager = 4,      // id: sender request; a: comm<<32|tag; b: seq; payload: the message
+  Rts = 5,        // id: sender request; a: comm<<32|tag; b: seq; c: length; d: sender address
+  Cts = 6,        // id: sender request; a: receiver request
+  Fin = 7,        // id: sender request (the receiver copied the message itself)
+  Reject = 8,     // id: sender request; a: Errc; payload: reason (truncation at the receiver)
+  Data = 9,       // id: target request; a: target kind; b: offset; payload: bytes
+  Put = 10,       // id: requester request; a: region; b: generation; c: offset; d: length
+  Get = 11,       // same fields as Put; payload: 8-byte requester address for single copy
+  Ack = 12,       // id: requester request; a: Errc; b: bytes; payload: reason
+  Credit = 13,    // a: eager bytes returned to the sender
+  Doorbell = 14,  // wakes a sleeping worker; no fields
+  Bye = 15,       // the sender is closing its engine: the coming end of stream is orderly
+};
+inline constexpr std::uint8_t kMaxFrameType = 15;
+
+// Where a Data frame's bytes land on the receiver.
+enum class DataTarget : std::uint64_t { Recv = 1, PutSession = 2, GetReply = 3 };
+
+struct FrameHeader {
+  FrameType type = FrameType::Doorbell;
+  std::uint32_t payload_len = 0;
+  std::uint64_t id = 0;
+  std::uint64_t a = 0;
+  std::uint64_t b = 0;
+  std::uint64_t c = 0;
+  std::uint64_t d = 0;
+};
+
+void encode_header(const FrameHeader& h, std::byte* out);
+// Checks magic, version, type and the payload bound of the type.
+Result<FrameHeader> decode_header(const std::byte* in);
+const char* frame_type_name(FrameType t);
+
+inline std::uint64_t pack_comm_tag(std::uint32_t comm, std::int32_t tag) {
+  return (static_cast<std::uint64_t>(comm) << 32) | static_cast<std::uint32_t>(tag);
+}
+
+// The connection handshake: engine identity, host identity and the optional shared-memory ring
+// the sender created for its inbound traffic.
+struct Handshake {
+  std::string engine_id;
+  std::string host_id;
+  std::int64_t pid = 0;
+  std::uint32_t stream_index = 0;  // 0 opens the connection; >0 adds a TCP stream to it
+  std::string shm_name;            // empty: no shared memory on this connection
+  std::uint64_t shm_bytes = 0;
+  std::uint64_t eager_credit = 0;  // credit the sender grants the receiver
+};
+std::string encode_handshake(const Handshake& h);
+Result<Handshake> decode_handshake(std::string_view bytes);
+
+}  // namespace orbite::p2p

@@ -1,0 +1,69 @@
+#include "p2p/registry.h"
+
+namespace orbite::p2p {
+
+std::shared_ptr<detail::RegionRecord> RegionRegistry::add(std::weak_ptr<detail::EngineCore> engine,
+                                                          std::byte* base, std::uint64_t length,
+                                                          MemoryKind kind, Access access) {
+  auto r = std::make_shared<detail::RegionRecord>();
+  r->engine = std::move(engine);
+  r->base = base;
+  r->length = length;
+  r->kind = kind;
+  r->access = access;
+  std::lock_guard lock(mu_);
+  r->id = next_id_++;
+  // The generation distinguishes registrations of one id across engine incarnations.
+  r->generation = 1;
+  regions_[r->id] = r;
+  return r;
+}
+
+void RegionRegistry::remove(std::uint64_t id) {
+  std::lock_guard lock(mu_);
+  regions_.erase(id);
+}
+
+Result<std::shared_ptr<detail::RegionRecord>> RegionRegistry::authorize(std::uint64_t id,
+                                                                        std::uint64_t generation,
+                                                                        std::uint64_t offset,
+                                                                        std::uint64_t length,
+                                                                        bool write) const {
+  std::shared_ptr<detail::RegionRecord> r;
+  {
+    std::lock_guard lock(mu_);
+    auto it = regions_.find(id);
+    if (it != regions_.end()) r = it->second;
+  }
+  const std::string what =
+      "region " + std::to_string(id) + " generation " + std::to_string(generation);
+  if (!r || r->generation != generation || r->dead.load()) {
+    return Status::error(Errc::InvalidArgument, what +
+                                                    " is not registered (unregistered or "
+                                                    "stale descriptor)");
+  }
+  if (!range_inside(offset, length, r->length)) {
+    return Status::error(Errc::InvalidArgument, what + ": range offset " + std::to_string(offset) +
+                                                    " length " + std::to_string(length) +
+                                                    " exceeds its " + std::to_string(r->length) +
+                                                    " bytes");
+  }
+  if (write ? !r->access.write : !r->access.read) {
+    return Status::error(
+        Errc::InvalidArgument,
+        what + " does not grant " + (write ? "write (put)" : "read (get)") + " access");
+  }
+  return r;
+}
+
+std::size_t RegionRegistry::size() const {
+  std::lock_guard lock(mu_);
+  return regions_.size();
+}
+
+void RegionRegistry::kill_all() {
+  std::lock_guard lock(mu_);
+  for (auto& [id, r] : regions_) r->dead.store(true);
+}
+
+}  // namespace orbite::p2p

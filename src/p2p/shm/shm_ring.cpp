@@ -1,0 +1,244 @@
+#include "p2p/shm/shm_ring.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace orbite::p2p {
+
+namespace {
+constexpr std::uint32_t kRingMagic = 0x4f52494e;  // "ORIN"
+constexpr std::uint32_t kRingVersion = 1;
+constexpr std::size_t kHeaderArea = 4096;
+// A record: u32 total length (8-aligned), u32 kind, then the frame. kind 1 pads to the end.
+constexpr std::uint32_t kRecordFrame = 0;
+constexpr std::uint32_t kRecordPad = 1;
+constexpr std::size_t kRecordPrefix = 8;
+
+std::uint64_t align8(std::uint64_t v) {
+  return (v + 7) & ~std::uint64_t{7};
+}
+}  // namespace
+
+struct ShmRing::Header {
+  std::uint32_t magic;
+  std::uint32_t version;
+  std::uint64_t capacity;
+  alignas(64) std::atomic<std::uint64_t> head;  // bytes published by the producer
+  alignas(64) std::atomic<std::uint64_t> tail;  // bytes retired by the consumer
+  alignas(64) std::atomic<std::uint32_t> consumer_sleeping;
+};
+static_assert(sizeof(std::atomic<std::uint64_t>) == 8);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+std::byte* ShmRing::data() const {
+  return base_ + kHeaderArea;
+}
+
+Result<ShmRing> ShmRing::create(const std::string& name, std::uint64_t capacity) {
+  if (capacity < 4096 || (capacity & (capacity - 1)) != 0) {
+    return Status::error(Errc::InvalidArgument, "shm ring capacity " + std::to_string(capacity) +
+                                                    " is not a power of two");
+  }
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Status::error(Errc::Unavailable,
+                         "shm_open(" + name + ") failed: " + std::string(std::strerror(errno)));
+  }
+  const std::size_t bytes = kHeaderArea + capacity;
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int e = errno;
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    return Status::error(Errc::ResourceExhausted, "sizing shm segment " + name + " to " +
+                                                      std::to_string(bytes) +
+                                                      " bytes failed: " + std::strerror(e));
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    ::shm_unlink(name.c_str());
+    return Status::error(Errc::ResourceExhausted, "mmap of shm segment " + name + " failed");
+  }
+  ShmRing r;
+  r.base_ = static_cast<std::byte*>(p);
+  r.map_bytes_ = bytes;
+  r.capacity_ = capacity;
+  r.name_ = name;
+  r.owner_ = true;
+  auto* h = new (r.base_) Header();
+  h->magic = kRingMagic;
+  h->version = kRingVersion;
+  h->capacity = capacity;
+  h->head.store(0);
+  h->tail.store(0);
+  h->consumer_sleeping.store(0);
+  return r;
+}
+
+Result<ShmRing> ShmRing::open(const std::string& name, std::uint64_t capacity) {
+  int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Status::error(Errc::Unavailable, "opening the peer's shm ring " + name +
+                                                " failed: " + std::string(std::strerror(errno)));
+  }
+  struct stat st {};
+  const std::size_t bytes = kHeaderArea + capacity;
+  if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != bytes) {
+    ::close(fd);
+    return Status::error(Errc::Protocol, "the peer's shm ring " + name + " has " +
+                                             std::to_string(st.st_size) + " bytes, expected " +
+                                             std::to_string(bytes));
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    return Status::error(Errc::ResourceExhausted,
+                         "mmap of the peer's shm ring " + name + " failed");
+  }
+  ShmRing r;
+  r.base_ = static_cast<std::byte*>(p);
+  r.map_bytes_ = bytes;
+  r.capacity_ = capacity;
+  r.name_ = name;
+  auto* h = r.header();
+  if (h->magic != kRingMagic || h->version != kRingVersion || h->capacity != capacity) {
+    return Status::error(Errc::Protocol, "the peer's shm ring " + name + " has a foreign header");
+  }
+  return r;
+}
+
+ShmRing::ShmRing(ShmRing&& o) noexcept
+    : base_(std::exchange(o.base_, nullptr)),
+      map_bytes_(o.map_bytes_),
+      capacity_(o.capacity_),
+      name_(std::move(o.name_)),
+      owner_(std::exchange(o.owner_, false)) {}
+
+ShmRing& ShmRing::operator=(ShmRing&& o) noexcept {
+  if (this != &o) {
+    reset();
+    base_ = std::exchange(o.base_, nullptr);
+    map_bytes_ = o.map_bytes_;
+    capacity_ = o.capacity_;
+    name_ = std::move(o.name_);
+    owner_ = std::exchange(o.owner_, false);
+  }
+  return *this;
+}
+
+ShmRing::~ShmRing() {
+  reset();
+}
+
+void ShmRing::reset() {
+  if (base_ != nullptr) ::munmap(base_, map_bytes_);
+  if (owner_) unlink_name();
+  base_ = nullptr;
+}
+
+void ShmRing::unlink_name() {
+  if (owner_ && !name_.empty()) ::shm_unlink(name_.c_str());
+  owner_ = false;
+}
+
+bool ShmRing::try_push(const FrameHeader& h, std::span<const iovec> payload) {
+  Header* hd = header();
+  const std::uint64_t need = align8(kRecordPrefix + kFrameHeaderBytes + h.payload_len);
+  const std::uint64_t head = hd->head.load(std::memory_order_relaxed);
+  const std::uint64_t tail = hd->tail.load(std::memory_order_acquire);
+  const std::uint64_t pos = head & (capacity_ - 1);
+  const std::uint64_t to_end = capacity_ - pos;
+  // A record never wraps: pad to the end when it does not fit contiguously.
+  const std::uint64_t pad = need > to_end ? to_end : 0;
+  if (need + pad > capacity_ - (head - tail)) return false;
+  std::uint64_t at = head;
+  if (pad != 0) {
+    std::byte* rec = data() + pos;
+    std::uint32_t len32 = static_cast<std::uint32_t>(pad);
+    std::memcpy(rec, &len32, 4);
+    std::memcpy(rec + 4, &kRecordPad, 4);
+    at += pad;
+  }
+  std::byte* rec = data() + (at & (capacity_ - 1));
+  std::uint32_t len32 = static_cast<std::uint32_t>(need);
+  std::memcpy(rec, &len32, 4);
+  std::memcpy(rec + 4, &kRecordFrame, 4);
+  encode_header(h, rec + kRecordPrefix);
+  std::byte* out = rec + kRecordPrefix + kFrameHeaderBytes;
+  for (const iovec& v : payload) {
+    std::memcpy(out, v.iov_base, v.iov_len);
+    out += v.iov_len;
+  }
+  hd->head.store(at + need, std::memory_order_seq_cst);
+  return true;
+}
+
+bool ShmRing::take_doorbell_request() {
+  Header* hd = header();
+  if (hd->consumer_sleeping.load(std::memory_order_seq_cst) == 0) return false;
+  return hd->consumer_sleeping.exchange(0, std::memory_order_seq_cst) != 0;
+}
+
+const std::byte* ShmRing::peek() {
+  Header* hd = header();
+  for (;;) {
+    const std::uint64_t tail = hd->tail.load(std::memory_order_relaxed);
+    const std::uint64_t head = hd->head.load(std::memory_order_acquire);
+    if (head == tail) return nullptr;
+    const std::uint64_t pos = tail & (capacity_ - 1);
+    const std::byte* rec = data() + pos;
+    std::uint32_t kind = 0;
+    std::uint32_t len = 0;
+    std::memcpy(&len, rec, 4);
+    std::memcpy(&kind, rec + 4, 4);
+    // The peer writes these bytes: check them before they steer a read.
+    const std::uint64_t min_len = kRecordPrefix + (kind == kRecordPad ? 0 : kFrameHeaderBytes);
+    if ((kind != kRecordPad && kind != kRecordFrame) || len < min_len || len % 8 != 0 ||
+        len > capacity_ - pos || len > head - tail) {
+      corrupt_ = "ring record at " + std::to_string(tail) + " has kind " + std::to_string(kind) +
+                 " and length " + std::to_string(len);
+      return nullptr;
+    }
+    if (kind == kRecordPad) {
+      hd->tail.store(tail + len, std::memory_order_release);
+      continue;
+    }
+    current_len_ = len;
+    return rec + kRecordPrefix;
+  }
+}
+
+void ShmRing::pop() {
+  Header* hd = header();
+  const std::uint64_t tail = hd->tail.load(std::memory_order_relaxed);
+  std::uint32_t len = 0;
+  std::memcpy(&len, data() + (tail & (capacity_ - 1)), 4);
+  hd->tail.store(tail + len, std::memory_order_release);
+}
+
+bool ShmRing::empty() const {
+  Header* hd = header();
+  return hd->head.load(std::memory_order_acquire) == hd->tail.load(std::memory_order_relaxed);
+}
+
+bool ShmRing::prepare_sleep() {
+  Header* hd = header();
+  hd->consumer_sleeping.store(1, std::memory_order_seq_cst);
+  if (hd->head.load(std::memory_order_seq_cst) != hd->tail.load(std::memory_order_relaxed)) {
+    hd->consumer_sleeping.store(0, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
+void ShmRing::cancel_sleep() {
+  header()->consumer_sleeping.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace orbite::p2p

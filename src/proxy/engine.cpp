@@ -1,0 +1,451 @@
+// The public data-path API: TransferEngine, Request, MemoryRegion and RemoteRegion. Everything
+// here runs on the caller's thread: it validates, then hands requests to the proxy's lanes.
+#include <orbite/transfer.h>
+
+#include <chrono>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "proxy/engine_core.h"
+
+namespace orbite {
+
+using detail::EngineCore;
+using detail::OpKind;
+using detail::RequestState;
+
+std::string_view to_string(Transport t) {
+  switch (t) {
+    case Transport::Unspec: return "unspec";
+    case Transport::Tcp: return "tcp";
+    case Transport::Shm: return "shm";
+    case Transport::Rdma: return "rdma";
+    case Transport::Nvlink: return "nvlink";
+  }
+  return "?";
+}
+
+std::string_view to_string(Priority p) {
+  switch (p) {
+    case Priority::High: return "high";
+    case Priority::Medium: return "medium";
+    case Priority::Low: return "low";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request
+
+bool Request::test() {
+  if (!state_) return false;
+  if (state_->phase.load(std::memory_order_acquire) != 0) return true;
+  detail::Lane& lane = *state_->lane;
+  if (lane.mu.try_lock()) {
+    lane.progress_once();
+    lane.mu.unlock();
+  }
+  return state_->phase.load(std::memory_order_acquire) != 0;
+}
+
+Status Request::wait(Duration timeout) {
+  if (!state_) return Status::error(Errc::InvalidArgument, "wait() on an empty Request");
+  if (state_->phase.load(std::memory_order_acquire) == 0) {
+    state_->core->drive_until(*state_->lane, state_->phase, timeout);
+  }
+  if (state_->phase.load(std::memory_order_acquire) == 0) {
+    return Status::error(
+        Errc::Timeout,
+        "request still running after " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
+            " ms");
+  }
+  return state_->final_status;
+}
+
+std::optional<Status> Request::status() const {
+  if (!state_ || state_->phase.load(std::memory_order_acquire) == 0) return std::nullopt;
+  return state_->final_status;
+}
+
+bool Request::done() const {
+  return state_ && state_->phase.load(std::memory_order_acquire) != 0;
+}
+
+std::uint64_t Request::bytes() const {
+  return state_ ? state_->bytes_done.load(std::memory_order_acquire) : 0;
+}
+
+Status wait_all(std::span<Request> requests, Duration timeout) {
+  const Deadline deadline = Deadline::after(timeout);
+  Status first;
+  for (Request& r : requests) {
+    Status st = r.wait(deadline.remaining());
+    if (!st.ok() && first.ok()) first = st;
+  }
+  return first;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RemoteRegion
+
+namespace {
+constexpr std::uint32_t kRemoteMagic = 0x4f52524d;  // "ORRM"
+constexpr std::uint8_t kRemoteVersion = 1;
+constexpr std::uint32_t kMaskTcp = 1u << static_cast<unsigned>(Transport::Tcp);
+constexpr std::uint32_t kMaskShm = 1u << static_cast<unsigned>(Transport::Shm);
+}  // namespace
+
+std::string RemoteRegion::bytes() const {
+  std::string out;
+  wire::Writer w(out);
+  w.put<std::uint32_t>(kRemoteMagic);
+  w.put<std::uint8_t>(kRemoteVersion);
+  w.put_bytes(owner_id_);
+  w.put_bytes(owner_address_);
+  w.put_bytes(owner_host_id_);
+  w.put<std::int64_t>(owner_pid_);
+  w.put<std::uint64_t>(region_id_);
+  w.put<std::uint64_t>(generation_);
+  w.put<std::uint64_t>(length_);
+  w.put<std::uint8_t>(static_cast<std::uint8_t>((access_.read ? 1 : 0) | (access_.write ? 2 : 0)));
+  w.put<std::uint32_t>(transport_mask_);
+  return out;
+}
+
+Result<RemoteRegion> RemoteRegion::from_bytes(std::string_view bytes) {
+  wire::Reader r(bytes);
+  RemoteRegion out;
+  const auto magic = r.get<std::uint32_t>();
+  const auto version = r.get<std::uint8_t>();
+  out.owner_id_ = std::string(r.get_bytes(64));
+  out.owner_address_ = std::string(r.get_bytes(512));
+  out.owner_host_id_ = std::string(r.get_bytes(512));
+  out.owner_pid_ = r.get<std::int64_t>();
+  out.region_id_ = r.get<std::uint64_t>();
+  out.generation_ = r.get<std::uint64_t>();
+  out.length_ = r.get<std::uint64_t>();
+  const auto rights = r.get<std::uint8_t>();
+  out.transport_mask_ = r.get<std::uint32_t>();
+  out.access_ = Access{(rights & 1) != 0, (rights & 2) != 0};
+  std::string problem;
+  if (!r.done() || magic != kRemoteMagic)
+    problem = "not a region descriptor (or truncated)";
+  else if (version != kRemoteVersion)
+    problem = "descriptor version " + std::to_string(version);
+  else if (out.owner_id_.size() != 32 || out.owner_pid_ <= 0 || out.region_id_ == 0)
+    problem = "owner identity or region id is invalid";
+  else if (!net::parse_host_port(out.owner_address_).ok())
+    problem = "owner address '" + out.owner_address_ + "' is invalid";
+  else if (rights > 3)
+    problem = "rights " + std::to_string(rights);
+  if (!problem.empty()) {
+    return Status::error(Errc::InvalidArgument, "RemoteRegion::from_bytes: " + problem + " (" +
+                                                    std::to_string(bytes.size()) + " bytes)");
+  }
+  return out;
+}
+
+Result<RemoteRegion> RemoteRegion::from_bytes(std::span<const std::byte> bytes) {
+  return from_bytes(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+std::vector<Transport> RemoteRegion::transports() const {
+  std::vector<Transport> out;
+  if (transport_mask_ & kMaskTcp) out.push_back(Transport::Tcp);
+  if (transport_mask_ & kMaskShm) out.push_back(Transport::Shm);
+  return out;
+}
+
+RemoteRegion EngineCore::make_remote(const detail::RegionRecord& rec, const p2p::Identity& self,
+                                     bool shm) {
+  RemoteRegion r;
+  r.owner_id_ = self.id;
+  r.owner_address_ = self.address;
+  r.owner_host_id_ = self.host_id;
+  r.owner_pid_ = self.pid;
+  r.region_id_ = rec.id;
+  r.generation_ = rec.generation;
+  r.length_ = rec.length;
+  r.access_ = rec.access;
+  r.transport_mask_ = kMaskTcp | (shm ? kMaskShm : 0);
+  return r;
+}
+
+void EngineCore::fill_endpoint(const RemoteRegion& r, detail::Endpoint& ep) {
+  ep.id = r.owner_id_;
+  ep.address = r.owner_address_;
+  ep.host_id = r.owner_host_id_;
+  ep.pid = r.owner_pid_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MemoryRegion
+
+MemoryRegion::MemoryRegion(MemoryRegion&&) noexcept = default;
+
+MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
+  if (this != &other) {
+    if (record_) {
+      Status st = unregister();
+      if (!st.ok()) {
+        ORBITE_LOG(Error, Proxy) << st.message();
+      }
+    }
+    record_ = std::move(other.record_);
+  }
+  return *this;
+}
+
+MemoryRegion::~MemoryRegion() {
+  if (!record_) return;
+  Status st = unregister();
+  if (!st.ok()) {
+    ORBITE_LOG(Error, Proxy) << st.message()
+                             << "; the registration is retained and the memory must stay valid";
+  }
+}
+
+void* MemoryRegion::data() const {
+  return record_ ? record_->base : nullptr;
+}
+std::uint64_t MemoryRegion::length() const {
+  return record_ ? record_->length : 0;
+}
+Access MemoryRegion::access() const {
+  return record_ ? record_->access : Access{false, false};
+}
+
+RemoteRegion MemoryRegion::export_descriptor() const {
+  if (!record_) return RemoteRegion();
+  auto core = record_->engine.lock();
+  if (!core) return RemoteRegion();
+  return EngineCore::make_remote(*record_, core->self, core->config.shm.enable);
+}
+
+Status MemoryRegion::unregister(Duration timeout) {
+  if (!record_) return {};
+  detail::RegionRecord& r = *record_;
+  r.dead.store(true, std::memory_order_seq_cst);
+  auto core = r.engine.lock();
+  const Deadline deadline = Deadline::after(timeout);
+  while (r.pins.load(std::memory_order_seq_cst) > 0) {
+    if (deadline.expired()) {
+      return Status::error(Errc::Unquiesced, "unregister region " + std::to_string(r.id) + ": " +
+                                                 std::to_string(r.pins.load()) +
+                                                 " transfer(s) still use it");
+    }
+    if (core) {
+      for (auto& lane : core->lanes) {
+        if (lane->mu.try_lock()) {
+          lane->progress_once();
+          lane->mu.unlock();
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  if (core) core->regions.remove(r.id);
+  record_.reset();
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// TransferEngine
+
+TransferEngine::TransferEngine(std::shared_ptr<EngineCore> core) : core_(std::move(core)) {}
+
+TransferEngine::~TransferEngine() {
+  if (!core_) return;
+  Status st = core_->close(std::chrono::seconds(2));
+  if (!st.ok()) {
+    ORBITE_LOG(Warn, Proxy) << "engine destroyed: " << st.message();
+  }
+}
+
+Result<std::shared_ptr<TransferEngine>> TransferEngine::create(const EngineConfig& config) {
+  ORBITE_ASSIGN_OR_RETURN(auto core, EngineCore::create(config, false));
+  return std::shared_ptr<TransferEngine>(new TransferEngine(std::move(core)));
+}
+
+const std::string& TransferEngine::control_address() const {
+  return core_->self.address;
+}
+const std::string& TransferEngine::id() const {
+  return core_->self.id;
+}
+const EngineConfig& TransferEngine::config() const {
+  return core_->config;
+}
+
+namespace {
+
+Status check_registration(const RegistrationRequest& r, std::size_t index) {
+  const std::string where = "register_memory[" + std::to_string(index) + "]: ";
+  if (r.kind == MemoryKind::Cuda) {
+    return Status::error(Errc::Unavailable,
+                         where +
+                             "CUDA memory needs the CUDA transport, which this engine does "
+                             "not have yet");
+  }
+  if (r.length == 0) return Status::error(Errc::InvalidArgument, where + "length is 0");
+  if (r.data == nullptr) {
+    return Status::error(Errc::InvalidArgument,
+                         where + "data is null with length " + std::to_string(r.length));
+  }
+  if (reinterpret_cast<std::uintptr_t>(r.data) + r.length <
+      reinterpret_cast<std::uintptr_t>(r.data)) {
+    return Status::error(Errc::InvalidArgument, where + "range wraps the address space");
+  }
+  if (!r.access.read && !r.access.write) {
+    return Status::error(Errc::InvalidArgument, where + "access grants neither read nor write");
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<MemoryRegion> TransferEngine::register_memory(void* data, std::uint64_t length,
+                                                     MemoryKind kind, Access access) {
+  RegistrationRequest r{data, length, kind, access};
+  ORBITE_ASSIGN_OR_RETURN(auto regions,
+                          register_memory(std::span<const RegistrationRequest>(&r, 1)));
+  return std::move(regions[0]);
+}
+
+Result<std::vector<MemoryRegion>> TransferEngine::register_memory(
+    std::span<const RegistrationRequest> requests) {
+  if (core_->closed.load()) {
+    return Status::error(Errc::Cancelled, "register_memory: the engine is closed");
+  }
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    ORBITE_RETURN_IF_ERROR(check_registration(requests[i], i));
+  }
+  std::vector<MemoryRegion> out;
+  out.reserve(requests.size());
+  for (const auto& r : requests) {
+    out.push_back(core_->wrap(
+        core_->regions.add(core_, static_cast<std::byte*>(r.data), r.length, r.kind, r.access)));
+  }
+  return out;
+}
+
+namespace {
+
+Result<Request> submit_rma(EngineCore& core, OpKind kind, const MemoryRegion& local,
+                           const RemoteRegion& remote, std::span<const TransferRange> ranges,
+                           const TransferOptions& options) {
+  const char* op = kind == OpKind::Put ? "put" : "get";
+  const auto& rec = EngineCore::record_of(local);
+  if (!rec || rec->dead.load()) {
+    return Status::error(Errc::InvalidArgument,
+                         std::string(op) + ": the local region is not registered");
+  }
+  auto owner = rec->engine.lock();
+  if (owner.get() != &core) {
+    return Status::error(Errc::InvalidArgument,
+                         std::string(op) + ": the local region belongs to another engine");
+  }
+  if (remote.region_id() == 0) {
+    return Status::error(Errc::InvalidArgument,
+                         std::string(op) + ": the remote region descriptor is empty");
+  }
+  if (options.transport == Transport::Rdma || options.transport == Transport::Nvlink) {
+    return Status::error(Errc::Unavailable, std::string(op) + ": transport " +
+                                                std::string(to_string(options.transport)) +
+                                                " is not available in this engine yet");
+  }
+  const bool put = kind == OpKind::Put;
+  if (put ? !remote.access().write : !remote.access().read) {
+    return Status::error(Errc::InvalidArgument,
+                         std::string(op) + ": remote region " + std::to_string(remote.region_id()) +
+                             " does not grant " + (put ? "write" : "read") + " access");
+  }
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const TransferRange& r = ranges[i];
+    const std::string at = std::string(op) + " range " + std::to_string(i) + ": ";
+    if (!p2p::range_inside(r.local_offset, r.length, rec->length)) {
+      return Status::error(Errc::InvalidArgument,
+                           at + "local offset " + std::to_string(r.local_offset) + " length " +
+                               std::to_string(r.length) + " exceeds the local region's " +
+                               std::to_string(rec->length) + " bytes");
+    }
+    if (!p2p::range_inside(r.remote_offset, r.length, remote.length())) {
+      return Status::error(Errc::InvalidArgument,
+                           at + "remote offset " + std::to_string(r.remote_offset) + " length " +
+                               std::to_string(r.length) + " exceeds the remote region's " +
+                               std::to_string(remote.length()) + " bytes");
+    }
+  }
+  if (!rec->pin()) {
+    return Status::error(Errc::InvalidArgument,
+                         std::string(op) + ": the local region is being unregistered");
+  }
+  auto s = std::make_shared<RequestState>();
+  s->kind = kind;
+  s->options = options;
+  EngineCore::fill_endpoint(remote, s->peer);
+  s->local = rec;
+  s->local_pinned = true;
+  s->remote_region = remote.region_id();
+  s->remote_generation = remote.generation();
+  s->ranges.assign(ranges.begin(), ranges.end());
+  return core.submit(std::move(s));
+}
+
+}  // namespace
+
+Result<Request> TransferEngine::put(const MemoryRegion& local, std::uint64_t local_offset,
+                                    const RemoteRegion& remote, std::uint64_t remote_offset,
+                                    std::uint64_t length, const TransferOptions& options) {
+  TransferRange r{local_offset, remote_offset, length};
+  return submit_rma(*core_, OpKind::Put, local, remote, std::span(&r, 1), options);
+}
+
+Result<Request> TransferEngine::get(const MemoryRegion& local, std::uint64_t local_offset,
+                                    const RemoteRegion& remote, std::uint64_t remote_offset,
+                                    std::uint64_t length, const TransferOptions& options) {
+  TransferRange r{local_offset, remote_offset, length};
+  return submit_rma(*core_, OpKind::Get, local, remote, std::span(&r, 1), options);
+}
+
+Result<Request> TransferEngine::put(const MemoryRegion& local, const RemoteRegion& remote,
+                                    std::span<const TransferRange> ranges,
+                                    const TransferOptions& options) {
+  return submit_rma(*core_, OpKind::Put, local, remote, ranges, options);
+}
+
+Result<Request> TransferEngine::get(const MemoryRegion& local, const RemoteRegion& remote,
+                                    std::span<const TransferRange> ranges,
+                                    const TransferOptions& options) {
+  return submit_rma(*core_, OpKind::Get, local, remote, ranges, options);
+}
+
+Status TransferEngine::close(Duration timeout) {
+  return core_->close(timeout);
+}
+
+EngineStats TransferEngine::stats() const {
+  const auto& c = core_->counters;
+  EngineStats s;
+  s.requests_submitted = c.submitted.load();
+  s.requests_completed = c.completed.load();
+  s.requests_failed = c.failed.load();
+  s.bytes_sent = c.bytes_sent.load();
+  s.bytes_received = c.bytes_received.load();
+  s.eager_messages = c.eager.load();
+  s.rendezvous_messages = c.rendezvous.load();
+  s.single_copy_bytes = c.single_copy_bytes.load();
+  s.peers_connected = c.peers_connected.load();
+  s.peers_lost = c.peers_lost.load();
+  s.protocol_errors = c.protocol_errors.load();
+  s.regions_registered = core_->regions.size();
+  s.unexpected_bytes = c.unexpected_bytes.load();
+  s.unexpected_bytes_peak = c.unexpected_peak.load();
+  s.worker_idle_sleeps = c.idle_sleeps.load();
+  return s;
+}
+
+}  // namespace orbite

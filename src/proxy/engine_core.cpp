@@ -1,0 +1,245 @@
+// EngineCore: creation of the lanes and their threads, admission, waiting, close and the monitor.
+#include "proxy/engine_core.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <random>
+
+#include "common/clock.h"
+#include "common/host_identity.h"
+#include "common/log.h"
+
+namespace orbite::detail {
+
+namespace {
+
+std::string random_engine_id() {
+  std::random_device rd;
+  std::string out;
+  static const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 16; ++i) {
+    const unsigned v = rd() & 0xff;
+    out.push_back(hex[v >> 4]);
+    out.push_back(hex[v & 15]);
+  }
+  return out;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& config,
+                                                       bool prefer_loopback) {
+  ORBITE_RETURN_IF_ERROR(config.validate());
+  auto core = std::make_shared<EngineCore>();
+  core->config = config;
+  const HostIdentity& host = this_host();
+  core->self.id = random_engine_id();
+  core->self.host_id = host.host_id;
+  core->self.pid = ::getpid();
+
+  auto iface = net::select_interface(config.tcp.interface, prefer_loopback);
+  if (!iface.ok()) return iface.status().with_context("tcp.interface");
+  auto listener = net::listen_tcp(net::HostPort{iface->address, 0});
+  if (!listener.ok()) return listener.status().with_context("engine control listener");
+  ORBITE_ASSIGN_OR_RETURN(net::HostPort bound, net::local_endpoint(listener->get()));
+  net::set_nonblocking(listener->get());
+  core->listener = std::move(*listener);
+  core->self.address = net::format_host_port(bound.host, bound.port);
+
+  for (std::uint32_t i = 0; i < config.num_lanes; ++i) {
+    auto lane = std::make_unique<Lane>();
+    lane->core = core.get();
+    lane->index = static_cast<int>(i);
+    lane->transports = std::make_unique<p2p::Transports>(core->config, core->self, core->regions,
+                                                         core->counters, lane->index);
+    ORBITE_RETURN_IF_ERROR(lane->transports->init());
+    lane->wake_fd = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    lane->driver_epfd = net::Fd(::epoll_create1(EPOLL_CLOEXEC));
+    if (!lane->wake_fd.valid() || !lane->driver_epfd.valid()) {
+      return Status::error(Errc::ResourceExhausted,
+                           std::string("eventfd/epoll for a lane failed: ") + std::strerror(errno));
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = lane->wake_fd.get();
+    ::epoll_ctl(lane->driver_epfd.get(), EPOLL_CTL_ADD, lane->wake_fd.get(), &ev);
+    lane->transports->set_wake_fd(lane->wake_fd.get());
+    core->lanes.push_back(std::move(lane));
+  }
+  EngineCore* raw = core.get();
+  core->lanes[0]->transports->set_listener(core->listener.get(), [raw](p2p::Accepted a) {
+    Lane& target = raw->lane_for(a.hello.engine_id);
+    if (target.index == 0) {
+      target.transports->adopt(std::move(a));
+      return;
+    }
+    {
+      std::lock_guard lock(target.adopt_mu);
+      target.adopts.push_back(std::move(a));
+      target.has_adopts.store(true, std::memory_order_release);
+    }
+    target.wake();
+  });
+  for (auto& lane : core->lanes) {
+    Lane* l = lane.get();
+    l->worker = std::thread([l] { l->run(); });
+  }
+  core->monitor = std::thread([raw] {
+    std::unique_lock lock(raw->monitor_mu);
+    const auto period =
+        std::min<Duration>(raw->config.rdma.monitor_interval, std::chrono::seconds(1));
+    while (!raw->stopping.load()) {
+      raw->monitor_cv.wait_for(lock, period);
+      if (raw->stopping.load()) break;
+      // Event-driven workers sleep without a timeout; the monitor's tick lets them check
+      // connection deadlines.
+      for (auto& l : raw->lanes) l->wake();
+    }
+  });
+  core->threads_started = true;
+  ORBITE_LOG(Info, Proxy) << "engine " << core->self.id.substr(0, 8) << " listening on "
+                          << core->self.address << " with " << config.num_lanes << " lane(s), "
+                          << (config.progress_mode == ProgressMode::Polling ? "polling"
+                                                                            : "event-driven");
+  return core;
+}
+
+EngineCore::~EngineCore() {
+  stop_threads();
+}
+
+Lane& EngineCore::lane_for(const std::string& peer_id) {
+  if (lanes.size() == 1) return *lanes[0];
+  return *lanes[std::hash<std::string>{}(peer_id) % lanes.size()];
+}
+
+Result<Request> EngineCore::submit(std::shared_ptr<RequestState> req) {
+  if (closed.load(std::memory_order_acquire)) {
+    if (req->local_pinned) {
+      req->local->unpin();
+      req->local_pinned = false;
+    }
+    return Status::error(Errc::Cancelled, "the engine is closed; no new requests are accepted");
+  }
+  req->core = shared_from_this();
+  req->lane = &lane_for(req->peer.id);
+  counters.submitted++;
+  req->lane->submit(req);
+  return Request(std::move(req));
+}
+
+void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration timeout) {
+  const Deadline deadline = Deadline::after(timeout);
+  lane.drivers.fetch_add(1, std::memory_order_acq_rel);
+  auto last_work = std::chrono::steady_clock::now();
+  unsigned idle = 0;
+  while (phase.load(std::memory_order_acquire) == 0) {
+    int work = 0;
+    if (lane.mu.try_lock()) {
+      work = lane.progress_once();
+      lane.mu.unlock();
+    }
+    if (phase.load(std::memory_order_acquire) != 0) break;
+    if (work > 0) {
+      idle = 0;
+      continue;
+    }
+    if ((++idle & 255) != 0) {
+      cpu_relax();
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (deadline.expired()) break;
+    if (idle == 256) last_work = now;
+    if (now - last_work > std::chrono::milliseconds(2)) {
+      // Nothing moved for a while: leave progress to the worker (woken by sockets and
+      // doorbells) and poll the request's state at a gentle pace.
+      lane.drivers.fetch_sub(1, std::memory_order_acq_rel);
+      lane.wake();
+      while (phase.load(std::memory_order_acquire) == 0 && !deadline.expired()) {
+        std::this_thread::sleep_for(
+            std::min<Duration>(std::chrono::microseconds(200), deadline.remaining()));
+      }
+      return;
+    }
+  }
+  lane.drivers.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+bool EngineCore::any_busy() {
+  for (auto& lane : lanes) {
+    std::lock_guard lock(lane->mu);
+    if (lane->transports->busy() || !lane->ready.empty() || lane->queue.maybe_nonempty()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void EngineCore::stop_threads() {
+  if (!threads_started) return;
+  stopping.store(true, std::memory_order_release);
+  for (auto& lane : lanes) lane->wake();
+  monitor_cv.notify_all();
+  for (auto& lane : lanes) {
+    if (lane->worker.joinable()) lane->worker.join();
+  }
+  if (monitor.joinable()) monitor.join();
+  threads_started = false;
+}
+
+Status EngineCore::close(Duration timeout) {
+  const bool first = !closed.exchange(true, std::memory_order_acq_rel);
+  if (!first && !threads_started) return {};
+  const Deadline deadline = Deadline::after(timeout);
+  bool busy = true;
+  while ((busy = any_busy()) && !deadline.expired()) {
+    for (auto& lane : lanes) {
+      if (lane->mu.try_lock()) {
+        lane->progress_once();
+        lane->mu.unlock();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  stop_threads();
+  std::size_t cancelled = 0;
+  for (auto& lane : lanes) {
+    std::lock_guard lock(lane->mu);
+    lane->progress_once();
+    const auto before = counters.failed.load();
+    while (MpscNode* node = lane->queue.pop()) {
+      auto* raw = static_cast<RequestState*>(node);
+      auto req = std::move(raw->queued_self);
+      p2p::finish_request(*req, Status::error(Errc::Cancelled, "the engine closed"), counters);
+    }
+    while (auto req = lane->ready.pop()) {
+      p2p::finish_request(**req, Status::error(Errc::Cancelled, "the engine closed"), counters);
+    }
+    lane->transports->shutdown(Status::error(Errc::Cancelled, "the engine closed"));
+    cancelled += counters.failed.load() - before;
+  }
+  regions.kill_all();
+  listener.reset();
+  if (busy) {
+    return Status::error(
+        Errc::Unquiesced,
+        "close: work was still in flight after " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
+            " ms; " + std::to_string(cancelled) +
+            " request(s) were cancelled and the connections closed");
+  }
+  return {};
+}
+
+}  // namespace orbite::detail

@@ -1,0 +1,87 @@
+// The per-process proxy: lanes (a worker thread, a lock-free submission queue, the tiered ready
+// queue and the transports of the peers assigned to the lane) and a monitor thread.
+//
+// Progress model: a lane's state has one owner at a time, whoever holds its mutex. The worker
+// runs progress passes and backs off when idle (polling mode spins and yields briefly first;
+// event-driven mode goes straight to epoll). A user thread in Request::wait() progresses the
+// lane itself when it can take the mutex, and while it does, the worker sleeps on its wake-up
+// eventfd only, so a ping-pong needs no thread hand-off.
+#pragma once
+
+#include <orbite/transfer.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/mpsc_queue.h"
+#include "common/net.h"
+#include "p2p/registry.h"
+#include "p2p/state.h"
+#include "p2p/transports.h"
+#include "proxy/tiered_queue.h"
+
+namespace orbite::detail {
+
+struct Lane {
+  EngineCore* core = nullptr;
+  int index = 0;
+  std::mutex mu;
+  MpscQueue queue;
+  std::unique_ptr<p2p::Transports> transports;
+  proxy::TieredQueue<std::shared_ptr<RequestState>> ready;
+  std::mutex adopt_mu;
+  std::vector<p2p::Accepted> adopts;
+  std::atomic<bool> has_adopts{false};
+  net::Fd wake_fd;
+  net::Fd driver_epfd;  // holds wake_fd only: where the worker sleeps while a user drives
+  std::atomic<int> drivers{0};
+  std::atomic<bool> sleeping{false};
+  std::uint64_t passes = 0;
+  std::thread worker;
+
+  // Caller holds mu.
+  int progress_once();
+  void submit(const std::shared_ptr<RequestState>& req);
+  void wake();
+  void run();
+  void sleep_once();
+};
+
+struct EngineCore : std::enable_shared_from_this<EngineCore> {
+  EngineConfig config;
+  p2p::Identity self;
+  net::Fd listener;
+  p2p::RegionRegistry regions;
+  p2p::Counters counters;
+  std::vector<std::unique_ptr<Lane>> lanes;
+  std::thread monitor;
+  std::mutex monitor_mu;
+  std::condition_variable monitor_cv;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> closed{false};
+  bool threads_started = false;
+
+  static Result<std::shared_ptr<EngineCore>> create(const EngineConfig& config,
+                                                    bool prefer_loopback);
+  ~EngineCore();
+  Lane& lane_for(const std::string& peer_id);
+  // Validated request → lane. Fails fast (no Request) when the engine is closed.
+  Result<Request> submit(std::shared_ptr<RequestState> req);
+  // Progress `lane` from a waiting thread until `done` or the deadline passes.
+  void drive_until(Lane& lane, const std::atomic<int>& phase, Duration timeout);
+  Status close(Duration timeout);
+  void stop_threads();
+  [[nodiscard]] bool any_busy();
+  Request make(std::shared_ptr<RequestState> s) { return Request(std::move(s)); }
+  static std::shared_ptr<RequestState> state_of(const Request& r) { return r.state_; }
+  MemoryRegion wrap(std::shared_ptr<RegionRecord> r) { return MemoryRegion(std::move(r)); }
+  static const std::shared_ptr<RegionRecord>& record_of(const MemoryRegion& m) { return m.record_; }
+  static RemoteRegion make_remote(const RegionRecord& r, const p2p::Identity& self, bool shm);
+  static void fill_endpoint(const RemoteRegion& r, Endpoint& ep);
+};
+
+}  // namespace orbite::detail

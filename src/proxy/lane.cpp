@@ -1,0 +1,122 @@
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "common/log.h"
+#include "proxy/engine_core.h"
+
+namespace orbite::detail {
+
+namespace {
+// Idle passes a polling worker spins (yielding) before it sleeps.
+constexpr int kPollingSpinPasses = 256;
+// Socket polls are syscalls: a pass without recent TCP traffic polls them every Nth time.
+constexpr std::uint64_t kSocketPollPeriod = 16;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+}  // namespace
+
+int Lane::progress_once() {
+  int work = 0;
+  if (has_adopts.load(std::memory_order_acquire)) {
+    std::vector<p2p::Accepted> taken;
+    {
+      std::lock_guard lock(adopt_mu);
+      taken.swap(adopts);
+      has_adopts.store(false, std::memory_order_release);
+    }
+    for (auto& a : taken) transports->adopt(std::move(a));
+    work += static_cast<int>(taken.size());
+  }
+  while (MpscNode* node = queue.pop()) {
+    auto* raw = static_cast<RequestState*>(node);
+    std::shared_ptr<RequestState> req = std::move(raw->queued_self);
+    const Priority priority = req->options.priority;
+    ready.push(priority, std::move(req));
+    ++work;
+  }
+  while (auto req = ready.pop()) {
+    transports->start(std::move(*req));
+    ++work;
+  }
+  work += transports->progress(++passes % kSocketPollPeriod == 0);
+  return work;
+}
+
+void Lane::submit(const std::shared_ptr<RequestState>& req) {
+  req->queued_self = req;
+  queue.push(req.get());
+  if (sleeping.load(std::memory_order_seq_cst)) wake();
+}
+
+void Lane::wake() {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd.get(), &one, sizeof(one));
+}
+
+void Lane::sleep_once() {
+  core->counters.idle_sleeps++;
+  epoll_event ev[1];
+  if (drivers.load(std::memory_order_acquire) > 0) {
+    // A user thread is progressing the lane: stay out of its way, but not for long.
+    ::epoll_wait(driver_epfd.get(), ev, 1, 1);
+  } else {
+    int timeout_ms = -1;
+    {
+      std::unique_lock lock(mu, std::try_to_lock);
+      if (!lock.owns_lock()) return;
+      sleeping.store(true, std::memory_order_seq_cst);
+      if (queue.maybe_nonempty() || has_adopts.load() || !transports->prepare_sleep()) {
+        sleeping.store(false, std::memory_order_relaxed);
+        transports->end_sleep();
+        return;
+      }
+      const bool busy = transports->busy();
+      if (core->config.progress_mode == ProgressMode::Polling)
+        timeout_ms = 1;
+      else if (busy)
+        timeout_ms = 100;  // connection deadlines and the like
+    }
+    ::epoll_wait(transports->epoll_fd(), ev, 1, timeout_ms);
+    sleeping.store(false, std::memory_order_relaxed);
+    std::lock_guard lock(mu);
+    transports->end_sleep();
+  }
+  std::uint64_t drained = 0;
+  [[maybe_unused]] auto n = ::read(wake_fd.get(), &drained, sizeof(drained));
+}
+
+void Lane::run() {
+  int idle = 0;
+  const bool polling = core->config.progress_mode == ProgressMode::Polling;
+  while (!core->stopping.load(std::memory_order_acquire)) {
+    int work = 0;
+    if (drivers.load(std::memory_order_relaxed) == 0) {
+      std::unique_lock lock(mu, std::try_to_lock);
+      if (lock.owns_lock()) work = progress_once();
+    }
+    if (work > 0) {
+      idle = 0;
+      continue;
+    }
+    ++idle;
+    if (polling && idle < kPollingSpinPasses && drivers.load(std::memory_order_relaxed) == 0) {
+      if (idle % 8 == 0)
+        ::sched_yield();
+      else
+        cpu_relax();
+      continue;
+    }
+    sleep_once();
+    idle = polling ? kPollingSpinPasses / 2 : 0;
+  }
+}
+
+}  // namespace orbite::detail

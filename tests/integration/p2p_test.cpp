@@ -1,0 +1,136 @@
+// Point-to-point send/recv and put/get between real processes: each scenario of
+// orbite-p2p-probe (tests/integration/p2p_probe*.cpp) runs under orbite-run for each transport.
+// The probe checks bytes and error codes itself and prints one PASS line per rank; this test
+// requires every rank's PASS, no FAIL and a zero exit. Every run is bounded (orbite-run's --timeout
+// first, the child's bound behind it), so a hang fails the test instead of hanging ctest.
+#include <gtest/gtest.h>
+
+#include <orbite/bootstrap.h>
+#include <orbite/store.h>
+
+#include <chrono>
+#include <csignal>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../support/subprocess.h"
+
+namespace orbite {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Child;
+using testing::count_of;
+using testing::Outcome;
+
+std::string pass_line(int rank, const std::string& scenario) {
+  return "rank " + std::to_string(rank) + ": PASS " + scenario + "\n";
+}
+
+// The parameter is ORBITE_TEST_TRANSPORT: unspec (shm between local ranks), tcp or shm.
+class P2p : public ::testing::TestWithParam<std::string> {
+ protected:
+  void run_scenario(const std::string& scenario, int ranks,
+                    std::chrono::seconds bound = std::chrono::seconds(120)) {
+    // orbite-run stops the ranks itself 15 s before the child's bound, so their output survives.
+    const std::vector<std::string> args = {
+        ORBITE_RUN_BIN,   "-n",        std::to_string(ranks),
+        "--tag-output",   "--timeout", std::to_string((bound - 15s).count()),
+        "--kill-grace",   "3",         "--",
+        ORBITE_P2P_PROBE, scenario};
+    Outcome o = testing::run_program(args, bound, {{"ORBITE_TEST_TRANSPORT", GetParam()}});
+    const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
+    EXPECT_EQ(o.status, 0) << scenario << " over " << GetParam() << shown;
+    EXPECT_EQ(count_of(o.out, ": FAIL "), 0U) << shown;
+    for (int r = 0; r < ranks; ++r) {
+      EXPECT_EQ(count_of(o.out, pass_line(r, scenario)), 1U) << "rank " << r << shown;
+    }
+  }
+};
+
+TEST_P(P2p, OrderingPerPeerAndTag) {
+  run_scenario("ordering", 2);
+}
+TEST_P(P2p, ZeroByteMessages) {
+  run_scenario("zero_bytes", 2);
+}
+TEST_P(P2p, TruncationFailsBothSidesAndWritesNothingOutside) {
+  run_scenario("truncation", 2);
+}
+TEST_P(P2p, OddSizesAtUnalignedAddresses) {
+  run_scenario("sizes", 2);
+}
+TEST_P(P2p, ManyOutstandingSendsBeforeTheReceives) {
+  run_scenario("outstanding", 2);
+}
+TEST_P(P2p, BidirectionalRendezvousDoesNotDeadlock) {
+  run_scenario("bidirectional", 2);
+}
+// Eight ranks on a small machine: slower, hence the larger bound.
+TEST_P(P2p, AllToAllEightRanks) {
+  run_scenario("alltoall", 8, std::chrono::seconds(300));
+}
+TEST_P(P2p, SendToSelf) {
+  run_scenario("self", 2);
+}
+TEST_P(P2p, PutGetBoundsRightsBatchesAndStaleDescriptors) {
+  run_scenario("putget", 2);
+}
+TEST_P(P2p, UnregisterWhilePutsStreamIn) {
+  run_scenario("unregister_busy", 2);
+}
+
+// Three ranks started here rather than by orbite-run, which would stop the whole job when one
+// rank dies: a store server in this process, orbite-run's variables set by hand.
+TEST_P(P2p, KilledPeerFailsItsRequestsAndSparesTheOthers) {
+  const std::string token = generate_store_token();
+  TcpStoreServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.token = token;
+  auto server = TcpStoreServer::start(options);
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+
+  std::vector<std::unique_ptr<Child>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    const std::map<std::string, std::string> env = {
+        {"ORBITE_STORE", (*server)->address()},   {"ORBITE_STORE_TOKEN", token},
+        {"ORBITE_RANK", std::to_string(r)},       {"ORBITE_WORLD_SIZE", "3"},
+        {"ORBITE_LOCAL_RANK", std::to_string(r)}, {"ORBITE_LOCAL_SIZE", "3"},
+        {"ORBITE_TEST_TRANSPORT", GetParam()},
+    };
+    ranks.push_back(
+        std::make_unique<Child>(std::vector<std::string>{ORBITE_P2P_PROBE, "killed_peer"}, env));
+    ASSERT_GT(ranks.back()->pid(), 0);
+  }
+  auto shown = [&] {
+    std::string text;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      text += "\n--- rank " + std::to_string(r) + " stdout\n" + ranks[r]->out() + "--- stderr\n" +
+              ranks[r]->err();
+    }
+    return text;
+  };
+
+  Child& victim = *ranks[2];
+  ASSERT_TRUE(victim.read_until(
+      [&] { return victim.out().find("rank 2: streaming\n") != std::string::npos; }, 90s))
+      << shown();
+  ASSERT_EQ(::kill(victim.pid(), SIGKILL), 0);
+  EXPECT_EQ(victim.wait(30s), 128 + SIGKILL) << shown();
+
+  const int status0 = ranks[0]->wait(150s);
+  const int status1 = ranks[1]->wait(60s);
+  EXPECT_EQ(status0, 0) << shown();
+  EXPECT_EQ(status1, 0) << shown();
+  EXPECT_EQ(count_of(ranks[0]->out(), pass_line(0, "killed_peer")), 1U) << shown();
+  EXPECT_EQ(count_of(ranks[1]->out(), pass_line(1, "killed_peer")), 1U) << shown();
+  EXPECT_EQ(count_of(ranks[0]->out(), "rank 0: ConnectionLost from rank 2"), 1U) << shown();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, P2p, ::testing::Values("unspec", "tcp", "shm"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+}  // namespace
+}  // namespace orbite
