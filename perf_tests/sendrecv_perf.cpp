@@ -257,7 +257,9 @@ int main(int argc, char** argv) {
 
   bool ok = true;
   std::uint64_t wrong = 0;
-  if (rank < 2) {
+  for (const std::string& transport : perf::transports_to_measure(o, comm, rank == 0 ? 1 : 0)) {
+    o.transport = transport;
+    if (rank >= 2) continue;
     SendRecvBench bench(comm, o, window);
     std::optional<perf::Report> report;
     if (rank == 0) {
@@ -292,8 +294,9 @@ int main(int argc, char** argv) {
     }
     if (report) {
       report->add_summary("engine (rank 0)", perf::describe_engine(comm.engine()));
-      ok = report->finish(wrong);
+      ok = report->finish(wrong) && ok;
     }
+    if (report) std::printf("\n");
   }
   perf::check_ok(rank, comm.store_barrier(), "final barrier");
   return ok && wrong == 0 ? 0 : 1;

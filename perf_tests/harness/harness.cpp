@@ -86,7 +86,9 @@ void print_usage(const Program& p, const Options& d) {
       "  -w, --warmup_iters N     untimed iterations before each timed loop (default %d)\n"
       "  -c, --check 0|1          send a pattern and check every received byte (default %d)\n"
       "      --sizes LIST         these sizes (8,1M,64M) instead of -b/-e/-f/-i%s\n"
-      "      --transport T        unspec, tcp or shm (default %s)\n"
+      "      --transport T        unspec, tcp, shm or a list (shm,tcp), one table each\n"
+      "                           (default: OrbiTE measures shm and tcp to a same-host\n"
+      "                           peer, tcp otherwise; MPI: %s, a label only)\n"
       "      --json FILE          also write the table rows as JSON to FILE\n",
       format_size(d.min_bytes).c_str(), format_size(d.max_bytes).c_str(),
       static_cast<unsigned long long>(d.step_factor), format_size(d.step_bytes).c_str(), d.iters,
@@ -301,14 +303,27 @@ Options parse_options(int argc, char** argv, const Program& program, bool print_
       }
       sizes_given = true;
     } else if (name == "--transport") {
-      if (v != "unspec" && v != "tcp" && v != "shm") {
-        p.error("flag " + shown + ": expected unspec, tcp or shm, got " + quoted(v));
+      o.transports.clear();
+      std::string_view rest = v;
+      while (true) {
+        const auto comma = rest.find(',');
+        const std::string one(rest.substr(0, comma));
+        if (one != "unspec" && one != "tcp" && one != "shm") {
+          p.error("flag " + shown + ": expected unspec, tcp, shm or a list such as shm,tcp, got " +
+                  quoted(v));
+        }
+        o.transports.push_back(one);
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
       }
-      o.transport = v;
+      o.transport = o.transports.front();
     } else if (name == "--json") {
       if (v.empty()) p.error("flag " + shown + ": expected a file name, got ''");
       o.json_path = v;
     }
+  }
+  if (!o.json_path.empty() && o.transports.size() > 1) {
+    p.error("--json writes one table: give a single --transport with it");
   }
   if (sizes_given && sweep_flag) {
     p.error("--sizes replaces -b/-e/-f/-i: give either the list or the sweep");

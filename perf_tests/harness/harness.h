@@ -37,7 +37,10 @@ struct Options {
   int iters = 100;
   int warmup_iters = 10;
   bool check = false;
-  std::string transport = "unspec";  // unspec, tcp or shm
+  std::string transport = "unspec";  // unspec, tcp or shm: the one this table measures
+  // --transport as given: one or more of unspec, tcp, shm (comma-separated). Empty when the flag
+  // was not given: the OrbiTE binaries then measure every transport that reaches the peer.
+  std::vector<std::string> transports;
   std::string json_path;
 };
 

@@ -24,6 +24,15 @@ inline Transport transport_from_flag(const std::string& name) {
   return Transport::Unspec;
 }
 
+// The transports a run measures, one table each: --transport as given, else shm and tcp towards
+// a peer on this host and tcp towards one elsewhere.
+inline std::vector<std::string> transports_to_measure(const Options& options,
+                                                      const Communicator& comm, int peer) {
+  if (!options.transports.empty()) return options.transports;
+  if (comm.same_host(peer)) return {"shm", "tcp"};
+  return {"tcp"};
+}
+
 // Every send, receive, put and get of a run uses the transport --transport named.
 inline TransferOptions transfer_options(const Options& options) {
   TransferOptions t;

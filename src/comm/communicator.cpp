@@ -47,7 +47,7 @@ struct Communicator::Impl {
   std::shared_ptr<TransferEngine> engine;
   // Scopes this communicator's messages: every rank derives the same value from the tag.
   std::uint32_t comm_id = 0;
-  std::vector<detail::Endpoint> endpoints;
+  std::vector<std::shared_ptr<const detail::PeerRef>> endpoints;
   std::uint64_t barriers = 0;
 
   Impl(Bootstrap b, EngineConfig c) : bootstrap(std::move(b)), config(std::move(c)) {}
@@ -129,7 +129,9 @@ Result<Communicator> Communicator::create(const Bootstrap& bootstrap,
 
   ORBITE_RETURN_IF_ERROR(impl->exchange(self));
   for (const PeerInfo& p : impl->peers) {
-    impl->endpoints.push_back(detail::Endpoint{p.engine_id, p.control_address, p.host_id, p.pid});
+    auto ref = std::make_shared<detail::PeerRef>();
+    ref->ep = detail::Endpoint{p.engine_id, p.control_address, p.host_id, p.pid};
+    impl->endpoints.push_back(std::move(ref));
   }
   ORBITE_RETURN_IF_ERROR(bootstrap.store()->barrier(
       impl->key("ready"), impl->rank, bootstrap.world_size(), config.bootstrap.timeout));

@@ -111,6 +111,7 @@ void Transports::watch(TcpStream& s, bool write) {
   } else {
     ::epoll_ctl(epfd_.get(), EPOLL_CTL_MOD, s.fd.get(), &ev);
   }
+  if (write != s.want_write) writers_ += write ? 1 : -1;
   s.want_write = write;
 }
 
@@ -118,6 +119,8 @@ void Transports::unwatch(TcpStream& s) {
   if (!s.fd.valid()) return;
   ::epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
   stream_fds_.erase(s.fd.get());
+  if (s.want_write) --writers_;
+  s.want_write = false;
 }
 
 void Transports::bury_stream(Link& link, std::size_t index) {
@@ -177,6 +180,7 @@ Result<std::string> Transports::create_own_ring(Link& link) {
 Status Transports::open_peer_ring(Link& link, const Handshake& peer) {
   ORBITE_ASSIGN_OR_RETURN(ShmRing ring, ShmRing::open(peer.shm_name, peer.shm_bytes));
   link.tx = std::make_unique<ShmRing>(std::move(ring));
+  link.tx->set_strict_wakeup(config_.progress_mode == ProgressMode::EventDriven);
   link.tx_ring = link.tx.get();
   return {};
 }
@@ -532,9 +536,10 @@ void Transports::fail_link(Link& link, const Status& why, bool orderly) {
   if (link.rx) ring_graveyard_.push_back(std::move(link.rx));
   if (link.tx) ring_graveyard_.push_back(std::move(link.tx));
   link.tx_ring = nullptr;
-  Status lost =
-      Status::error(Errc::ConnectionLost, "peer " + short_id(link.ep.id) + " (pid " +
-                                              std::to_string(link.ep.pid) + "): " + why.message());
+  // A local close cancels; anything else is the peer's connection being lost.
+  const Errc code = why.code() == Errc::Cancelled ? Errc::Cancelled : Errc::ConnectionLost;
+  Status lost = Status::error(code, "peer " + short_id(link.ep.id) + " (pid " +
+                                        std::to_string(link.ep.pid) + "): " + why.message());
   fail_inflight_of(link, lost);
 }
 

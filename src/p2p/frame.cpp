@@ -87,6 +87,8 @@ const char* frame_type_name(FrameType t) {
     case FrameType::Credit: return "Credit";
     case FrameType::Doorbell: return "Doorbell";
     case FrameType::Bye: return "Bye";
+    case FrameType::Share: return "Share";
+    case FrameType::ShareDone: return "ShareDone";
   }
   return "?";
 }

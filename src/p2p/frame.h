@@ -21,23 +21,26 @@ inline constexpr std::uint32_t kMaxFramePayload = 16u << 20;
 inline constexpr std::uint32_t kMaxControlPayload = 4096;
 
 enum class FrameType : std::uint8_t {
-  Hello = 1,      // payload: Handshake; opens a connection (or adds a stream to one)
-  HelloAck = 2,   // payload: Handshake; the acceptor keeps this connection
-  HelloNack = 3,  // the acceptor keeps the connection it opened itself; close this one
-  Eager = 4,      // id: sender request; a: comm<<32|tag; b: seq; payload: the message
-  Rts = 5,        // id: sender request; a: comm<<32|tag; b: seq; c: length; d: sender address
-  Cts = 6,        // id: sender request; a: receiver request
-  Fin = 7,        // id: sender request (the receiver copied the message itself)
-  Reject = 8,     // id: sender request; a: Errc; payload: reason (truncation at the receiver)
-  Data = 9,       // id: target request; a: target kind; b: offset; payload: bytes
-  Put = 10,       // id: requester request; a: region; b: generation; c: offset; d: length
-  Get = 11,       // same fields as Put; payload: 8-byte requester address for single copy
-  Ack = 12,       // id: requester request; a: Errc; b: bytes; payload: reason
-  Credit = 13,    // a: eager bytes returned to the sender
-  Doorbell = 14,  // wakes a sleeping worker; no fields
-  Bye = 15,       // the sender is closing its engine: the coming end of stream is orderly
+  Hello = 1,       // payload: Handshake; opens a connection (or adds a stream to one)
+  HelloAck = 2,    // payload: Handshake; the acceptor keeps this connection
+  HelloNack = 3,   // the acceptor keeps the connection it opened itself; close this one
+  Eager = 4,       // id: sender request; a: comm<<32|tag; b: seq; payload: the message
+  Rts = 5,         // id: sender request; a: comm<<32|tag; b: seq; c: length; d: sender address
+  Cts = 6,         // id: sender request; a: receiver request
+  Fin = 7,         // id: sender request; b: bytes the receiver copied from the sender's memory
+  Reject = 8,      // id: sender request; a: Errc; payload: reason (truncation at the receiver)
+  Data = 9,        // id: target request; a: target kind; b: offset; payload: bytes
+  Put = 10,        // id: requester request; a: region; b: generation; c: offset; d: length
+  Get = 11,        // same fields as Put; payload: 8-byte requester address for single copy
+  Ack = 12,        // id: requester request; a: Errc; b: bytes; payload: reason
+  Credit = 13,     // a: eager bytes returned to the sender
+  Doorbell = 14,   // wakes a sleeping worker; no fields
+  Bye = 15,        // the sender is closing its engine: the coming end of stream is orderly
+  Share = 16,      // id: sender request; a: receiver request; b: split; c: length; payload: the
+                   // receiver's 8-byte address: the sender copies [split, length) itself
+  ShareDone = 17,  // id: receiver request; a: Errc; b: bytes the sender copied
 };
-inline constexpr std::uint8_t kMaxFrameType = 15;
+inline constexpr std::uint8_t kMaxFrameType = 17;
 
 // Where a Data frame's bytes land on the receiver.
 enum class DataTarget : std::uint64_t { Recv = 1, PutSession = 2, GetReply = 3 };

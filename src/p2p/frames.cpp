@@ -94,7 +94,9 @@ Result<Sink> Transports::begin_frame(Link& link, const FrameHeader& h, Channel c
       return sink;
     }
     case FrameType::Reject:
-    case FrameType::Ack: sink.kind = Sink::Buffer; return sink;
+    case FrameType::Ack:
+    case FrameType::Share:
+    case FrameType::ShareDone: sink.kind = Sink::Buffer; return sink;
     case FrameType::Put:
     case FrameType::Get:
       if (h.payload_len != 0 && h.payload_len != 8) {
@@ -216,10 +218,45 @@ void Transports::end_frame(Link& link, const FrameHeader& h, Channel ch, Sink& s
       if (it == link.inflight.end() || it->second.req->kind != OpKind::Send) {
         return protocol_error(link, "Fin for request " + std::to_string(h.id) + " matches no send");
       }
+      if (h.b == 0 || h.b > it->second.req->length) {
+        return protocol_error(link, "Fin for " + std::to_string(h.b) + " bytes of a " +
+                                        std::to_string(it->second.req->length) + "-byte send");
+      }
+      return add_received(link, h.id, h.b);
+    }
+    case FrameType::Share: {
+      auto it = link.inflight.find(h.id);
+      if (it == link.inflight.end() || it->second.req->kind != OpKind::Send ||
+          h.c != it->second.req->length || h.b >= h.c || body.size() != 8 || ch != Channel::Ring) {
+        return protocol_error(
+            link, "Share for request " + std::to_string(h.id) + " matches no single-copy send");
+      }
       ReqPtr req = it->second.req;
-      link.inflight.erase(it);
-      req->bytes_done.store(req->length);
-      return finish_request(*req, {}, counters_);
+      const std::uint64_t part = h.c - h.b;
+      Status copied = vm_write(link.ep.pid, req->src + h.b, addr_from(body) + h.b, part);
+      send_control(link, ch, FrameType::ShareDone, h.a, static_cast<std::uint64_t>(copied.code()),
+                   copied.ok() ? part : 0, 0, 0, copied.ok() ? std::string() : copied.message());
+      if (!copied.ok()) {
+        link.inflight.erase(it);
+        return finish_request(*req, copied, counters_);
+      }
+      counters_.single_copy_bytes += part;
+      return add_received(link, h.id, part);
+    }
+    case FrameType::ShareDone: {
+      auto it = link.inflight.find(h.id);
+      if (it == link.inflight.end() || it->second.req->kind != OpKind::Recv) {
+        return protocol_error(
+            link, "ShareDone for request " + std::to_string(h.id) + " matches no receive");
+      }
+      if (h.a != 0) {
+        ReqPtr req = it->second.req;
+        link.inflight.erase(it);
+        return finish_request(
+            *req, Status::error(errc_from_wire(h.a), "peer " + short_id(link.ep.id) + ": " + body),
+            counters_);
+      }
+      return add_received(link, h.id, h.b);
     }
     case FrameType::Reject: {
       Status why =
@@ -362,6 +399,23 @@ void Transports::on_ack(Link& link, const FrameHeader& h, std::string_view body)
     it->second.received = it->second.length;  // the owner copied it into our memory itself
   }
   maybe_complete_part(link, h.id);
+}
+
+void Transports::add_received(Link& link, std::uint64_t id, std::uint64_t bytes) {
+  auto it = link.inflight.find(id);
+  if (it == link.inflight.end()) return;
+  Inflight& f = it->second;
+  const std::uint64_t total = f.req->kind == OpKind::Send ? f.req->length : f.length;
+  if (bytes > total - f.received) {
+    return protocol_error(link, "request " + std::to_string(id) + " received more bytes than " +
+                                    std::to_string(total));
+  }
+  f.received += bytes;
+  if (f.received < total) return;
+  ReqPtr req = f.req;
+  link.inflight.erase(it);
+  req->bytes_done.store(total);
+  finish_request(*req, {}, counters_);
 }
 
 void Transports::maybe_complete_part(Link& link, std::uint64_t wire_id) {

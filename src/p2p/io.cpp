@@ -24,7 +24,6 @@ constexpr int kRingBudget = 64;
 }  // namespace
 
 void Transports::queue(Link& link, Channel ch, SendItem item, std::size_t stream) {
-  encode_header(item.header, item.encoded.data());
   if (ch == Channel::Ring) {
     if (link.ring_out.empty() && link.tx_ring != nullptr) {
       iovec iov[2];
@@ -46,6 +45,7 @@ void Transports::queue(Link& link, Channel ch, SendItem item, std::size_t stream
     return;
   }
   TcpStream& s = *link.streams[stream];
+  encode_header(item.header, item.encoded.data());
   s.out.push_back(std::move(item));
   if (s.out.size() == 1 && !s.connecting) flush_stream(link, s);
 }
@@ -123,6 +123,9 @@ void Transports::flush_stream(Link& link, TcpStream& s) {
 }
 
 void Transports::read_stream(Link& link, TcpStream& s) {
+  // A short read means the socket is (very likely) empty: stop there instead of paying one more
+  // recv() for EAGAIN. Level-triggered epoll reports anything that arrives later.
+  bool drained = false;
   for (;;) {
     // A handler may have failed the link or retired this stream (a lost connection race).
     if (link.state == PeerLink::State::Failed || !s.fd.valid()) return;
@@ -151,8 +154,10 @@ void Transports::read_stream(Link& link, TcpStream& s) {
         continue;
       }
       if (s.sink.kind == Sink::Direct && remaining - take >= kDirectReadMin) {
+        if (drained) return;
         ssize_t n = ::recv(s.fd.get(), s.sink.dst + s.got, remaining - take, MSG_DONTWAIT);
         if (n > 0) {
+          drained = static_cast<std::uint64_t>(n) < remaining - take;
           s.got += static_cast<std::uint64_t>(n);
           counters_.bytes_received += static_cast<std::uint64_t>(n);
           continue;
@@ -197,8 +202,11 @@ void Transports::read_stream(Link& link, TcpStream& s) {
       s.rx_end -= s.rx_begin;
       s.rx_begin = 0;
     }
-    ssize_t n = ::recv(s.fd.get(), s.rx.data() + s.rx_end, s.rx.size() - s.rx_end, MSG_DONTWAIT);
+    if (drained) return;
+    const std::size_t room = s.rx.size() - s.rx_end;
+    ssize_t n = ::recv(s.fd.get(), s.rx.data() + s.rx_end, room, MSG_DONTWAIT);
     if (n > 0) {
+      drained = static_cast<std::size_t>(n) < room;
       s.rx_end += static_cast<std::size_t>(n);
       counters_.bytes_received += static_cast<std::uint64_t>(n);
       continue;
@@ -323,9 +331,21 @@ int Transports::progress(bool sockets) {
     if (!link.ring_out.empty()) work += flush_ring(link);
     work += poll_ring(link);
   }
-  if (sockets || quiet_polls_ < 64) {
+  // Sockets are polled every pass while TCP is busy (output pending, or input seen lately);
+  // otherwise the lane polls them every Nth pass, sparing shared-memory traffic the syscalls.
+  if (sockets || quiet_polls_ < 64 || writers_ > 0) {
     const auto before = counters_.bytes_received.load(std::memory_order_relaxed);
-    poll_sockets();
+    if (!sockets && writers_ == 0 && stream_fds_.size() <= 4) {
+      // Few sockets and a hot path: one recv() per socket finds data without epoll's syscall.
+      TcpStream* hot[4];
+      std::size_t n = 0;
+      for (auto& [fd, s] : stream_fds_) hot[n++] = s;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!hot[i]->connecting && hot[i]->fd.valid()) read_stream(*hot[i]->link, *hot[i]);
+      }
+    } else {
+      poll_sockets();
+    }
     if (counters_.bytes_received.load(std::memory_order_relaxed) != before) {
       ++work;
       quiet_polls_ = 0;

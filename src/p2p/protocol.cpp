@@ -16,6 +16,14 @@ using detail::SendItem;
 
 namespace {
 constexpr std::uint64_t kTcpChunk = 4 * 1024 * 1024;
+// From this size on, a same-host rendezvous splits the copy between sender and receiver.
+constexpr std::uint64_t kShareMin = 256 * 1024;
+
+std::string addr_bytes(std::uint64_t addr) {
+  std::string out(8, '\0');
+  for (size_t i = 0; i < 8; ++i) out[i] = static_cast<char>((addr >> (8 * i)) & 0xff);
+  return out;
+}
 constexpr std::size_t kMaxReorder = 1 << 16;
 
 std::string short_id(const std::string& id) {
@@ -78,7 +86,12 @@ void Transports::start(ReqPtr req) {
                    counters_);
     return;
   }
-  Link& link = link_for(req->peer);
+  Link* cached = req->peer->link.load(std::memory_order_acquire);
+  if (cached == nullptr) {
+    cached = &link_for(req->peer->ep);
+    req->peer->link.store(cached, std::memory_order_release);
+  }
+  Link& link = *cached;
   req->lane_link = &link;
   switch (link.state) {
     case PeerLink::State::Failed:
@@ -180,10 +193,27 @@ void Transports::issue_send(Link& link, const ReqPtr& req) {
   const std::uint64_t seq = link.send_seq++;
   const std::uint64_t charge = req->length + kFrameHeaderBytes;
   const std::uint64_t comm_tag = pack_comm_tag(req->comm, req->tag);
-  link.inflight[req->id] = Inflight{req};
   if (req->length <= eager_limit(ch) && link.credit >= charge) {
     link.credit -= charge;
     counters_.eager++;
+    if (ch == Channel::Ring && link.ring_out.empty()) {
+      // The common small message: straight into the ring, complete at once.
+      FrameHeader h;
+      h.type = FrameType::Eager;
+      h.payload_len = static_cast<std::uint32_t>(req->length);
+      h.id = req->id;
+      h.a = comm_tag;
+      h.b = seq;
+      h.c = req->length;
+      iovec iov{const_cast<std::byte*>(req->src), req->length};
+      if (link.tx_ring->try_push(h, std::span<const iovec>(&iov, req->length ? 1 : 0))) {
+        counters_.bytes_sent += req->length;
+        req->bytes_done.store(req->length, std::memory_order_relaxed);
+        ring_doorbell(link);
+        return finish_request(*req, {}, counters_);
+      }
+    }
+    link.inflight[req->id] = Inflight{req};
     SendItem item;
     item.header.type = FrameType::Eager;
     item.header.payload_len = static_cast<std::uint32_t>(req->length);
@@ -198,6 +228,7 @@ void Transports::issue_send(Link& link, const ReqPtr& req) {
     queue(link, ch, std::move(item), 0);
     return;
   }
+  link.inflight[req->id] = Inflight{req};
   counters_.rendezvous++;
   const bool single = ch == Channel::Ring && config_.shm.single_copy && vm_copy_usable();
   send_control(link, ch, FrameType::Rts, req->id, comm_tag, seq, req->length,
@@ -253,12 +284,34 @@ void Transports::match_rts(Link& link, const ReqPtr& recv, const detail::Arrival
     return;
   }
   if (a.sender_addr != 0 && a.channel == Channel::Ring && a.length > 0) {
-    Status copied = vm_read(link.ep.pid, recv->dst, a.sender_addr, a.length);
+    // Large messages are copied by both sides at once: the sender writes the tail into our
+    // buffer while we read the head from its memory, each on its own core.
+    std::uint64_t split = a.length;
+    if (a.length >= kShareMin && !link.is_self) {
+      split = (a.length / 2) & ~std::uint64_t{4095};
+      Inflight f{recv, 0, a.length};
+      link.inflight[recv->id] = std::move(f);
+      recv->channel = a.channel;
+      send_control(link, a.channel, FrameType::Share, a.sender_id, recv->id, split, a.length, 0,
+                   addr_bytes(reinterpret_cast<std::uint64_t>(recv->dst)));
+    }
+    Status copied = vm_read(link.ep.pid, recv->dst, a.sender_addr, split);
     if (copied.ok()) {
-      counters_.single_copy_bytes += a.length;
-      recv->bytes_done.store(a.length);
-      finish_request(*recv, {}, counters_);
-      send_control(link, a.channel, FrameType::Fin, a.sender_id, 0);
+      counters_.single_copy_bytes += split;
+      send_control(link, a.channel, FrameType::Fin, a.sender_id, 0, split);
+      if (split == a.length) {
+        recv->bytes_done.store(a.length);
+        finish_request(*recv, {}, counters_);
+      } else {
+        add_received(link, recv->id, split);
+      }
+      return;
+    }
+    if (split != a.length) {
+      link.inflight.erase(recv->id);
+      send_control(link, a.channel, FrameType::Reject, a.sender_id,
+                   static_cast<std::uint64_t>(Errc::ConnectionLost), 0, 0, 0, copied.message());
+      finish_request(*recv, copied, counters_);
       return;
     }
     if (copied.code() != Errc::Unavailable) {

@@ -43,6 +43,13 @@ struct Endpoint {
   std::int64_t pid = 0;
 };
 
+// An endpoint as requests carry it: shared, with the lane's link cached after the first use so
+// that the hot path skips the lookup by engine ID. Links live as long as their lane.
+struct PeerRef {
+  Endpoint ep;
+  mutable std::atomic<PeerLink*> link{nullptr};
+};
+
 struct RegionRecord {
   std::weak_ptr<EngineCore> engine;
   std::uint64_t id = 0;
@@ -82,7 +89,7 @@ struct RequestState : MpscNode {
 
   OpKind kind = OpKind::Send;
   TransferOptions options;
-  Endpoint peer;
+  std::shared_ptr<const PeerRef> peer;
   std::uint64_t id = 0;
 
   // send/recv

@@ -124,6 +124,8 @@ class Transports {
   void on_put_or_get(Link& link, const FrameHeader& h, Channel ch, std::string_view body);
   void on_ack(Link& link, const FrameHeader& h, std::string_view body);
   void maybe_complete_part(Link& link, std::uint64_t wire_id);
+  // Counts bytes of a request copied by either side; completes it when all are there.
+  void add_received(Link& link, std::uint64_t id, std::uint64_t bytes);
   void fail_inflight_of(Link& link, const Status& why);
   std::uint64_t chunk_limit(const Link& link, Channel ch) const;
   [[nodiscard]] std::uint64_t eager_limit(Channel ch) const;
@@ -153,6 +155,7 @@ class Transports {
   std::vector<std::unique_ptr<detail::TcpStream>> graveyard_;
   std::vector<std::unique_ptr<ShmRing>> ring_graveyard_;
   int quiet_polls_ = 0;
+  int writers_ = 0;  // streams waiting for EPOLLOUT: their output needs every pass
   void watch(detail::TcpStream& s, bool write);
   void unwatch(detail::TcpStream& s);
   void bury_stream(Link& link, std::size_t index);

@@ -338,6 +338,10 @@ Result<Request> submit_rma(EngineCore& core, OpKind kind, const MemoryRegion& lo
                            const RemoteRegion& remote, std::span<const TransferRange> ranges,
                            const TransferOptions& options) {
   const char* op = kind == OpKind::Put ? "put" : "get";
+  if (core.closed.load(std::memory_order_acquire)) {
+    return Status::error(Errc::Cancelled,
+                         std::string(op) + ": the engine is closed; no new requests are accepted");
+  }
   const auto& rec = EngineCore::record_of(local);
   if (!rec || rec->dead.load()) {
     return Status::error(Errc::InvalidArgument,
@@ -386,7 +390,9 @@ Result<Request> submit_rma(EngineCore& core, OpKind kind, const MemoryRegion& lo
   auto s = std::make_shared<RequestState>();
   s->kind = kind;
   s->options = options;
-  EngineCore::fill_endpoint(remote, s->peer);
+  auto peer = std::make_shared<detail::PeerRef>();
+  EngineCore::fill_endpoint(remote, peer->ep);
+  s->peer = std::move(peer);
   s->local = rec;
   s->local_pinned = true;
   s->remote_region = remote.region_id();

@@ -1,6 +1,7 @@
 // EngineCore: creation of the lanes and their threads, admission, waiting, close and the monitor.
 #include "proxy/engine_core.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -132,7 +133,7 @@ Result<Request> EngineCore::submit(std::shared_ptr<RequestState> req) {
     return Status::error(Errc::Cancelled, "the engine is closed; no new requests are accepted");
   }
   req->core = shared_from_this();
-  req->lane = &lane_for(req->peer.id);
+  req->lane = &lane_for(req->peer->ep.id);
   counters.submitted++;
   req->lane->submit(req);
   return Request(std::move(req));
@@ -158,6 +159,9 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
       cpu_relax();
       continue;
     }
+    // When more threads spin than there are cores (two ranks and their workers on two cores),
+    // a peer waiting on this core would otherwise wait for the scheduler's tick.
+    ::sched_yield();
     const auto now = std::chrono::steady_clock::now();
     if (deadline.expired()) break;
     if (idle == 256) last_work = now;
@@ -165,6 +169,7 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
       // Nothing moved for a while: leave progress to the worker (woken by sockets and
       // doorbells) and poll the request's state at a gentle pace.
       lane.drivers.fetch_sub(1, std::memory_order_acq_rel);
+      lane.driver_left_ns.store(0, std::memory_order_relaxed);
       lane.wake();
       while (phase.load(std::memory_order_acquire) == 0 && !deadline.expired()) {
         std::this_thread::sleep_for(
@@ -173,6 +178,10 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
       return;
     }
   }
+  lane.driver_left_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now().time_since_epoch())
+                                .count(),
+                            std::memory_order_relaxed);
   lane.drivers.fetch_sub(1, std::memory_order_acq_rel);
 }
 

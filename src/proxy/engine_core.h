@@ -39,6 +39,10 @@ struct Lane {
   net::Fd wake_fd;
   net::Fd driver_epfd;  // holds wake_fd only: where the worker sleeps while a user drives
   std::atomic<int> drivers{0};
+  // When a user thread last stopped driving (steady clock, ns): a user that waits again soon
+  // keeps progressing itself, so the worker stays out of the way (no spinning, no doorbells).
+  std::atomic<std::int64_t> driver_left_ns{0};
+  [[nodiscard]] bool user_driving_recently() const;
   std::atomic<bool> sleeping{false};
   std::uint64_t passes = 0;
   std::thread worker;

@@ -14,7 +14,9 @@ namespace {
 // Idle passes a polling worker spins (yielding) before it sleeps.
 constexpr int kPollingSpinPasses = 256;
 // Socket polls are syscalls: a pass without recent TCP traffic polls them every Nth time.
-constexpr std::uint64_t kSocketPollPeriod = 16;
+constexpr std::uint64_t kSocketPollPeriod = 256;
+// How long after a user thread's last wait() the worker still leaves progress to user threads.
+constexpr std::int64_t kUserDrivingWindowNs = 2'000'000;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -61,10 +63,18 @@ void Lane::wake() {
   [[maybe_unused]] auto n = ::write(wake_fd.get(), &one, sizeof(one));
 }
 
+bool Lane::user_driving_recently() const {
+  if (drivers.load(std::memory_order_acquire) > 0) return true;
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() -
+             driver_left_ns.load(std::memory_order_relaxed) <
+         kUserDrivingWindowNs;
+}
+
 void Lane::sleep_once() {
   core->counters.idle_sleeps++;
   epoll_event ev[1];
-  if (drivers.load(std::memory_order_acquire) > 0) {
+  if (user_driving_recently()) {
     // A user thread is progressing the lane: stay out of its way, but not for long.
     ::epoll_wait(driver_epfd.get(), ev, 1, 1);
   } else {
@@ -107,7 +117,7 @@ void Lane::run() {
       continue;
     }
     ++idle;
-    if (polling && idle < kPollingSpinPasses && drivers.load(std::memory_order_relaxed) == 0) {
+    if (polling && idle < kPollingSpinPasses && !user_driving_recently()) {
       if (idle % 8 == 0)
         ::sched_yield();
       else

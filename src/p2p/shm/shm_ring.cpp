@@ -118,7 +118,9 @@ ShmRing::ShmRing(ShmRing&& o) noexcept
       map_bytes_(o.map_bytes_),
       capacity_(o.capacity_),
       name_(std::move(o.name_)),
-      owner_(std::exchange(o.owner_, false)) {}
+      owner_(std::exchange(o.owner_, false)),
+      cached_tail_(o.cached_tail_),
+      cached_head_(o.cached_head_) {}
 
 ShmRing& ShmRing::operator=(ShmRing&& o) noexcept {
   if (this != &o) {
@@ -128,6 +130,8 @@ ShmRing& ShmRing::operator=(ShmRing&& o) noexcept {
     capacity_ = o.capacity_;
     name_ = std::move(o.name_);
     owner_ = std::exchange(o.owner_, false);
+    cached_tail_ = o.cached_tail_;
+    cached_head_ = o.cached_head_;
   }
   return *this;
 }
@@ -151,12 +155,15 @@ bool ShmRing::try_push(const FrameHeader& h, std::span<const iovec> payload) {
   Header* hd = header();
   const std::uint64_t need = align8(kRecordPrefix + kFrameHeaderBytes + h.payload_len);
   const std::uint64_t head = hd->head.load(std::memory_order_relaxed);
-  const std::uint64_t tail = hd->tail.load(std::memory_order_acquire);
   const std::uint64_t pos = head & (capacity_ - 1);
   const std::uint64_t to_end = capacity_ - pos;
   // A record never wraps: pad to the end when it does not fit contiguously.
   const std::uint64_t pad = need > to_end ? to_end : 0;
-  if (need + pad > capacity_ - (head - tail)) return false;
+  // The consumer's tail lives in its cache: read it only when the cached copy says "full".
+  if (need + pad > capacity_ - (head - cached_tail_)) {
+    cached_tail_ = hd->tail.load(std::memory_order_acquire);
+    if (need + pad > capacity_ - (head - cached_tail_)) return false;
+  }
   std::uint64_t at = head;
   if (pad != 0) {
     std::byte* rec = data() + pos;
@@ -175,13 +182,17 @@ bool ShmRing::try_push(const FrameHeader& h, std::span<const iovec> payload) {
     std::memcpy(out, v.iov_base, v.iov_len);
     out += v.iov_len;
   }
-  hd->head.store(at + need, std::memory_order_seq_cst);
+  hd->head.store(at + need, std::memory_order_release);
+  // Dekker with prepare_sleep(): without the fence a producer may miss a consumer that is just
+  // falling asleep. Strict mode pays for the fence on every push; otherwise the sleeper's bounded
+  // timeout covers the (rare) miss.
+  if (strict_wakeup_) std::atomic_thread_fence(std::memory_order_seq_cst);
   return true;
 }
 
 bool ShmRing::take_doorbell_request() {
   Header* hd = header();
-  if (hd->consumer_sleeping.load(std::memory_order_seq_cst) == 0) return false;
+  if (hd->consumer_sleeping.load(std::memory_order_relaxed) == 0) return false;
   return hd->consumer_sleeping.exchange(0, std::memory_order_seq_cst) != 0;
 }
 
@@ -189,8 +200,11 @@ const std::byte* ShmRing::peek() {
   Header* hd = header();
   for (;;) {
     const std::uint64_t tail = hd->tail.load(std::memory_order_relaxed);
-    const std::uint64_t head = hd->head.load(std::memory_order_acquire);
-    if (head == tail) return nullptr;
+    if (cached_head_ == tail) {
+      cached_head_ = hd->head.load(std::memory_order_acquire);
+      if (cached_head_ == tail) return nullptr;
+    }
+    const std::uint64_t head = cached_head_;
     const std::uint64_t pos = tail & (capacity_ - 1);
     const std::byte* rec = data() + pos;
     std::uint32_t kind = 0;

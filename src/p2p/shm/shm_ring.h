@@ -45,6 +45,8 @@ class ShmRing {
   bool try_push(const FrameHeader& h, std::span<const iovec> payload);
   // Whether the consumer asked for a doorbell (and clears the request).
   bool take_doorbell_request();
+  // Fence every push so that no doorbell request is ever missed (for sleepers without timeout).
+  void set_strict_wakeup(bool strict) { strict_wakeup_ = strict; }
 
   // Consumer: the oldest frame's header bytes (kFrameHeaderBytes, then payload), or null. Null
   // with corrupt() set when the peer wrote an impossible record.
@@ -70,6 +72,9 @@ class ShmRing {
   std::string name_;
   bool owner_ = false;
   std::uint64_t current_len_ = 0;
+  bool strict_wakeup_ = true;
+  std::uint64_t cached_tail_ = 0;  // producer's last view of the consumer's tail
+  std::uint64_t cached_head_ = 0;  // consumer's last view of the producer's head
   std::string corrupt_;
 };
 

@@ -1,0 +1,269 @@
+// TransferEngine against a misbehaving peer, played by hand over a raw TCP socket (FakePeer): a
+// peer that never answers, one that corrupts the control stream, one that sends garbage instead
+// of a handshake; and close() with work outstanding. Engine A always keeps serving engine B.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <orbite/transfer.h>
+
+#include "../support/config_test_helpers.h"
+#include "common/host_identity.h"
+#include "engine_test_support.h"
+
+namespace orbite {
+namespace {
+
+using p2p::FrameHeader;
+using p2p::FrameType;
+using testing::FakePeer;
+using testing::foreign_descriptor;
+using testing::Guarded;
+using testing::import;
+using testing::kWait;
+using testing::make_engine;
+using testing::Mode;
+using testing::must_register;
+
+constexpr std::uint64_t kFakeRegion = 7;
+constexpr std::uint64_t kFakeLength = 64;
+
+class EngineFaultTest : public ::testing::TestWithParam<Mode> {
+ protected:
+  void SetUp() override {
+    a_ = make_engine(testing::loopback_config(GetParam()));
+    b_ = make_engine(testing::loopback_config(GetParam()));
+    ASSERT_TRUE(a_ && b_);
+    local_r_ = must_register(*a_, local_.data(), local_.size());
+    local_.fill(21);
+  }
+  void TearDown() override {
+    local_r_ = MemoryRegion();
+    for (auto* e : {&a_, &b_}) {
+      if (*e) {
+        EXPECT_TRUE((*e)->close(kWait).ok());
+      }
+    }
+  }
+
+  // A fake peer of A that completed its handshake; checks A's HelloAck.
+  std::unique_ptr<FakePeer> connected_fake() {
+    auto fake = std::make_unique<FakePeer>(a_->control_address());
+    if (!fake->connected()) return nullptr;
+    auto ack = fake->hello();
+    EXPECT_TRUE(ack.ok()) << ack.status().to_string();
+    if (!ack.ok()) return nullptr;
+    EXPECT_EQ(ack->engine_id, a_->id());
+    EXPECT_EQ(ack->host_id, this_host().host_id);
+    EXPECT_EQ(ack->pid, static_cast<std::int64_t>(::getpid()));
+    EXPECT_EQ(ack->stream_index, 0U);
+    EXPECT_TRUE(ack->shm_name.empty()) << "no shared memory with another host";
+    EXPECT_EQ(ack->eager_credit, a_->config().eager_credit_bytes);
+    return fake;
+  }
+
+  // A get by A of [8, 40) of the fake's region.
+  Request submit_get(const std::string& fake_id) {
+    const RemoteRegion remote =
+        foreign_descriptor(fake_id, FakePeer::kHostId, kFakeRegion, kFakeLength);
+    auto get = a_->get(local_r_, 0, remote, 8, 32);
+    EXPECT_TRUE(get.ok()) << get.status().to_string();
+    return get.ok() ? *get : Request();
+  }
+
+  // submit_get(), and the fake reads and checks the Get frame.
+  Request get_from_fake(FakePeer& fake) {
+    Request get = submit_get(fake.id());
+    if (!get.valid()) return get;
+    std::string payload;
+    auto h = fake.read_frame(payload);
+    EXPECT_TRUE(h.ok()) << h.status().to_string();
+    if (h.ok()) {
+      EXPECT_EQ(h->type, FrameType::Get);
+      EXPECT_EQ(h->a, kFakeRegion);
+      EXPECT_EQ(h->b, 1U);
+      EXPECT_EQ(h->c, 8U);
+      EXPECT_EQ(h->d, 32U);
+      EXPECT_TRUE(payload.empty()) << "no single copy over TCP";
+    }
+    return get;
+  }
+
+  // A put from A to B still works, byte for byte.
+  void expect_a_serves_b(std::uint64_t seed) {
+    Guarded src(5000), dst(5000);
+    src.fill(seed);
+    MemoryRegion src_r = must_register(*a_, src.data(), src.size());
+    MemoryRegion dst_r = must_register(*b_, dst.data(), dst.size());
+    auto put = a_->put(src_r, 0, import(dst_r), 0, 5000);
+    ASSERT_TRUE(put.ok()) << put.status().to_string();
+    Status st = put->wait(kWait);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(dst.mismatch(0, 5000, seed), std::nullopt);
+    EXPECT_TRUE(dst.guards_intact());
+  }
+
+  std::shared_ptr<TransferEngine> a_, b_;
+  Guarded local_{64};
+  MemoryRegion local_r_;
+};
+
+TEST_P(EngineFaultTest, SilentPeerGetTimesOutAndKeepsRunning) {
+  auto fake = connected_fake();
+  ASSERT_NE(fake, nullptr);
+  Request get = get_from_fake(*fake);
+  ASSERT_TRUE(get.valid());
+
+  Status st = get.wait(std::chrono::milliseconds(50));
+  EXPECT_EQ(st.code(), Errc::Timeout) << st.to_string();
+  EXPECT_FALSE(get.done());
+  EXPECT_FALSE(get.status().has_value());
+  EXPECT_FALSE(get.test());
+
+  // The peer goes away: the request fails, and nothing landed in the local buffer.
+  fake->close();
+  st = get.wait(kWait);
+  EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
+  EXPECT_TRUE(get.done());
+  EXPECT_EQ(get.bytes(), 0U);
+  EXPECT_EQ(local_.mismatch(0, 64, 21), std::nullopt);
+  EXPECT_TRUE(local_.guards_intact());
+  EXPECT_EQ(a_->stats().peers_lost, 1U);
+  expect_a_serves_b(31);
+}
+
+TEST_P(EngineFaultTest, CorruptControlFrameFailsThatPeerOnly) {
+  auto fake = connected_fake();
+  ASSERT_NE(fake, nullptr);
+  const auto errors = a_->stats().protocol_errors;
+  Request get = get_from_fake(*fake);
+  ASSERT_TRUE(get.valid());
+
+  // An Ack header whose magic is wrong.
+  FrameHeader h;
+  h.type = FrameType::Ack;
+  std::string garbage = FakePeer::frame(h);
+  garbage[0] = 'X';
+  garbage[1] = 'Y';
+  ASSERT_TRUE(fake->send_bytes(garbage).ok());
+
+  Status st = get.wait(kWait);
+  EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
+  EXPECT_CONTAINS(st.message(), "protocol error");
+  EXPECT_CONTAINS(st.message(), "magic");
+  EXPECT_EQ(a_->stats().protocol_errors, errors + 1);
+  EXPECT_EQ(a_->stats().peers_lost, 1U);
+  EXPECT_TRUE(fake->closed_by_engine());
+  EXPECT_EQ(local_.mismatch(0, 64, 21), std::nullopt);
+
+  // New work for the lost peer fails at once; work for B goes on.
+  Request again = submit_get(fake->id());
+  ASSERT_TRUE(again.valid());
+  st = again.wait(kWait);
+  EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
+  expect_a_serves_b(32);
+}
+
+TEST_P(EngineFaultTest, GarbageInsteadOfHelloIsDropped) {
+  struct Garbage {
+    const char* what;
+    std::string bytes;
+  };
+  FrameHeader put;
+  put.type = FrameType::Put;
+  FrameHeader hello;
+  hello.type = FrameType::Hello;
+  std::string bad_handshake =
+      p2p::encode_handshake(FakePeer::hello_body("fa4e0000000000000000000000000001"));
+  bad_handshake[0] = static_cast<char>(bad_handshake[0] ^ 1);
+  const std::vector<Garbage> cases = {
+      {"bytes", std::string(p2p::kFrameHeaderBytes, 'Z')},
+      {"a Put before Hello", FakePeer::frame(put)},
+      {"a Hello with a malformed handshake", FakePeer::frame(hello, bad_handshake)},
+  };
+  std::uint64_t seed = 40;
+  for (const Garbage& g : cases) {
+    SCOPED_TRACE(g.what);
+    const auto errors = a_->stats().protocol_errors;
+    const auto peers = a_->stats().peers_connected;
+    FakePeer fake(a_->control_address());
+    ASSERT_TRUE(fake.connected());
+    ASSERT_TRUE(fake.send_bytes(g.bytes).ok());
+    EXPECT_TRUE(fake.closed_by_engine());
+    EXPECT_EQ(a_->stats().protocol_errors, errors + 1);
+    EXPECT_EQ(a_->stats().peers_connected, peers);
+    expect_a_serves_b(seed++);
+  }
+}
+
+TEST_P(EngineFaultTest, ForcedShmTowardsAnotherHostIsUnavailable) {
+  auto fake = connected_fake();
+  ASSERT_NE(fake, nullptr);
+  const RemoteRegion remote =
+      foreign_descriptor(fake->id(), FakePeer::kHostId, kFakeRegion, kFakeLength);
+  EXPECT_EQ(remote.transports(), std::vector<Transport>{Transport::Tcp});
+  TransferOptions shm;
+  shm.transport = Transport::Shm;
+  for (bool put : {true, false}) {
+    auto r =
+        put ? a_->put(local_r_, 0, remote, 0, 16, shm) : a_->get(local_r_, 0, remote, 0, 16, shm);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    Status st = r->wait(kWait);
+    EXPECT_EQ(st.code(), Errc::Unavailable) << st.to_string();
+    EXPECT_CONTAINS(st.message(), "shm");
+  }
+  EXPECT_EQ(local_.mismatch(0, 64, 21), std::nullopt);
+}
+
+TEST_P(EngineFaultTest, ClosedEngineCancelsNewWork) {
+  Guarded dst(64);
+  MemoryRegion dst_r = must_register(*b_, dst.data(), 64);
+  const RemoteRegion remote = import(dst_r);
+  ASSERT_TRUE(a_->close(kWait).ok());
+  auto put = a_->put(local_r_, 0, remote, 0, 64);
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.status().code(), Errc::Cancelled) << put.status().to_string();
+  auto get = a_->get(local_r_, 0, remote, 0, 64);
+  ASSERT_FALSE(get.ok());
+  EXPECT_EQ(get.status().code(), Errc::Cancelled) << get.status().to_string();
+  Guarded more(64);
+  auto reg = a_->register_memory(more.data(), 64);
+  ASSERT_FALSE(reg.ok());
+  EXPECT_EQ(reg.status().code(), Errc::Cancelled) << reg.status().to_string();
+  EXPECT_TRUE(a_->close(kWait).ok()) << "close() may be called again";
+  EXPECT_TRUE(dst.zero(0, 64));
+}
+
+TEST_P(EngineFaultTest, CloseWithAGetOutstandingIsUnquiesced) {
+  auto fake = connected_fake();
+  ASSERT_NE(fake, nullptr);
+  Request get = get_from_fake(*fake);
+  ASSERT_TRUE(get.valid());
+
+  Status st = a_->close(std::chrono::milliseconds(200));
+  EXPECT_EQ(st.code(), Errc::Unquiesced) << st.to_string();
+  EXPECT_TRUE(get.done()) << "close() finishes what it could not wait for";
+  ASSERT_TRUE(get.status().has_value());
+  EXPECT_EQ(get.status()->code(), Errc::Cancelled) << get.status()->to_string();
+  EXPECT_EQ(get.wait(kWait).code(), get.status()->code());
+  EXPECT_EQ(local_.mismatch(0, 64, 21), std::nullopt);
+
+  Guarded dst(64);
+  MemoryRegion dst_r = must_register(*b_, dst.data(), 64);
+  auto put = a_->put(local_r_, 0, import(dst_r), 0, 64);
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.status().code(), Errc::Cancelled) << put.status().to_string();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, EngineFaultTest,
+                         ::testing::Values(Mode{ProgressMode::Polling, 1},
+                                           Mode{ProgressMode::EventDriven, 1},
+                                           Mode{ProgressMode::Polling, 3},
+                                           Mode{ProgressMode::EventDriven, 3}),
+                         testing::mode_name);
+
+}  // namespace
+}  // namespace orbite

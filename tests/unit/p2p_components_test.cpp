@@ -1,0 +1,596 @@
+// The data path's building blocks, each on its own: the control frame header and the connection
+// handshake codecs, the lock-free submission queue, the proxy's tiered ready queue, the owner's
+// region registry and RemoteRegion descriptors. (The shared-memory ring and the shm
+// configuration checks are in p2p_shm_ring_test.cpp.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <orbite/config.h>
+#include <orbite/transfer.h>
+
+#include "../support/config_test_helpers.h"
+#include "common/mpsc_queue.h"
+#include "common/wire.h"
+#include "p2p/frame.h"
+#include "p2p/registry.h"
+#include "proxy/tiered_queue.h"
+
+namespace orbite {
+namespace {
+
+using p2p::decode_handshake;
+using p2p::decode_header;
+using p2p::encode_handshake;
+using p2p::encode_header;
+using p2p::FrameHeader;
+using p2p::FrameType;
+using p2p::Handshake;
+using p2p::kFrameHeaderBytes;
+using p2p::kMaxControlPayload;
+using p2p::kMaxFramePayload;
+using p2p::kMaxFrameType;
+
+using HeaderBytes = std::array<std::byte, kFrameHeaderBytes>;
+
+HeaderBytes encoded(const FrameHeader& h) {
+  HeaderBytes out{};
+  encode_header(h, out.data());
+  return out;
+}
+
+std::uint8_t u8(const HeaderBytes& b, std::size_t i) {
+  return static_cast<std::uint8_t>(b[i]);
+}
+
+std::uint64_t le_at(const HeaderBytes& b, std::size_t at, std::size_t width) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < width; ++i) v |= static_cast<std::uint64_t>(u8(b, at + i)) << (8 * i);
+  return v;
+}
+
+bool carries_bulk(FrameType t) {
+  return t == FrameType::Eager || t == FrameType::Data;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Frame header
+
+TEST(FrameHeader, EveryTypeRoundTripsWithItsWireLayout) {
+  for (std::uint8_t t = 1; t <= kMaxFrameType; ++t) {
+    SCOPED_TRACE(static_cast<int>(t));
+    FrameHeader h;
+    h.type = static_cast<FrameType>(t);
+    h.payload_len = carries_bulk(h.type) ? kMaxFramePayload : kMaxControlPayload;
+    h.id = 0x0102030405060708ULL + t;
+    h.a = 0x1112131415161718ULL;
+    h.b = std::numeric_limits<std::uint64_t>::max();
+    h.c = 0;
+    h.d = 0x8000000000000001ULL;
+    const HeaderBytes b = encoded(h);
+
+    // Magic "OF", version, type, then little-endian payload_len and the five 64-bit fields.
+    EXPECT_EQ(u8(b, 0), 'O');
+    EXPECT_EQ(u8(b, 1), 'F');
+    EXPECT_EQ(u8(b, 2), p2p::kFrameVersion);
+    EXPECT_EQ(u8(b, 3), t);
+    EXPECT_EQ(le_at(b, 4, 4), h.payload_len);
+    EXPECT_EQ(le_at(b, 8, 8), h.id);
+    EXPECT_EQ(le_at(b, 16, 8), h.a);
+    EXPECT_EQ(le_at(b, 24, 8), h.b);
+    EXPECT_EQ(le_at(b, 32, 8), h.c);
+    EXPECT_EQ(le_at(b, 40, 8), h.d);
+
+    auto back = decode_header(b.data());
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(back->type, h.type);
+    EXPECT_EQ(back->payload_len, h.payload_len);
+    EXPECT_EQ(back->id, h.id);
+    EXPECT_EQ(back->a, h.a);
+    EXPECT_EQ(back->b, h.b);
+    EXPECT_EQ(back->c, h.c);
+    EXPECT_EQ(back->d, h.d);
+    EXPECT_STRNE(p2p::frame_type_name(h.type), "?");
+  }
+}
+
+TEST(FrameHeader, RejectsBadMagic) {
+  FrameHeader h;
+  h.type = FrameType::Put;
+  for (std::size_t at : {0, 1}) {
+    HeaderBytes b = encoded(h);
+    b[at] = std::byte{'X'};
+    auto r = decode_header(b.data());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Errc::Protocol);
+    EXPECT_CONTAINS(r.status().message(), "magic");
+    EXPECT_CONTAINS(r.status().message(), std::to_string('X'));
+  }
+}
+
+TEST(FrameHeader, RejectsOtherVersions) {
+  FrameHeader h;
+  h.type = FrameType::Ack;
+  for (std::uint8_t v : {0, 2, 255}) {
+    HeaderBytes b = encoded(h);
+    b[2] = static_cast<std::byte>(v);
+    auto r = decode_header(b.data());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Errc::Protocol);
+    EXPECT_CONTAINS(r.status().message(), "version " + std::to_string(v));
+  }
+}
+
+TEST(FrameHeader, RejectsUnknownTypes) {
+  FrameHeader h;
+  for (int t : {0, kMaxFrameType + 1, 255}) {
+    HeaderBytes b = encoded(h);
+    b[3] = static_cast<std::byte>(t);
+    auto r = decode_header(b.data());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Errc::Protocol);
+    EXPECT_CONTAINS(r.status().message(), "frame type " + std::to_string(t));
+  }
+}
+
+TEST(FrameHeader, ControlPayloadIsBounded) {
+  for (std::uint8_t t = 1; t <= kMaxFrameType; ++t) {
+    const auto type = static_cast<FrameType>(t);
+    if (carries_bulk(type)) continue;
+    SCOPED_TRACE(p2p::frame_type_name(type));
+    FrameHeader h;
+    h.type = type;
+    h.payload_len = kMaxControlPayload + 1;
+    auto r = decode_header(encoded(h).data());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Errc::Protocol);
+    EXPECT_CONTAINS(r.status().message(), std::string(p2p::frame_type_name(type)) +
+                                              " frame payload_len " +
+                                              std::to_string(kMaxControlPayload + 1));
+    EXPECT_CONTAINS(r.status().message(), std::to_string(kMaxControlPayload));
+  }
+}
+
+TEST(FrameHeader, BulkPayloadIsBounded) {
+  for (FrameType type : {FrameType::Eager, FrameType::Data}) {
+    SCOPED_TRACE(p2p::frame_type_name(type));
+    FrameHeader h;
+    h.type = type;
+    h.payload_len = kMaxControlPayload + 1;  // bulk frames may exceed the control bound
+    EXPECT_TRUE(decode_header(encoded(h).data()).ok());
+    for (std::uint32_t len : {kMaxFramePayload + 1, std::numeric_limits<std::uint32_t>::max()}) {
+      h.payload_len = len;
+      auto r = decode_header(encoded(h).data());
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), Errc::Protocol);
+      EXPECT_CONTAINS(r.status().message(), "payload_len " + std::to_string(len));
+      EXPECT_CONTAINS(r.status().message(), std::to_string(kMaxFramePayload));
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Handshake
+
+Handshake full_handshake() {
+  Handshake h;
+  h.engine_id = "0123456789abcdef0123456789abcdef";
+  h.host_id = "node7:6f1b2c3d-boot";
+  h.pid = 4242;
+  h.stream_index = 3;
+  h.shm_name = "/orbite-4242-01234567-89abcdef-0";
+  h.shm_bytes = 1 << 20;
+  h.eager_credit = 4 << 20;
+  return h;
+}
+
+void expect_handshake_rejected(const std::string& bytes, const std::string& names) {
+  auto r = decode_handshake(bytes);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Errc::Protocol);
+  EXPECT_CONTAINS(r.status().message(), names);
+}
+
+TEST(Handshake, RoundTrips) {
+  const Handshake h = full_handshake();
+  auto back = decode_handshake(encode_handshake(h));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->engine_id, h.engine_id);
+  EXPECT_EQ(back->host_id, h.host_id);
+  EXPECT_EQ(back->pid, h.pid);
+  EXPECT_EQ(back->stream_index, h.stream_index);
+  EXPECT_EQ(back->shm_name, h.shm_name);
+  EXPECT_EQ(back->shm_bytes, h.shm_bytes);
+  EXPECT_EQ(back->eager_credit, h.eager_credit);
+}
+
+TEST(Handshake, WithoutSharedMemoryTheRingSizeIsNotChecked) {
+  Handshake h = full_handshake();
+  h.shm_name.clear();
+  h.shm_bytes = 0;
+  auto back = decode_handshake(encode_handshake(h));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_TRUE(back->shm_name.empty());
+  EXPECT_EQ(back->shm_bytes, 0U);
+}
+
+TEST(Handshake, EveryTruncationAndTrailingBytesAreMalformed) {
+  const std::string bytes = encode_handshake(full_handshake());
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    SCOPED_TRACE(n);
+    expect_handshake_rejected(bytes.substr(0, n), "handshake of " + std::to_string(n) + " bytes");
+  }
+  expect_handshake_rejected(bytes + '\0', "is malformed");
+}
+
+TEST(Handshake, WrongMagicIsMalformed) {
+  std::string bytes = encode_handshake(full_handshake());
+  bytes[0] = static_cast<char>(bytes[0] ^ 0x20);
+  expect_handshake_rejected(bytes, "is malformed");
+}
+
+TEST(Handshake, OversizedFieldIsMalformed) {
+  Handshake h = full_handshake();
+  h.host_id = std::string(513, 'h');
+  expect_handshake_rejected(encode_handshake(h), "is malformed");
+}
+
+TEST(Handshake, EngineIdMustBe32Characters) {
+  for (const std::string id :
+       {"", "0123456789abcdef0123456789abcde", "0123456789abcdef0123456789abcdef0"}) {
+    Handshake h = full_handshake();
+    h.engine_id = id;
+    expect_handshake_rejected(encode_handshake(h), "engine '" + id + "'");
+  }
+}
+
+TEST(Handshake, PidMustBePositive) {
+  for (std::int64_t pid : {std::int64_t{0}, std::int64_t{-1}}) {
+    Handshake h = full_handshake();
+    h.pid = pid;
+    expect_handshake_rejected(encode_handshake(h), "pid " + std::to_string(pid));
+  }
+}
+
+TEST(Handshake, ZeroCreditIsRejected) {
+  Handshake h = full_handshake();
+  h.eager_credit = 0;
+  expect_handshake_rejected(encode_handshake(h), "zero eager credit");
+}
+
+TEST(Handshake, RingSizeMustBeAPowerOfTwoOfAtLeastAPage) {
+  for (std::uint64_t bad : {std::uint64_t{0}, std::uint64_t{2048}, std::uint64_t{4095},
+                            std::uint64_t{(1 << 20) + 4096}}) {
+    Handshake h = full_handshake();
+    h.shm_bytes = bad;
+    expect_handshake_rejected(encode_handshake(h), "shm_bytes " + std::to_string(bad));
+  }
+  Handshake h = full_handshake();
+  h.shm_bytes = 4096;
+  EXPECT_TRUE(decode_handshake(encode_handshake(h)).ok());
+}
+
+// ------------------------------------------------------------------------------------------------
+// MpscQueue
+
+struct Item : MpscNode {
+  int producer = 0;
+  int seq = 0;
+  std::atomic<int> popped{0};
+};
+
+TEST(MpscQueue, SingleThreadIsFifo) {
+  MpscQueue q;
+  EXPECT_EQ(q.pop(), nullptr);
+  EXPECT_FALSE(q.maybe_nonempty());
+  std::vector<Item> items(100);
+  for (int round = 0; round < 3; ++round) {  // the queue is reusable after draining
+    for (int i = 0; i < 100; ++i) {
+      items[i].seq = i;
+      q.push(&items[i]);
+    }
+    EXPECT_TRUE(q.maybe_nonempty());
+    for (int i = 0; i < 100; ++i) {
+      MpscNode* n = q.pop();
+      ASSERT_NE(n, nullptr) << "round " << round << " item " << i;
+      EXPECT_EQ(static_cast<Item*>(n), &items[i]);
+    }
+    EXPECT_EQ(q.pop(), nullptr);
+    EXPECT_FALSE(q.maybe_nonempty());
+  }
+}
+
+TEST(MpscQueue, InterleavedPushAndPopStayFifo) {
+  MpscQueue q;
+  std::vector<Item> items(10);
+  int next_push = 0;
+  int next_pop = 0;
+  for (int step = 0; step < 10; ++step) {
+    q.push(&items[next_push++]);
+    if (step % 3 == 2) {
+      while (MpscNode* n = q.pop()) EXPECT_EQ(static_cast<Item*>(n), &items[next_pop++]);
+    }
+  }
+  while (MpscNode* n = q.pop()) EXPECT_EQ(static_cast<Item*>(n), &items[next_pop++]);
+  EXPECT_EQ(next_pop, 10);
+}
+
+TEST(MpscQueue, FourProducersOneConsumerPopEachNodeOnceInProducerOrder) {
+  constexpr int kProducers = 4;
+  constexpr int kPerProducer = 10000;
+  std::vector<std::unique_ptr<Item[]>> items;
+  for (int p = 0; p < kProducers; ++p) {
+    items.push_back(std::make_unique<Item[]>(kPerProducer));
+    for (int i = 0; i < kPerProducer; ++i) {
+      items[p][i].producer = p;
+      items[p][i].seq = i;
+    }
+  }
+  MpscQueue q;
+  std::atomic<bool> go{false};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      for (int i = 0; i < kPerProducer; ++i) q.push(&items[p][i]);
+    });
+  }
+  go.store(true, std::memory_order_release);
+
+  std::array<int, kProducers> next{};
+  int total = 0;
+  int order_errors = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (total < kProducers * kPerProducer && std::chrono::steady_clock::now() < deadline) {
+    MpscNode* n = q.pop();
+    if (n == nullptr) {
+      std::this_thread::yield();
+      continue;
+    }
+    auto* it = static_cast<Item*>(n);
+    it->popped.fetch_add(1);
+    if (it->seq != next[it->producer]) ++order_errors;
+    next[it->producer] = it->seq + 1;
+    ++total;
+  }
+  for (auto& t : producers) t.join();
+  EXPECT_EQ(total, kProducers * kPerProducer);
+  EXPECT_EQ(order_errors, 0);
+  EXPECT_EQ(q.pop(), nullptr);
+  int wrong_count = 0;
+  for (int p = 0; p < kProducers; ++p) {
+    for (int i = 0; i < kPerProducer; ++i) wrong_count += items[p][i].popped.load() != 1 ? 1 : 0;
+  }
+  EXPECT_EQ(wrong_count, 0) << "nodes popped other than exactly once";
+}
+
+// ------------------------------------------------------------------------------------------------
+// TieredQueue
+
+TEST(TieredQueue, HighBeforeMediumBeforeLowFifoWithinATier) {
+  proxy::TieredQueue<int> q;
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.pop(), std::nullopt);
+  q.push(Priority::Low, 1);
+  q.push(Priority::Medium, 2);
+  q.push(Priority::High, 3);
+  q.push(Priority::Low, 4);
+  q.push(Priority::High, 5);
+  q.push(Priority::Medium, 6);
+  q.push(Priority::Low, 7);
+  EXPECT_FALSE(q.empty());
+  EXPECT_EQ(q.size(), 7U);
+  EXPECT_EQ(q.size(Priority::High), 2U);
+  EXPECT_EQ(q.size(Priority::Medium), 2U);
+  EXPECT_EQ(q.size(Priority::Low), 3U);
+
+  std::vector<int> order;
+  while (auto v = q.pop()) order.push_back(*v);
+  EXPECT_EQ(order, (std::vector<int>{3, 5, 2, 6, 1, 4, 7}));
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.size(), 0U);
+}
+
+TEST(TieredQueue, AHigherTierArrivingLaterStillGoesFirst) {
+  proxy::TieredQueue<std::unique_ptr<int>> q;  // move-only items
+  q.push(Priority::Low, std::make_unique<int>(1));
+  auto first = q.pop();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(**first, 1);
+  q.push(Priority::Low, std::make_unique<int>(2));
+  q.push(Priority::Medium, std::make_unique<int>(3));
+  EXPECT_EQ(q.size(Priority::Low), 1U);
+  EXPECT_EQ(**q.pop(), 3);
+  q.push(Priority::High, std::make_unique<int>(4));
+  EXPECT_EQ(**q.pop(), 4);
+  EXPECT_EQ(**q.pop(), 2);
+  EXPECT_FALSE(q.pop().has_value());
+}
+
+// ------------------------------------------------------------------------------------------------
+// RegionRegistry
+
+class Registry : public ::testing::Test {
+ protected:
+  std::shared_ptr<detail::RegionRecord> add(Access access = {}) {
+    return regions_.add({}, memory_.data(), memory_.size(), MemoryKind::Host, access);
+  }
+  void expect_refused(std::uint64_t id, std::uint64_t gen, std::uint64_t off, std::uint64_t len,
+                      bool write, const std::string& names) {
+    auto r = regions_.authorize(id, gen, off, len, write);
+    ASSERT_FALSE(r.ok()) << "offset " << off << " length " << len;
+    EXPECT_EQ(r.status().code(), Errc::InvalidArgument);
+    EXPECT_CONTAINS(r.status().message(), names);
+  }
+  std::vector<std::byte> memory_ = std::vector<std::byte>(4096);
+  p2p::RegionRegistry regions_;
+};
+
+TEST_F(Registry, InRangeAccessIsAuthorized) {
+  auto rec = add();
+  EXPECT_EQ(regions_.size(), 1U);
+  for (auto [off, len] : {std::pair<std::uint64_t, std::uint64_t>{0, 4096}, {4095, 1}, {100, 0}}) {
+    for (bool write : {false, true}) {
+      auto r = regions_.authorize(rec->id, rec->generation, off, len, write);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      EXPECT_EQ(r->get(), rec.get());
+    }
+  }
+}
+
+TEST_F(Registry, OneBytePastTheEndIsRefused) {
+  auto rec = add();
+  expect_refused(rec->id, rec->generation, 0, 4097, false, "exceeds its 4096 bytes");
+  expect_refused(rec->id, rec->generation, 4096, 1, true, "offset 4096 length 1");
+  expect_refused(rec->id, rec->generation, 1, 4096, true, "offset 1 length 4096");
+}
+
+TEST_F(Registry, OffsetOverflowIsRefused) {
+  auto rec = add();
+  const std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  expect_refused(rec->id, rec->generation, max, 2, false, "offset " + std::to_string(max));
+  expect_refused(rec->id, rec->generation, max, 0, false, "offset " + std::to_string(max));
+  expect_refused(rec->id, rec->generation, 1, max, true, "length " + std::to_string(max));
+}
+
+TEST_F(Registry, RightsAreEnforced) {
+  auto read_only = add(Access{true, false});
+  auto write_only = add(Access{false, true});
+  EXPECT_TRUE(regions_.authorize(read_only->id, read_only->generation, 0, 8, false).ok());
+  expect_refused(read_only->id, read_only->generation, 0, 8, true, "write (put)");
+  EXPECT_TRUE(regions_.authorize(write_only->id, write_only->generation, 0, 8, true).ok());
+  expect_refused(write_only->id, write_only->generation, 0, 8, false, "read (get)");
+}
+
+TEST_F(Registry, StaleIdsAndGenerationsAreRefused) {
+  auto rec = add();
+  const std::string region = "region " + std::to_string(rec->id + 1000);
+  expect_refused(rec->id + 1000, rec->generation, 0, 1, false, region);
+  expect_refused(rec->id + 1000, rec->generation, 0, 1, false, "not registered");
+  expect_refused(rec->id, rec->generation + 1, 0, 1, false, "not registered");
+  expect_refused(0, 0, 0, 1, false, "not registered");
+
+  const std::uint64_t old = rec->id;
+  regions_.remove(old);
+  EXPECT_EQ(regions_.size(), 0U);
+  expect_refused(old, rec->generation, 0, 1, false, "not registered");
+  auto again = add();  // ids are never reused
+  EXPECT_GT(again->id, old);
+  expect_refused(old, rec->generation, 0, 1, false, "not registered");
+}
+
+TEST_F(Registry, DeadRegionsAreRefused) {
+  auto rec = add();
+  rec->dead.store(true);
+  expect_refused(rec->id, rec->generation, 0, 1, true, "not registered");
+
+  auto a = add();
+  auto b = add();
+  EXPECT_TRUE(a->pin());
+  a->unpin();
+  regions_.kill_all();
+  expect_refused(a->id, a->generation, 0, 1, false, "not registered");
+  expect_refused(b->id, b->generation, 0, 1, true, "not registered");
+  EXPECT_FALSE(b->pin()) << "a dead region takes no new pins";
+  EXPECT_EQ(b->pins.load(), 0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// RemoteRegion descriptors (exported by a real engine on loopback)
+
+std::shared_ptr<TransferEngine> loopback_engine(bool shm) {
+  EngineConfig c;
+  c.tcp.interface = "lo";
+  c.shm.enable = shm;
+  auto e = TransferEngine::create(c);
+  if (!e.ok()) ADD_FAILURE() << e.status().to_string();
+  return e.ok() ? *e : nullptr;
+}
+
+TEST(RemoteRegion, ExportedBytesRoundTrip) {
+  for (bool shm : {true, false}) {
+    SCOPED_TRACE(shm ? "shm enabled" : "shm disabled");
+    auto engine = loopback_engine(shm);
+    ASSERT_NE(engine, nullptr);
+    std::vector<std::byte> mem(1000);
+    auto region = engine->register_memory(mem.data(), mem.size(), MemoryKind::Host, {true, false});
+    ASSERT_TRUE(region.ok()) << region.status().to_string();
+    const RemoteRegion exported = region->export_descriptor();
+    const std::string bytes = exported.bytes();
+
+    auto back = RemoteRegion::from_bytes(bytes);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(back->length(), 1000U);
+    EXPECT_EQ(back->region_id(), exported.region_id());
+    EXPECT_NE(back->region_id(), 0U);
+    EXPECT_EQ(back->generation(), exported.generation());
+    EXPECT_TRUE(back->access().read);
+    EXPECT_FALSE(back->access().write);
+    EXPECT_EQ(back->owner_id(), engine->id());
+    EXPECT_EQ(back->owner_id().size(), 32U);
+    EXPECT_EQ(back->owner_address(), engine->control_address());
+    EXPECT_EQ(back->owner_address().rfind("127.0.0.1:", 0), 0U) << back->owner_address();
+    EXPECT_EQ(back->owner_host_id(), exported.owner_host_id());
+    EXPECT_FALSE(back->owner_host_id().empty());
+    EXPECT_EQ(back->owner_pid(), static_cast<std::int64_t>(::getpid()));
+    const std::vector<Transport> expected =
+        shm ? std::vector<Transport>{Transport::Tcp, Transport::Shm}
+            : std::vector<Transport>{Transport::Tcp};
+    EXPECT_EQ(back->transports(), expected);
+    EXPECT_EQ(back->bytes(), bytes);
+
+    auto from_span = RemoteRegion::from_bytes(
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()));
+    ASSERT_TRUE(from_span.ok());
+    EXPECT_EQ(from_span->bytes(), bytes);
+    EXPECT_TRUE(region->unregister().ok());
+    EXPECT_TRUE(engine->close(std::chrono::seconds(10)).ok());
+  }
+}
+
+TEST(RemoteRegion, TruncatedFlippedOrExtendedBytesAreRejected) {
+  auto engine = loopback_engine(true);
+  ASSERT_NE(engine, nullptr);
+  std::vector<std::byte> mem(64);
+  auto region = engine->register_memory(mem.data(), mem.size());
+  ASSERT_TRUE(region.ok());
+  const std::string bytes = region->export_descriptor().bytes();
+
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    auto r = RemoteRegion::from_bytes(std::string_view(bytes).substr(0, n));
+    ASSERT_FALSE(r.ok()) << "truncated to " << n << " of " << bytes.size() << " bytes";
+    EXPECT_EQ(r.status().code(), Errc::InvalidArgument);
+    EXPECT_CONTAINS(r.status().message(), "(" + std::to_string(n) + " bytes)");
+  }
+  auto extended = RemoteRegion::from_bytes(bytes + "x");
+  ASSERT_FALSE(extended.ok());
+  EXPECT_EQ(extended.status().code(), Errc::InvalidArgument);
+
+  for (std::size_t at = 0; at < 4; ++at) {
+    std::string flipped = bytes;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0xff);
+    auto r = RemoteRegion::from_bytes(flipped);
+    ASSERT_FALSE(r.ok()) << "magic byte " << at;
+    EXPECT_EQ(r.status().code(), Errc::InvalidArgument);
+    EXPECT_CONTAINS(r.status().message(), "not a region descriptor");
+  }
+  std::string version = bytes;
+  version[4] = 2;
+  auto r = RemoteRegion::from_bytes(version);
+  ASSERT_FALSE(r.ok());
+  EXPECT_CONTAINS(r.status().message(), "descriptor version 2");
+  EXPECT_TRUE(engine->close(std::chrono::seconds(10)).ok());
+}
+
+}  // namespace
+}  // namespace orbite
