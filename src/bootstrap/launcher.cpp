@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -188,7 +189,17 @@ struct Rank {
 class Supervisor {
  public:
   Supervisor(const LaunchOptions& opts, const HostedStore& store, const SignalScope& signals)
-      : opts_(opts), store_(store), signals_(signals), buf_(64 * 1024) {}
+      : opts_(opts), store_(store), signals_(signals), buf_(64 * 1024) {
+    cpu_set_t mask;
+    std::vector<int> allowed;
+    if (::sched_getaffinity(0, sizeof(mask), &mask) == 0) {
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &mask)) allowed.push_back(c);
+      }
+    }
+    const bool fits = static_cast<int>(allowed.size()) >= opts.num_ranks;
+    if (opts.bind_to_core.value_or(fits)) cpus_ = std::move(allowed);
+  }
 
   int run() {
     spawn_all();
@@ -335,7 +346,18 @@ class Supervisor {
     posix_spawnattr_setsigmask(&attr, &empty);
     posix_spawnattr_setsigdefault(&attr, &signals_.child_defaults());
     pid_t pid = -1;
+    // posix_spawn has no affinity attribute: the child inherits this thread's mask, so set it
+    // around the spawn and put it back.
+    cpu_set_t saved;
+    const bool bind = !cpus_.empty() && ::sched_getaffinity(0, sizeof(saved), &saved) == 0;
+    if (bind) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpus_[static_cast<std::size_t>(rank.index) % cpus_.size()], &one);
+      ::sched_setaffinity(0, sizeof(one), &one);
+    }
     int err = ::posix_spawnp(&pid, program.c_str(), &actions, &attr, argv, envp);
+    if (bind) ::sched_setaffinity(0, sizeof(saved), &saved);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
     if (err != 0) {
@@ -513,6 +535,8 @@ class Supervisor {
   }
 
   const LaunchOptions& opts_;
+  // CPUs ranks are bound to, round-robin; empty: no binding.
+  std::vector<int> cpus_;
   const HostedStore& store_;
   const SignalScope& signals_;
   std::vector<char> buf_;

@@ -32,6 +32,9 @@ struct LaunchOptions {
   bool tag_output = false;
   // Time between SIGTERM and SIGKILL when ranks are stopped.
   Duration kill_grace = std::chrono::seconds(5);
+  // Bind rank r to the r-th CPU of orbite-run's affinity mask (as mpirun's --bind-to core).
+  // Unset: bind when the ranks fit the CPUs, so that busy-polling ranks never share a core.
+  std::optional<bool> bind_to_core;
   // The program and its arguments.
   std::vector<std::string> command;
   // --help was given; nothing else is validated then.

@@ -112,6 +112,12 @@ Result<LaunchOptions> parse_args(std::span<const std::string> args) {
             quote(value));
       }
       opts.kill_grace = *d;
+    } else if (name == "--bind-to") {
+      ORBITE_ASSIGN_OR_RETURN(std::string value, take_value());
+      if (value != "core" && value != "none") {
+        return usage_error("option --bind-to: expected core or none, got " + quote(value));
+      }
+      opts.bind_to_core = value == "core";
     } else if (name == "--tag-output") {
       ORBITE_RETURN_IF_ERROR(flag_only());
       opts.tag_output = true;
@@ -153,6 +159,9 @@ std::string usage(std::string_view program_name) {
          "5)\n"
          "  --tag-output       prefix every line a rank prints with \"[rank] \"; stdout stays on\n"
          "                     stdout and stderr on stderr\n"
+         "  --bind-to core|none\n"
+         "                     bind rank r to the r-th CPU orbite-run may use (default: core when\n"
+         "                     the ranks fit the CPUs, none otherwise), as mpirun does\n"
          "  -h, --help         print this help and exit\n"
          "  --                 end of options; the first non-option argument also starts the "
          "program\n"

@@ -21,6 +21,8 @@ namespace {
 constexpr int kMaxIov = 64;
 constexpr std::size_t kDirectReadMin = 32 * 1024;
 constexpr int kRingBudget = 64;
+constexpr std::size_t kMaxSpareBuffer = 1 << 20;
+constexpr std::size_t kMaxSpareBuffers = 256;
 }  // namespace
 
 void Transports::queue(Link& link, Channel ch, SendItem item, std::size_t stream) {
@@ -145,12 +147,13 @@ void Transports::read_stream(Link& link, TcpStream& s) {
       if (s.got == s.cur.payload_len) {
         s.in_payload = false;
         std::string body = std::move(s.buf);
-        s.buf.clear();
+        s.buf = take_buffer();
         if (!s.handshaken) {
           on_hello_reply(link, s, s.cur, std::move(body));
         } else {
           end_frame(link, s.cur, Channel::Tcp, s.sink, std::move(body));
         }
+        give_buffer(std::move(body));
         continue;
       }
       if (s.sink.kind == Sink::Direct && remaining - take >= kDirectReadMin) {
@@ -249,16 +252,36 @@ int Transports::poll_ring(Link& link) {
     std::string body;
     if (sink->kind == Sink::Direct && h->payload_len > 0) {
       std::memcpy(sink->dst, payload, h->payload_len);
-    } else if (sink->kind == Sink::Buffer) {
+    } else if (sink->kind == Sink::Buffer && h->payload_len > 0) {
+      body = take_buffer();
       body.assign(reinterpret_cast<const char*>(payload), h->payload_len);
     }
     counters_.bytes_received += h->payload_len;
     // Retire the record before handling it: handlers may push into the self link's ring.
     ring.pop();
     end_frame(link, *h, Channel::Ring, *sink, std::move(body));
+    give_buffer(std::move(body));
     ++work;
   }
   return work;
+}
+
+std::string Transports::take_buffer() {
+  if (spare_buffers_.empty()) return {};
+  std::string out = std::move(spare_buffers_.back());
+  spare_buffers_.pop_back();
+  return out;
+}
+
+void Transports::give_buffer(std::string&& buffer) {
+  // Payload buffers are recycled: allocating and freeing them per message lets malloc trim and
+  // regrow its heap, and every regrown page is a page fault.
+  if (buffer.capacity() == 0 || buffer.capacity() > kMaxSpareBuffer ||
+      spare_buffers_.size() >= kMaxSpareBuffers) {
+    return;
+  }
+  buffer.clear();
+  spare_buffers_.push_back(std::move(buffer));
 }
 
 int Transports::flush_ring(Link& link) {

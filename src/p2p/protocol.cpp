@@ -252,7 +252,7 @@ void Transports::issue_recv(Link& link, const ReqPtr& req) {
   link.posted.push_back(req);
 }
 
-void Transports::consume_eager(Link& link, const ReqPtr& recv, const detail::Arrival& a) {
+void Transports::consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& a) {
   counters_.unexpected_bytes -= a.data.size();
   if (a.length > recv->length) {
     Status trunc =
@@ -268,6 +268,7 @@ void Transports::consume_eager(Link& link, const ReqPtr& recv, const detail::Arr
     recv->bytes_done.store(a.length);
     finish_request(*recv, {}, counters_);
   }
+  give_buffer(std::move(a.data));
   return_credit(link, a.length + kFrameHeaderBytes, a.channel);
 }
 

@@ -114,7 +114,9 @@ class Transports {
   void deliver_arrival(Link& link, Arrival&& a);
   bool try_match_arrival(Link& link, Arrival& a);
   void match_rts(Link& link, const ReqPtr& recv, const Arrival& a);
-  void consume_eager(Link& link, const ReqPtr& recv, const Arrival& a);
+  void consume_eager(Link& link, const ReqPtr& recv, Arrival& a);
+  std::string take_buffer();
+  void give_buffer(std::string&& buffer);
   void send_data(Link& link, Channel ch, DataTarget target, std::uint64_t id, const std::byte* data,
                  std::uint64_t len, const ReqPtr& req, detail::RegionRecord* pin_each);
   void send_control(Link& link, Channel ch, FrameType type, std::uint64_t id, std::uint64_t a,
@@ -154,6 +156,7 @@ class Transports {
   // Links and streams that failed during a pass; destroyed at its end, never mid-call.
   std::vector<std::unique_ptr<detail::TcpStream>> graveyard_;
   std::vector<std::unique_ptr<ShmRing>> ring_graveyard_;
+  std::vector<std::string> spare_buffers_;
   int quiet_polls_ = 0;
   int writers_ = 0;  // streams waiting for EPOLLOUT: their output needs every pass
   void watch(detail::TcpStream& s, bool write);

@@ -59,7 +59,7 @@ Result<ShmRing> ShmRing::create(const std::string& name, std::uint64_t capacity)
                                                       std::to_string(bytes) +
                                                       " bytes failed: " + std::strerror(e));
   }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) {
     ::shm_unlink(name.c_str());
@@ -95,7 +95,7 @@ Result<ShmRing> ShmRing::open(const std::string& name, std::uint64_t capacity) {
                                              std::to_string(st.st_size) + " bytes, expected " +
                                              std::to_string(bytes));
   }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) {
     return Status::error(Errc::ResourceExhausted,
