@@ -1,5 +1,7 @@
 #include "p2p/frame.h"
 
+#include <cstdio>
+
 #include "common/wire.h"
 
 namespace orbite::p2p {
@@ -41,8 +43,10 @@ void encode_header(const FrameHeader& h, std::byte* out) {
 Result<FrameHeader> decode_header(const std::byte* in) {
   auto u8 = [&](int i) { return static_cast<std::uint8_t>(in[i]); };
   if (u8(0) != kMagic0 || u8(1) != kMagic1) {
-    return Status::error(Errc::Protocol, "frame magic 0x" + std::to_string(u8(0)) + "," +
-                                             std::to_string(u8(1)) + " is not an OrbiTE frame");
+    char magic[16];
+    std::snprintf(magic, sizeof(magic), "%02x %02x", u8(0), u8(1));
+    return Status::error(Errc::Protocol, std::string("frame magic bytes ") + magic +
+                                             " are not an OrbiTE frame's (4f 46)");
   }
   if (u8(2) != kFrameVersion) {
     return Status::error(Errc::Protocol, "frame version " + std::to_string(u8(2)) +

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/strings.h"
 #include "p2p/shm/vm_copy.h"
 #include "p2p/transports.h"
 
@@ -200,9 +201,12 @@ void Transports::end_frame(Link& link, const FrameHeader& h, Channel ch, Sink& s
       return deliver_arrival(link, std::move(a));
     }
     case FrameType::Cts: {
+      // Send [c, c + d) of the message as Data (d = 0: all of it).
       auto it = link.inflight.find(h.id);
-      if (it == link.inflight.end() || it->second.req->kind != OpKind::Send ||
-          h.b != it->second.req->length) {
+      const std::uint64_t len = it == link.inflight.end() ? 0 : it->second.req->length;
+      const std::uint64_t count = h.d == 0 ? len - std::min(len, h.c) : h.d;
+      if (it == link.inflight.end() || it->second.req->kind != OpKind::Send || h.b != len ||
+          !range_inside(h.c, count, len)) {
         return protocol_error(link, "Cts for request " + std::to_string(h.id) +
                                         " matches no send of " + std::to_string(h.b) + " bytes");
       }
@@ -211,7 +215,8 @@ void Transports::end_frame(Link& link, const FrameHeader& h, Channel ch, Sink& s
         link.inflight.erase(it);
         return finish_request(*req, {}, counters_);
       }
-      return send_data(link, ch, DataTarget::Recv, h.a, req->src, req->length, req, nullptr);
+      send_data(link, ch, DataTarget::Recv, h.a, req->src, count, req, nullptr, h.c);
+      return;
     }
     case FrameType::Fin: {
       auto it = link.inflight.find(h.id);
@@ -234,14 +239,16 @@ void Transports::end_frame(Link& link, const FrameHeader& h, Channel ch, Sink& s
       ReqPtr req = it->second.req;
       const std::uint64_t part = h.c - h.b;
       Status copied = vm_write(link.ep.pid, req->src + h.b, addr_from(body) + h.b, part);
-      send_control(link, ch, FrameType::ShareDone, h.a, static_cast<std::uint64_t>(copied.code()),
-                   copied.ok() ? part : 0, 0, 0, copied.ok() ? std::string() : copied.message());
-      if (!copied.ok()) {
-        link.inflight.erase(it);
-        return finish_request(*req, copied, counters_);
+      if (copied.code() == Errc::Unavailable) {
+        // The kernel refuses single copy: this part goes through the ring after all.
+        send_data(link, ch, DataTarget::Recv, h.a, req->src, part, req, nullptr, h.b);
+        return;
       }
-      counters_.single_copy_bytes += part;
-      return add_received(link, h.id, part);
+      send_control(link, ch, FrameType::ShareDone, h.a, static_cast<std::uint64_t>(copied.code()),
+                   part, 0, 0, copied.ok() ? std::string() : copied.message());
+      if (copied.ok()) counters_.single_copy_bytes += part;
+      // The receiver's Fin or Reject follows Share on this ring: the request stays until then.
+      return add_received(link, h.id, part, copied);
     }
     case FrameType::ShareDone: {
       auto it = link.inflight.find(h.id);
@@ -249,18 +256,16 @@ void Transports::end_frame(Link& link, const FrameHeader& h, Channel ch, Sink& s
         return protocol_error(
             link, "ShareDone for request " + std::to_string(h.id) + " matches no receive");
       }
+      Status copied;
       if (h.a != 0) {
-        ReqPtr req = it->second.req;
-        link.inflight.erase(it);
-        return finish_request(
-            *req, Status::error(errc_from_wire(h.a), "peer " + short_id(link.ep.id) + ": " + body),
-            counters_);
+        copied = Status::error(errc_from_wire(h.a),
+                               "peer " + short_id(link.ep.id) + ": " + quote(body, 200));
       }
-      return add_received(link, h.id, h.b);
+      return add_received(link, h.id, h.b, copied);
     }
     case FrameType::Reject: {
-      Status why =
-          Status::error(errc_from_wire(h.a), "peer " + short_id(link.ep.id) + " rejected: " + body);
+      Status why = Status::error(errc_from_wire(h.a),
+                                 "peer " + short_id(link.ep.id) + " rejected: " + quote(body, 300));
       auto it = link.inflight.find(h.id);
       if (it == link.inflight.end()) {
         // An eager send completes when its bytes leave; the receiver's verdict comes later.
@@ -286,19 +291,11 @@ void Transports::end_frame(Link& link, const FrameHeader& h, Channel ch, Sink& s
         }
         return;
       }
+      if (target == DataTarget::Recv) return add_received(link, h.id, h.payload_len);
       auto it = link.inflight.find(h.id);
       if (it == link.inflight.end()) return;
       it->second.received += h.payload_len;
-      if (target == DataTarget::Recv) {
-        if (it->second.received == it->second.length) {
-          ReqPtr req = it->second.req;
-          const std::uint64_t received = it->second.received;
-          link.inflight.erase(it);
-          req->bytes_done.store(received);
-          finish_request(*req, {}, counters_);
-        }
-        return;
-      }
+      {}
       return maybe_complete_part(link, h.id);
     }
     case FrameType::Put:
@@ -314,24 +311,30 @@ void Transports::issue_put_get(Link& link, const ReqPtr& req) {
   if (!err.ok()) return finish_request(*req, err, counters_);
   req->channel = ch;
   const bool single = ch == Channel::Ring && config_.shm.single_copy && vm_copy_usable();
-  const bool put = req->kind == OpKind::Put;
   req->parts_left = req->ranges.size();
   if (req->ranges.empty()) return finish_request(*req, {}, counters_);
   for (const TransferRange& r : req->ranges) {
-    const std::uint64_t wire_id = next_wire_id_++;
-    std::byte* local = req->local->base + r.local_offset;
-    const bool by_address = single && r.length > 0;
-    Inflight f{req, r.local_offset, r.length};
-    f.by_address = by_address;
-    link.inflight[wire_id] = std::move(f);
-    send_control(link, ch, put ? FrameType::Put : FrameType::Get, wire_id, req->remote_region,
-                 req->remote_generation, r.remote_offset, r.length,
-                 by_address ? addr_bytes(reinterpret_cast<std::uint64_t>(local)) : std::string());
+    issue_part(link, req, r, single && r.length > 0);
     if (link.state == PeerLink::State::Failed) return;
-    if (put && !by_address && r.length > 0) {
-      send_data(link, ch, DataTarget::PutSession, wire_id, local, r.length, nullptr, nullptr);
-      if (link.state == PeerLink::State::Failed) return;
-    }
+  }
+}
+
+void Transports::issue_part(Link& link, const ReqPtr& req, const TransferRange& r,
+                            bool by_address) {
+  const bool put = req->kind == OpKind::Put;
+  const Channel ch = req->channel;
+  const std::uint64_t wire_id = next_wire_id_++;
+  std::byte* local = req->local->base + r.local_offset;
+  Inflight f{req, r.local_offset, r.length};
+  f.remote_offset = r.remote_offset;
+  f.by_address = by_address;
+  link.inflight[wire_id] = std::move(f);
+  send_control(link, ch, put ? FrameType::Put : FrameType::Get, wire_id, req->remote_region,
+               req->remote_generation, r.remote_offset, r.length,
+               by_address ? addr_bytes(reinterpret_cast<std::uint64_t>(local)) : std::string());
+  if (link.state == PeerLink::State::Failed) return;
+  if (put && !by_address && r.length > 0) {
+    send_data(link, ch, DataTarget::PutSession, wire_id, local, r.length, nullptr, nullptr);
   }
 }
 
@@ -376,8 +379,12 @@ void Transports::on_put_or_get(Link& link, const FrameHeader& h, Channel ch,
     return ack(copied, h.d);
   }
   // A get answered with Data frames sent straight from the region, pinned until written.
-  send_data(link, ch, DataTarget::GetReply, h.id, at, h.d, nullptr, &r);
-  if (link.state == PeerLink::State::Failed) return;
+  if (!send_data(link, ch, DataTarget::GetReply, h.id, at, h.d, nullptr, &r)) {
+    if (link.state == PeerLink::State::Failed) return;
+    return ack(Status::error(Errc::InvalidArgument,
+                             "region " + std::to_string(h.a) + " is being unregistered"),
+               0);
+  }
   ack({}, h.d);
 }
 
@@ -388,10 +395,17 @@ void Transports::on_ack(Link& link, const FrameHeader& h, std::string_view body)
     return protocol_error(link,
                           "Ack for request " + std::to_string(h.id) + " matches no put or get");
   }
+  if (it->second.by_address && errc_from_wire(h.a) == Errc::Unavailable) {
+    // The owner's kernel refused single copy: the same range again, through the ring.
+    ReqPtr req = it->second.req;
+    const TransferRange range{it->second.local_offset, it->second.remote_offset, it->second.length};
+    link.inflight.erase(it);
+    return issue_part(link, req, range, false);
+  }
   it->second.acked = true;
   if (h.a != 0) {
-    it->second.ack_status = Status::error(
-        errc_from_wire(h.a), "peer " + short_id(link.ep.id) + ": " + std::string(body));
+    it->second.ack_status = Status::error(errc_from_wire(h.a),
+                                          "peer " + short_id(link.ep.id) + ": " + quote(body, 300));
   } else if (h.b != it->second.length) {
     return protocol_error(link, "Ack for " + std::to_string(h.b) + " bytes of a " +
                                     std::to_string(it->second.length) + "-byte transfer");
@@ -401,7 +415,8 @@ void Transports::on_ack(Link& link, const FrameHeader& h, std::string_view body)
   maybe_complete_part(link, h.id);
 }
 
-void Transports::add_received(Link& link, std::uint64_t id, std::uint64_t bytes) {
+void Transports::add_received(Link& link, std::uint64_t id, std::uint64_t bytes,
+                              const Status& error) {
   auto it = link.inflight.find(id);
   if (it == link.inflight.end()) return;
   Inflight& f = it->second;
@@ -410,12 +425,14 @@ void Transports::add_received(Link& link, std::uint64_t id, std::uint64_t bytes)
     return protocol_error(link, "request " + std::to_string(id) + " received more bytes than " +
                                     std::to_string(total));
   }
+  if (!error.ok() && f.ack_status.ok()) f.ack_status = error;
   f.received += bytes;
   if (f.received < total) return;
   ReqPtr req = f.req;
+  Status result = f.ack_status;
   link.inflight.erase(it);
-  req->bytes_done.store(total);
-  finish_request(*req, {}, counters_);
+  if (result.ok()) req->bytes_done.store(total);
+  finish_request(*req, result, counters_);
 }
 
 void Transports::maybe_complete_part(Link& link, std::uint64_t wire_id) {

@@ -65,13 +65,8 @@ void Transports::on_item_written(SendItem& item) {
     req.bytes_done.store(req.length);
     if (req.lane_link != nullptr) req.lane_link->inflight.erase(req.id);
     finish_request(req, {}, counters_);
-  } else if (item.on_written == SendItem::SendProgress) {
-    req.moved += item.data_len;
-    if (req.moved == req.length) {
-      req.bytes_done.store(req.length);
-      if (req.lane_link != nullptr) req.lane_link->inflight.erase(req.id);
-      finish_request(req, {}, counters_);
-    }
+  } else if (item.on_written == SendItem::SendProgress && req.lane_link != nullptr) {
+    add_received(*req.lane_link, req.id, item.data_len);
   }
 }
 

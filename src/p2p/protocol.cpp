@@ -121,6 +121,21 @@ void Transports::start(ReqPtr req) {
 
 void Transports::issue(Link& link, const ReqPtr& req) {
   if (req->phase.load() != 0) return;
+  if (req->kind != OpKind::Recv && req->options.deadline &&
+      std::chrono::steady_clock::now() > *req->options.deadline) {
+    return finish_request(*req,
+                          Status::error(Errc::Timeout,
+                                        "the request's deadline passed "
+                                        "before it started; nothing moved"),
+                          counters_);
+  }
+  if (link.state == PeerLink::State::Failed) {
+    // An earlier request of the same batch (waiting for the connection) broke the link.
+    return finish_request(*req,
+                          Status::error(Errc::ConnectionLost, "peer " + short_id(link.ep.id) +
+                                                                  ": " + link.failure.message()),
+                          counters_);
+  }
   switch (req->kind) {
     case OpKind::Send: return issue_send(link, req);
     case OpKind::Recv: return issue_recv(link, req);
@@ -144,15 +159,19 @@ void Transports::send_control(Link& link, Channel ch, FrameType type, std::uint6
   queue(link, ch, std::move(item), 0);
 }
 
-void Transports::send_data(Link& link, Channel ch, DataTarget target, std::uint64_t id,
+bool Transports::send_data(Link& link, Channel ch, DataTarget target, std::uint64_t id,
                            const std::byte* data, std::uint64_t len, const ReqPtr& req,
-                           detail::RegionRecord* pin_each) {
+                           detail::RegionRecord* pin_each, std::uint64_t base) {
   std::size_t streams = 0;
   if (ch == Channel::Tcp) {
     for (const auto& s : link.streams) streams += (s && s->handshaken) ? 1 : 0;
   }
   std::uint64_t chunk = chunk_limit(link, ch);
   if (streams > 1) chunk = std::max<std::uint64_t>(256 * 1024, std::min(chunk, len / streams + 1));
+  if (pin_each != nullptr && len > 0 &&
+      !pin_each->pin_many(static_cast<std::int64_t>((len + chunk - 1) / chunk))) {
+    return false;
+  }
   std::size_t next_stream = 0;
   for (std::uint64_t off = 0; off < len; off += chunk) {
     const std::uint64_t n = std::min(chunk, len - off);
@@ -160,18 +179,15 @@ void Transports::send_data(Link& link, Channel ch, DataTarget target, std::uint6
     item.header.type = FrameType::Data;
     item.header.id = id;
     item.header.a = static_cast<std::uint64_t>(target);
-    item.header.b = off;
+    item.header.b = base + off;
     item.header.payload_len = static_cast<std::uint32_t>(n);
-    item.data = data + off;
+    item.data = data + base + off;
     item.data_len = n;
     if (req) {
       item.req = req;
       item.on_written = SendItem::SendProgress;
     }
-    if (pin_each != nullptr) {
-      if (!pin_each->pin()) return;
-      item.pinned = pin_each;
-    }
+    item.pinned = pin_each;
     std::size_t stream = 0;
     if (streams > 1) {
       // Round-robin over the streams that completed their handshake.
@@ -180,8 +196,15 @@ void Transports::send_data(Link& link, Channel ch, DataTarget target, std::uint6
       } while (!link.streams[stream] || !link.streams[stream]->handshaken);
     }
     queue(link, ch, std::move(item), stream);
-    if (link.state == PeerLink::State::Failed) return;
+    if (link.state == PeerLink::State::Failed) {
+      // Items not yet queued still hold their pins.
+      if (pin_each != nullptr) {
+        for (std::uint64_t rest = off + n; rest < len; rest += chunk) pin_each->unpin();
+      }
+      return false;
+    }
   }
+  return true;
 }
 
 void Transports::issue_send(Link& link, const ReqPtr& req) {
@@ -284,15 +307,14 @@ void Transports::match_rts(Link& link, const ReqPtr& recv, const detail::Arrival
     finish_request(*recv, trunc, counters_);
     return;
   }
-  if (a.sender_addr != 0 && a.channel == Channel::Ring && a.length > 0) {
+  if (a.sender_addr != 0 && a.channel == Channel::Ring && a.length > 0 && vm_copy_usable()) {
     // Large messages are copied by both sides at once: the sender writes the tail into our
     // buffer while we read the head from its memory, each on its own core.
     std::uint64_t split = a.length;
+    recv->channel = a.channel;
+    link.inflight[recv->id] = Inflight{recv, 0, a.length};
     if (a.length >= kShareMin && !link.is_self) {
       split = (a.length / 2) & ~std::uint64_t{4095};
-      Inflight f{recv, 0, a.length};
-      link.inflight[recv->id] = std::move(f);
-      recv->channel = a.channel;
       send_control(link, a.channel, FrameType::Share, a.sender_id, recv->id, split, a.length, 0,
                    addr_bytes(reinterpret_cast<std::uint64_t>(recv->dst)));
     }
@@ -300,28 +322,17 @@ void Transports::match_rts(Link& link, const ReqPtr& recv, const detail::Arrival
     if (copied.ok()) {
       counters_.single_copy_bytes += split;
       send_control(link, a.channel, FrameType::Fin, a.sender_id, 0, split);
-      if (split == a.length) {
-        recv->bytes_done.store(a.length);
-        finish_request(*recv, {}, counters_);
-      } else {
-        add_received(link, recv->id, split);
-      }
+      return add_received(link, recv->id, split);
+    }
+    if (copied.code() == Errc::Unavailable) {
+      // Refused by the kernel (logged once): the sender sends our part through the ring.
+      send_control(link, a.channel, FrameType::Cts, a.sender_id, recv->id, a.length, 0, split);
       return;
     }
-    if (split != a.length) {
-      link.inflight.erase(recv->id);
-      send_control(link, a.channel, FrameType::Reject, a.sender_id,
-                   static_cast<std::uint64_t>(Errc::ConnectionLost), 0, 0, 0, copied.message());
-      finish_request(*recv, copied, counters_);
-      return;
-    }
-    if (copied.code() != Errc::Unavailable) {
-      send_control(link, a.channel, FrameType::Reject, a.sender_id,
-                   static_cast<std::uint64_t>(Errc::ConnectionLost), 0, 0, 0, copied.message());
-      finish_request(*recv, copied, counters_);
-      return;
-    }
-    // Refused by the kernel: fall back to chunks through the ring.
+    send_control(link, a.channel, FrameType::Reject, a.sender_id,
+                 static_cast<std::uint64_t>(copied.code()), 0, 0, 0, copied.message());
+    // With a split, the sender's ShareDone is still to come: the request ends with it.
+    return add_received(link, recv->id, split, copied);
   }
   recv->channel = a.channel;
   send_control(link, a.channel, FrameType::Cts, a.sender_id, recv->id, a.length);

@@ -63,6 +63,15 @@ struct RegionRecord {
   std::atomic<bool> dead{false};
   std::atomic<std::int64_t> pins{0};
 
+  // n pins at once, or none: a reply split in n chunks is either fully covered or refused.
+  bool pin_many(std::int64_t n) {
+    pins.fetch_add(n, std::memory_order_seq_cst);
+    if (dead.load(std::memory_order_seq_cst)) {
+      pins.fetch_sub(n, std::memory_order_seq_cst);
+      return false;
+    }
+    return true;
+  }
   bool pin() {
     pins.fetch_add(1, std::memory_order_seq_cst);
     if (dead.load(std::memory_order_seq_cst)) {
@@ -178,7 +187,8 @@ struct Inflight {
                     std::uint64_t len = 0)
       : req(std::move(r)), local_offset(offset), length(len) {}
   std::shared_ptr<RequestState> req;
-  std::uint64_t local_offset = 0;  // of this part in the request's local buffer
+  std::uint64_t local_offset = 0;   // of this part in the request's local buffer
+  std::uint64_t remote_offset = 0;  // put/get: of this part in the remote region
   std::uint64_t length = 0;
   std::uint64_t received = 0;
   bool acked = false;

@@ -117,8 +117,12 @@ class Transports {
   void consume_eager(Link& link, const ReqPtr& recv, Arrival& a);
   std::string take_buffer();
   void give_buffer(std::string&& buffer);
-  void send_data(Link& link, Channel ch, DataTarget target, std::uint64_t id, const std::byte* data,
-                 std::uint64_t len, const ReqPtr& req, detail::RegionRecord* pin_each);
+  // Queues [data + base, data + base + len) as Data frames whose offsets start at base. False if
+  // pin_each could not be pinned (the region was unregistered): the rest was not queued.
+  bool send_data(Link& link, Channel ch, DataTarget target, std::uint64_t id, const std::byte* data,
+                 std::uint64_t len, const ReqPtr& req, detail::RegionRecord* pin_each,
+                 std::uint64_t base = 0);
+  void issue_part(Link& link, const ReqPtr& req, const TransferRange& range, bool by_address);
   void send_control(Link& link, Channel ch, FrameType type, std::uint64_t id, std::uint64_t a,
                     std::uint64_t b = 0, std::uint64_t c = 0, std::uint64_t d = 0,
                     std::string payload = {});
@@ -127,7 +131,7 @@ class Transports {
   void on_ack(Link& link, const FrameHeader& h, std::string_view body);
   void maybe_complete_part(Link& link, std::uint64_t wire_id);
   // Counts bytes of a request copied by either side; completes it when all are there.
-  void add_received(Link& link, std::uint64_t id, std::uint64_t bytes);
+  void add_received(Link& link, std::uint64_t id, std::uint64_t bytes, const Status& error = {});
   void fail_inflight_of(Link& link, const Status& why);
   std::uint64_t chunk_limit(const Link& link, Channel ch) const;
   [[nodiscard]] std::uint64_t eager_limit(Channel ch) const;

@@ -135,7 +135,13 @@ Result<Request> EngineCore::submit(std::shared_ptr<RequestState> req) {
   req->core = shared_from_this();
   req->lane = &lane_for(req->peer->ep.id);
   counters.submitted++;
-  req->lane->submit(req);
+  Lane& lane = *req->lane;
+  lane.submit(req);
+  // Start it on this thread when the lane is free: a small send then completes before wait().
+  if (lane.mu.try_lock()) {
+    lane.start_submitted();
+    lane.mu.unlock();
+  }
   return Request(std::move(req));
 }
 
@@ -178,10 +184,7 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
       return;
     }
   }
-  lane.driver_left_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::steady_clock::now().time_since_epoch())
-                                .count(),
-                            std::memory_order_relaxed);
+  lane.driver_left_ns.store(Lane::coarse_now_ns(), std::memory_order_relaxed);
   lane.drivers.fetch_sub(1, std::memory_order_acq_rel);
 }
 

@@ -43,12 +43,16 @@ struct Lane {
   // keeps progressing itself, so the worker stays out of the way (no spinning, no doorbells).
   std::atomic<std::int64_t> driver_left_ns{0};
   [[nodiscard]] bool user_driving_recently() const;
+  // A coarse monotonic clock (ns): cheap enough for every wait().
+  static std::int64_t coarse_now_ns();
   std::atomic<bool> sleeping{false};
   std::uint64_t passes = 0;
   std::thread worker;
 
   // Caller holds mu.
   int progress_once();
+  // Caller holds mu: moves submitted requests into the ready queue and starts them.
+  int start_submitted();
   void submit(const std::shared_ptr<RequestState>& req);
   void wake();
   void run();

@@ -1,6 +1,7 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,6 +26,28 @@ inline void cpu_relax() {
 }
 }  // namespace
 
+std::int64_t Lane::coarse_now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int Lane::start_submitted() {
+  int work = 0;
+  while (MpscNode* node = queue.pop()) {
+    auto* raw = static_cast<RequestState*>(node);
+    std::shared_ptr<RequestState> req = std::move(raw->queued_self);
+    const Priority priority = req->options.priority;
+    ready.push(priority, std::move(req));
+    ++work;
+  }
+  while (auto req = ready.pop()) {
+    transports->start(std::move(*req));
+    ++work;
+  }
+  return work;
+}
+
 int Lane::progress_once() {
   int work = 0;
   if (has_adopts.load(std::memory_order_acquire)) {
@@ -37,17 +60,7 @@ int Lane::progress_once() {
     for (auto& a : taken) transports->adopt(std::move(a));
     work += static_cast<int>(taken.size());
   }
-  while (MpscNode* node = queue.pop()) {
-    auto* raw = static_cast<RequestState*>(node);
-    std::shared_ptr<RequestState> req = std::move(raw->queued_self);
-    const Priority priority = req->options.priority;
-    ready.push(priority, std::move(req));
-    ++work;
-  }
-  while (auto req = ready.pop()) {
-    transports->start(std::move(*req));
-    ++work;
-  }
+  work += start_submitted();
   work += transports->progress(++passes % kSocketPollPeriod == 0);
   return work;
 }
@@ -65,10 +78,7 @@ void Lane::wake() {
 
 bool Lane::user_driving_recently() const {
   if (drivers.load(std::memory_order_acquire) > 0) return true;
-  const auto now = std::chrono::steady_clock::now().time_since_epoch();
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() -
-             driver_left_ns.load(std::memory_order_relaxed) <
-         kUserDrivingWindowNs;
+  return coarse_now_ns() - driver_left_ns.load(std::memory_order_relaxed) < kUserDrivingWindowNs;
 }
 
 void Lane::sleep_once() {

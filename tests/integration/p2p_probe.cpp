@@ -1,5 +1,5 @@
 // orbite-p2p-probe: a rank program for tests/integration/p2p_test.cpp, run under orbite-run (or
-// started directly with ORBITE_* variables). argv[1] names a scenario; ORBITE_TEST_TRANSPORT
+// started directly with ORBITE_* variables). argv[1] names a scenario; P2P_TEST_TRANSPORT
 // (unspec, tcp or shm) picks the transport of every operation. Each rank prints
 // "rank R: PASS <scenario>" and exits 0, or "rank R: FAIL <detail>" and exits 1 at the first
 // failed check. Every byte received is checked and every wait is bounded; nothing is timed.
@@ -401,12 +401,12 @@ const std::map<std::string_view, Scenario>& scenarios() {
 }
 
 Transport transport_from_env() {
-  const char* raw = std::getenv("ORBITE_TEST_TRANSPORT");
+  const char* raw = std::getenv("P2P_TEST_TRANSPORT");
   std::string_view name = raw == nullptr ? "unspec" : raw;
   if (name == "unspec" || name.empty()) return Transport::Unspec;
   if (name == "tcp") return Transport::Tcp;
   if (name == "shm") return Transport::Shm;
-  fail("ORBITE_TEST_TRANSPORT='" + std::string(name) + "' is not unspec, tcp or shm");
+  fail("P2P_TEST_TRANSPORT='" + std::string(name) + "' is not unspec, tcp or shm");
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ std::string pass_line(int rank, const std::string& scenario) {
   return "rank " + std::to_string(rank) + ": PASS " + scenario + "\n";
 }
 
-// The parameter is ORBITE_TEST_TRANSPORT: unspec (shm between local ranks), tcp or shm.
+// The parameter is P2P_TEST_TRANSPORT: unspec (shm between local ranks), tcp or shm.
 class P2p : public ::testing::TestWithParam<std::string> {
  protected:
   void run_scenario(const std::string& scenario, int ranks,
@@ -40,7 +40,7 @@ class P2p : public ::testing::TestWithParam<std::string> {
         "--tag-output",   "--timeout", std::to_string((bound - 15s).count()),
         "--kill-grace",   "3",         "--",
         ORBITE_P2P_PROBE, scenario};
-    Outcome o = testing::run_program(args, bound, {{"ORBITE_TEST_TRANSPORT", GetParam()}});
+    Outcome o = testing::run_program(args, bound, {{"P2P_TEST_TRANSPORT", GetParam()}});
     const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
     EXPECT_EQ(o.status, 0) << scenario << " over " << GetParam() << shown;
     EXPECT_EQ(count_of(o.out, ": FAIL "), 0U) << shown;
@@ -98,7 +98,7 @@ TEST_P(P2p, KilledPeerFailsItsRequestsAndSparesTheOthers) {
         {"ORBITE_STORE", (*server)->address()},   {"ORBITE_STORE_TOKEN", token},
         {"ORBITE_RANK", std::to_string(r)},       {"ORBITE_WORLD_SIZE", "3"},
         {"ORBITE_LOCAL_RANK", std::to_string(r)}, {"ORBITE_LOCAL_SIZE", "3"},
-        {"ORBITE_TEST_TRANSPORT", GetParam()},
+        {"P2P_TEST_TRANSPORT", GetParam()},
     };
     ranks.push_back(
         std::make_unique<Child>(std::vector<std::string>{ORBITE_P2P_PROBE, "killed_peer"}, env));

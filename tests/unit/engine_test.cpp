@@ -13,6 +13,7 @@
 
 #include "../support/config_test_helpers.h"
 #include "engine_test_support.h"
+#include "p2p/shm/vm_copy.h"
 
 namespace orbite {
 namespace {
@@ -114,6 +115,19 @@ TEST_P(EngineTest, PutGetOverEveryTransportTwoCopy) {
   EXPECT_EQ(a->stats().requests_failed, 0U);
   EXPECT_TRUE(a->close(kWait).ok());
   EXPECT_TRUE(b->close(kWait).ok());
+}
+
+// A kernel that refuses process_vm_readv/writev at the owner: each put and get falls back to the
+// ring for that range and still completes with the right bytes.
+TEST_P(EngineTest, RefusedSingleCopyFallsBackToTheRing) {
+  p2p::vm_copy_simulate_refusal(true);
+  for (std::uint64_t len : {std::uint64_t{1}, kMiB + 3}) {
+    put_then_get(*a_, *b_, Transport::Shm, len);
+    if (HasFatalFailure()) break;
+  }
+  p2p::vm_copy_simulate_refusal(false);
+  EXPECT_EQ(b_->stats().single_copy_bytes, 0U);
+  EXPECT_EQ(a_->stats().requests_failed, 0U);
 }
 
 TEST_P(EngineTest, ShmDisabledStillServesUnspecAndTcp) {

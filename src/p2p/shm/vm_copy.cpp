@@ -14,6 +14,11 @@ namespace orbite::p2p {
 namespace {
 
 std::atomic<bool> g_usable{true};
+std::atomic<bool> g_simulate_refusal{false};
+
+Status simulated_refusal(const char* what) {
+  return Status::error(Errc::Unavailable, std::string(what) + " refused (simulated for a test)");
+}
 
 bool is_refusal(int e) {
   return e == EPERM || e == ENOSYS || e == EACCES;
@@ -47,6 +52,7 @@ Status copy_loop(const char* what, std::int64_t pid, std::uint64_t len, Fn fn) {
 }  // namespace
 
 Status vm_read(std::int64_t pid, std::byte* local, std::uint64_t remote, std::uint64_t len) {
+  if (g_simulate_refusal.load(std::memory_order_relaxed)) return simulated_refusal("read");
   if (pid == ::getpid()) {
     std::memcpy(local, reinterpret_cast<const void*>(remote), len);
     return {};
@@ -59,6 +65,7 @@ Status vm_read(std::int64_t pid, std::byte* local, std::uint64_t remote, std::ui
 }
 
 Status vm_write(std::int64_t pid, const std::byte* local, std::uint64_t remote, std::uint64_t len) {
+  if (g_simulate_refusal.load(std::memory_order_relaxed)) return simulated_refusal("write");
   if (pid == ::getpid()) {
     std::memcpy(reinterpret_cast<void*>(remote), local, len);
     return {};
@@ -72,6 +79,10 @@ Status vm_write(std::int64_t pid, const std::byte* local, std::uint64_t remote, 
 
 bool vm_copy_usable() {
   return g_usable.load(std::memory_order_relaxed);
+}
+
+void vm_copy_simulate_refusal(bool refuse) {
+  g_simulate_refusal.store(refuse);
 }
 
 }  // namespace orbite::p2p

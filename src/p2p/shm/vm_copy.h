@@ -16,5 +16,8 @@ Status vm_read(std::int64_t pid, std::byte* local, std::uint64_t remote, std::ui
 Status vm_write(std::int64_t pid, const std::byte* local, std::uint64_t remote, std::uint64_t len);
 // Whether single copy is still believed to work in this process.
 bool vm_copy_usable();
+// Tests: make every copy fail as a kernel refusal would, without giving up on single copy, so
+// that each transfer exercises its fallback.
+void vm_copy_simulate_refusal(bool refuse);
 
 }  // namespace orbite::p2p

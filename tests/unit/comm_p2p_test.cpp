@@ -1,0 +1,113 @@
+// Send/recv between two communicators in this process (threads, an in-process store): the
+// same-host rendezvous paths, including the split copy and its fallbacks when the kernel refuses
+// single copy, checked byte for byte.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <orbite/communicator.h>
+#include <orbite/store.h>
+
+#include "p2p/shm/vm_copy.h"
+
+namespace orbite {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<std::uint8_t> pattern(std::uint64_t n, unsigned seed) {
+  std::vector<std::uint8_t> out(n);
+  for (std::uint64_t i = 0; i < n; ++i) out[i] = static_cast<std::uint8_t>((i * 131 + seed) >> 3);
+  return out;
+}
+
+class CommP2p : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = std::make_shared<InProcessStore>();
+    EngineConfig config;
+    config.tcp.interface = "lo";
+    config.bootstrap.timeout = 30s;
+    std::vector<std::optional<Result<Communicator>>> slots(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        auto boot = Bootstrap::from_store(store, r, 2);
+        slots[static_cast<size_t>(r)].emplace(Communicator::create(*boot, config));
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (auto& s : slots) {
+      ASSERT_TRUE(s->ok()) << s->status().to_string();
+      comms_.push_back(std::move(**s));
+    }
+  }
+  void TearDown() override { p2p::vm_copy_simulate_refusal(false); }
+
+  // Rank 0 sends `n` bytes to rank 1 and rank 1 to rank 0 at once; every byte is checked.
+  void exchange(std::uint64_t n, Transport transport) {
+    std::vector<std::vector<std::uint8_t>> out = {pattern(n, 1), pattern(n, 2)};
+    std::vector<std::vector<std::uint8_t>> in(2, std::vector<std::uint8_t>(n + 8, 0xee));
+    TransferOptions opts;
+    opts.transport = transport;
+    std::vector<std::thread> threads;
+    std::vector<Status> results(4);
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        auto& c = comms_[static_cast<size_t>(r)];
+        auto recv = c.irecv(in[static_cast<size_t>(r)].data(), n, 1 - r, 7, opts);
+        auto send = c.isend(out[static_cast<size_t>(r)].data(), n, 1 - r, 7, opts);
+        results[static_cast<size_t>(2 * r)] = recv.ok() ? recv->wait(30s) : recv.status();
+        results[static_cast<size_t>(2 * r + 1)] = send.ok() ? send->wait(30s) : send.status();
+        if (recv.ok() && results[static_cast<size_t>(2 * r)].ok() && recv->bytes() != n) {
+          results[static_cast<size_t>(2 * r)] =
+              Status::error(Errc::Internal, "received " + std::to_string(recv->bytes()));
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const Status& st : results) ASSERT_TRUE(st.ok()) << n << " bytes: " << st.to_string();
+    for (int r = 0; r < 2; ++r) {
+      const auto& got = in[static_cast<size_t>(r)];
+      const auto& want = out[static_cast<size_t>(1 - r)];
+      for (std::uint64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(got[i], want[i]) << "rank " << r << " byte " << i << " of " << n;
+      }
+      for (std::uint64_t i = n; i < n + 8; ++i) ASSERT_EQ(got[i], 0xee) << "past the message";
+    }
+  }
+
+  std::vector<Communicator> comms_;
+};
+
+TEST_F(CommP2p, RendezvousSizesOverSharedMemory) {
+  for (std::uint64_t n :
+       {std::uint64_t{100000}, std::uint64_t{256 * 1024}, std::uint64_t{3000017}}) {
+    exchange(n, Transport::Shm);
+  }
+  EXPECT_GT(comms_[0].engine().stats().single_copy_bytes, 0U);
+}
+
+TEST_F(CommP2p, RefusedSingleCopyFallsBackForEveryPart) {
+  p2p::vm_copy_simulate_refusal(true);
+  for (std::uint64_t n :
+       {std::uint64_t{100000}, std::uint64_t{256 * 1024}, std::uint64_t{3000017}}) {
+    exchange(n, Transport::Shm);
+  }
+  EXPECT_EQ(comms_[0].engine().stats().single_copy_bytes, 0U);
+  EXPECT_EQ(comms_[1].engine().stats().single_copy_bytes, 0U);
+}
+
+TEST_F(CommP2p, TcpBetweenSameHostRanks) {
+  for (std::uint64_t n :
+       {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{70000}, std::uint64_t{5000011}}) {
+    exchange(n, Transport::Tcp);
+  }
+}
+
+}  // namespace
+}  // namespace orbite
