@@ -235,8 +235,8 @@ template <class V, class C>
 void visit_engine(V& v, C& c) {
   v.field("num_lanes", c.num_lanes, UInt{1, 64}, "Data worker threads of the per-process proxy.");
   v.field("progress_mode", c.progress_mode, Enum<ProgressMode>{kProgressModes},
-          "polling spins on the transports; event_driven sleeps on epoll/eventfd and completion "
-          "channels so that an idle engine costs no CPU.");
+          "polling: an idle worker spins briefly, then sleeps in 1 ms steps; event_driven: it "
+          "sleeps on epoll/eventfd until woken, so that an idle engine costs no CPU.");
   v.field("eager_credit_bytes", c.eager_credit_bytes, Bytes{64 * kKiB, 1 * kGiB},
           "Unexpected eager bytes a sender may have outstanding at each receiver; beyond it, "
           "messages wait for rendezvous, so a fast sender cannot exhaust a receiver's memory.");

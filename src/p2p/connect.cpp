@@ -44,10 +44,11 @@ void tune_socket(int fd, const TcpConfig& tcp) {
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
     ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-    unsigned user_timeout = static_cast<unsigned>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(tcp.peer_timeout).count());
-    ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
   }
+  // Unacknowledged data older than peer_timeout fails the connection, keepalive or not.
+  unsigned user_timeout = static_cast<unsigned>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(tcp.peer_timeout).count());
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
   if (tcp.send_buffer_bytes != 0) {
     int v = static_cast<int>(tcp.send_buffer_bytes);
     ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));

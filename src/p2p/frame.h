@@ -24,13 +24,15 @@ enum class FrameType : std::uint8_t {
   Hello = 1,       // payload: Handshake; opens a connection (or adds a stream to one)
   HelloAck = 2,    // payload: Handshake; the acceptor keeps this connection
   HelloNack = 3,   // the acceptor keeps the connection it opened itself; close this one
-  Eager = 4,       // id: sender request; a: comm<<32|tag; b: seq; payload: the message
+  Eager = 4,       // id: sender request; a: comm<<32|tag; b: seq; c: length; payload: message
   Rts = 5,         // id: sender request; a: comm<<32|tag; b: seq; c: length; d: sender address
-  Cts = 6,         // id: sender request; a: receiver request
+  Cts = 6,         // id: sender request; a: receiver request; b: length; send [c, c+d) as
+                   // Data (d = 0: from c to the end)
   Fin = 7,         // id: sender request; b: bytes the receiver copied from the sender's memory
   Reject = 8,      // id: sender request; a: Errc; payload: reason (truncation at the receiver)
   Data = 9,        // id: target request; a: target kind; b: offset; payload: bytes
-  Put = 10,        // id: requester request; a: region; b: generation; c: offset; d: length
+  Put = 10,        // id: requester request; a: region; b: generation; c: offset; d: length;
+                   // payload: the requester's 8-byte address for single copy, or none
   Get = 11,        // same fields as Put; payload: 8-byte requester address for single copy
   Ack = 12,        // id: requester request; a: Errc; b: bytes; payload: reason
   Credit = 13,     // a: eager bytes returned to the sender

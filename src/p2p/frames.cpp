@@ -73,9 +73,13 @@ Result<Sink> Transports::begin_frame(Link& link, const FrameHeader& h, Channel c
                                                  " differs from its payload " +
                                                  std::to_string(h.payload_len));
       }
-      if (h.payload_len + kFrameHeaderBytes > link.credit_window) {
+      link.eager_outstanding += h.payload_len + kFrameHeaderBytes;
+      if (link.eager_outstanding > link.credit_window) {
         return Status::error(Errc::Protocol, "Eager message of " + std::to_string(h.payload_len) +
-                                                 " bytes exceeds the credit granted");
+                                                 " bytes brings the unconsumed eager bytes to " +
+                                                 std::to_string(link.eager_outstanding) +
+                                                 ", over the credit of " +
+                                                 std::to_string(link.credit_window));
       }
       if (h.b == link.recv_seq && link.reorder.empty()) {
         const auto comm = static_cast<std::uint32_t>(h.a >> 32);

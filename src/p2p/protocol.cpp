@@ -345,6 +345,7 @@ void Transports::match_rts(Link& link, const ReqPtr& recv, const detail::Arrival
 }
 
 void Transports::return_credit(Link& link, std::uint64_t bytes, Channel ch) {
+  link.eager_outstanding -= std::min(link.eager_outstanding, bytes);
   link.credit_owed += bytes;
   if (link.credit_owed >= link.credit_window / 4 && link.state == PeerLink::State::Established) {
     if (!link.has_ring()) ch = Channel::Tcp;

@@ -214,9 +214,11 @@ struct PeerLink {
   State state = State::Idle;
   bool is_self = false;
   bool same_host = false;
-  bool rx_accepted = false;
-  bool peer_closing =
-      false;  // the peer sent Bye  // the peer opened the connection (it opens the extra streams)
+  bool rx_accepted = false;   // the peer opened the connection (so it opens the extra streams)
+  bool peer_closing = false;  // the peer sent Bye
+  // Eager bytes (with headers) the peer sent that this side has not consumed yet: never more
+  // than the credit granted, or the peer is broken.
+  std::uint64_t eager_outstanding = 0;
   std::vector<std::unique_ptr<TcpStream>> streams;  // [0] carries the handshake
   std::unique_ptr<p2p::ShmRing> rx;                 // the peer writes, we read
   std::unique_ptr<p2p::ShmRing> tx;                 // we write, the peer reads

@@ -92,7 +92,7 @@ class Transports {
   Status open_peer_ring(Link& link, const Handshake& peer);
   Result<std::string> create_own_ring(Link& link);
 
-  // I/O (tcp_io.cpp, ring_io.cpp)
+  // I/O (io.cpp)
   void queue(Link& link, Channel ch, detail::SendItem item, std::size_t stream = 0);
   void flush_stream(Link& link, detail::TcpStream& s);
   void read_stream(Link& link, detail::TcpStream& s);
@@ -103,7 +103,7 @@ class Transports {
   void update_interest(Link& link, detail::TcpStream& s);
   void poll_sockets();
 
-  // protocol (protocol.cpp, memory_ops.cpp)
+  // protocol (protocol.cpp: send/recv; frames.cpp: frame handlers, put/get)
   Channel pick_channel(const Link& link, const Req& req, Status& err) const;
   void issue(Link& link, const ReqPtr& req);
   void issue_send(Link& link, const ReqPtr& req);

@@ -7,6 +7,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 namespace orbite::p2p {
@@ -22,6 +25,16 @@ constexpr std::size_t kRecordPrefix = 8;
 
 std::uint64_t align8(std::uint64_t v) {
   return (v + 7) & ~std::uint64_t{7};
+}
+
+// Segments this process created, by name. Two engines of one process (tests, or an application
+// with two engines) share the creator's mapping instead of mapping the segment a second time:
+// one address per byte keeps the ring's acquire/release pairs visible to ThreadSanitizer.
+std::mutex g_maps_mu;
+std::map<std::string, std::weak_ptr<void>> g_maps;
+
+std::shared_ptr<void> own_mapping(void* p, std::size_t bytes) {
+  return std::shared_ptr<void>(p, [bytes](void* q) { ::munmap(q, bytes); });
 }
 }  // namespace
 
@@ -68,9 +81,15 @@ Result<ShmRing> ShmRing::create(const std::string& name, std::uint64_t capacity)
   ShmRing r;
   r.base_ = static_cast<std::byte*>(p);
   r.map_bytes_ = bytes;
+  r.mapping_ = own_mapping(p, bytes);
   r.capacity_ = capacity;
   r.name_ = name;
   r.owner_ = true;
+  {
+    std::lock_guard lock(g_maps_mu);
+    std::erase_if(g_maps, [](const auto& kv) { return kv.second.expired(); });
+    g_maps[name] = r.mapping_;
+  }
   auto* h = new (r.base_) Header();
   h->magic = kRingMagic;
   h->version = kRingVersion;
@@ -95,15 +114,25 @@ Result<ShmRing> ShmRing::open(const std::string& name, std::uint64_t capacity) {
                                              std::to_string(st.st_size) + " bytes, expected " +
                                              std::to_string(bytes));
   }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED) {
-    return Status::error(Errc::ResourceExhausted,
-                         "mmap of the peer's shm ring " + name + " failed");
+  std::shared_ptr<void> mapping;
+  {
+    std::lock_guard lock(g_maps_mu);
+    if (auto it = g_maps.find(name); it != g_maps.end()) mapping = it->second.lock();
   }
+  if (!mapping) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      return Status::error(Errc::ResourceExhausted,
+                           "mmap of the peer's shm ring " + name + " failed");
+    }
+    mapping = own_mapping(p, bytes);
+  }
+  ::close(fd);
   ShmRing r;
-  r.base_ = static_cast<std::byte*>(p);
+  r.base_ = static_cast<std::byte*>(mapping.get());
   r.map_bytes_ = bytes;
+  r.mapping_ = std::move(mapping);
   r.capacity_ = capacity;
   r.name_ = name;
   auto* h = r.header();
@@ -116,6 +145,7 @@ Result<ShmRing> ShmRing::open(const std::string& name, std::uint64_t capacity) {
 ShmRing::ShmRing(ShmRing&& o) noexcept
     : base_(std::exchange(o.base_, nullptr)),
       map_bytes_(o.map_bytes_),
+      mapping_(std::move(o.mapping_)),
       capacity_(o.capacity_),
       name_(std::move(o.name_)),
       owner_(std::exchange(o.owner_, false)),
@@ -127,6 +157,7 @@ ShmRing& ShmRing::operator=(ShmRing&& o) noexcept {
     reset();
     base_ = std::exchange(o.base_, nullptr);
     map_bytes_ = o.map_bytes_;
+    mapping_ = std::move(o.mapping_);
     capacity_ = o.capacity_;
     name_ = std::move(o.name_);
     owner_ = std::exchange(o.owner_, false);
@@ -141,7 +172,7 @@ ShmRing::~ShmRing() {
 }
 
 void ShmRing::reset() {
-  if (base_ != nullptr) ::munmap(base_, map_bytes_);
+  mapping_.reset();  // unmaps when no other ring of this process shares the mapping
   if (owner_) unlink_name();
   base_ = nullptr;
 }
@@ -182,17 +213,19 @@ bool ShmRing::try_push(const FrameHeader& h, std::span<const iovec> payload) {
     std::memcpy(out, v.iov_base, v.iov_len);
     out += v.iov_len;
   }
-  hd->head.store(at + need, std::memory_order_release);
-  // Dekker with prepare_sleep(): without the fence a producer may miss a consumer that is just
-  // falling asleep. Strict mode pays for the fence on every push; otherwise the sleeper's bounded
-  // timeout covers the (rare) miss.
-  if (strict_wakeup_) std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Dekker with prepare_sleep(): unless head is published sequentially consistent (and the sleep
+  // flag read so), a producer may miss a consumer that is just falling asleep. Strict mode pays
+  // for that on every push; otherwise the sleeper's bounded timeout covers the (rare) miss.
+  hd->head.store(at + need, strict_wakeup_ ? std::memory_order_seq_cst : std::memory_order_release);
   return true;
 }
 
 bool ShmRing::take_doorbell_request() {
   Header* hd = header();
-  if (hd->consumer_sleeping.load(std::memory_order_relaxed) == 0) return false;
+  if (hd->consumer_sleeping.load(strict_wakeup_ ? std::memory_order_seq_cst
+                                                : std::memory_order_relaxed) == 0) {
+    return false;
+  }
   return hd->consumer_sleeping.exchange(0, std::memory_order_seq_cst) != 0;
 }
 

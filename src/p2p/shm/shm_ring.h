@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -68,6 +69,7 @@ class ShmRing {
 
   std::byte* base_ = nullptr;
   std::size_t map_bytes_ = 0;
+  std::shared_ptr<void> mapping_;  // unmaps on release
   std::uint64_t capacity_ = 0;
   std::string name_;
   bool owner_ = false;
