@@ -8,6 +8,7 @@
 #include <orbite/bootstrap.h>
 #include <orbite/store.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <map>
@@ -29,9 +30,18 @@ std::string pass_line(int rank, const std::string& scenario) {
   return "rank " + std::to_string(rank) + ": PASS " + scenario + "\n";
 }
 
-// The parameter is P2P_TEST_TRANSPORT: unspec (shm between local ranks), tcp or shm.
+// The parameter is P2P_TEST_TRANSPORT: unspec (shm between local ranks), tcp or shm, optionally
+// with a variant: "+event" runs the engines event-driven, "+twocopy" turns single copy off.
 class P2p : public ::testing::TestWithParam<std::string> {
  protected:
+  [[nodiscard]] std::map<std::string, std::string> environment() const {
+    const std::string& p = GetParam();
+    std::map<std::string, std::string> env = {{"P2P_TEST_TRANSPORT", p.substr(0, p.find('+'))}};
+    if (p.ends_with("+event")) env["ORBITE_PROGRESS_MODE"] = "event_driven";
+    if (p.ends_with("+twocopy")) env["ORBITE_SHM_SINGLE_COPY"] = "false";
+    return env;
+  }
+
   void run_scenario(const std::string& scenario, int ranks,
                     std::chrono::seconds bound = std::chrono::seconds(120)) {
     // orbite-run stops the ranks itself 15 s before the child's bound, so their output survives.
@@ -40,7 +50,7 @@ class P2p : public ::testing::TestWithParam<std::string> {
         "--tag-output",   "--timeout", std::to_string((bound - 15s).count()),
         "--kill-grace",   "3",         "--",
         ORBITE_P2P_PROBE, scenario};
-    Outcome o = testing::run_program(args, bound, {{"P2P_TEST_TRANSPORT", GetParam()}});
+    Outcome o = testing::run_program(args, bound, environment());
     const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
     EXPECT_EQ(o.status, 0) << scenario << " over " << GetParam() << shown;
     EXPECT_EQ(count_of(o.out, ": FAIL "), 0U) << shown;
@@ -94,12 +104,13 @@ TEST_P(P2p, KilledPeerFailsItsRequestsAndSparesTheOthers) {
 
   std::vector<std::unique_ptr<Child>> ranks;
   for (int r = 0; r < 3; ++r) {
-    const std::map<std::string, std::string> env = {
-        {"ORBITE_STORE", (*server)->address()},   {"ORBITE_STORE_TOKEN", token},
-        {"ORBITE_RANK", std::to_string(r)},       {"ORBITE_WORLD_SIZE", "3"},
-        {"ORBITE_LOCAL_RANK", std::to_string(r)}, {"ORBITE_LOCAL_SIZE", "3"},
-        {"P2P_TEST_TRANSPORT", GetParam()},
-    };
+    std::map<std::string, std::string> env = environment();
+    env.insert({{"ORBITE_STORE", (*server)->address()},
+                {"ORBITE_STORE_TOKEN", token},
+                {"ORBITE_RANK", std::to_string(r)},
+                {"ORBITE_WORLD_SIZE", "3"},
+                {"ORBITE_LOCAL_RANK", std::to_string(r)},
+                {"ORBITE_LOCAL_SIZE", "3"}});
     ranks.push_back(
         std::make_unique<Child>(std::vector<std::string>{ORBITE_P2P_PROBE, "killed_peer"}, env));
     ASSERT_GT(ranks.back()->pid(), 0);
@@ -129,8 +140,13 @@ TEST_P(P2p, KilledPeerFailsItsRequestsAndSparesTheOthers) {
   EXPECT_EQ(count_of(ranks[0]->out(), "rank 0: ConnectionLost from rank 2"), 1U) << shown();
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, P2p, ::testing::Values("unspec", "tcp", "shm"),
-                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+INSTANTIATE_TEST_SUITE_P(Transports, P2p,
+                         ::testing::Values("unspec", "tcp", "shm", "unspec+event", "shm+twocopy"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string name = p.param;
+                           std::replace(name.begin(), name.end(), '+', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace orbite
