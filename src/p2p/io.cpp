@@ -141,6 +141,7 @@ void Transports::read_stream(Link& link, TcpStream& s) {
       }
       if (s.got == s.cur.payload_len) {
         s.in_payload = false;
+        s.last_payload = s.cur.payload_len;
         std::string body = std::move(s.buf);
         s.buf = take_buffer();
         if (!s.handshaken) {
@@ -201,7 +202,12 @@ void Transports::read_stream(Link& link, TcpStream& s) {
       s.rx_begin = 0;
     }
     if (drained) return;
-    const std::size_t room = s.rx.size() - s.rx_end;
+    std::size_t room = s.rx.size() - s.rx_end;
+    if (!s.in_payload && s.last_payload >= kDirectReadMin) {
+      // After a large frame another is likely: read just its header, so that its payload goes
+      // straight to its destination instead of through the staging buffer.
+      room = std::min(room, kFrameHeaderBytes - (s.rx_end - s.rx_begin));
+    }
     ssize_t n = ::recv(s.fd.get(), s.rx.data() + s.rx_end, room, MSG_DONTWAIT);
     if (n > 0) {
       drained = static_cast<std::size_t>(n) < room;

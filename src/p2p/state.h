@@ -164,6 +164,7 @@ struct TcpStream {
   Sink sink;
   std::string buf;
   std::uint32_t index = 0;
+  std::uint64_t last_payload = 0;  // of the previous frame: picks how much to read ahead
   PeerLink* link = nullptr;
 };
 
