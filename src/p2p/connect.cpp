@@ -132,6 +132,10 @@ void Transports::bury_stream(Link& link, std::size_t index) {
     if (item.pinned != nullptr) item.pinned->unpin();
   }
   if (s->in_payload && s->sink.pinned != nullptr) s->sink.pinned->unpin();
+  if (s->dirty) {
+    std::erase(dirty_, s.get());
+    s->dirty = false;
+  }
   s->in_payload = false;
   s->out.clear();
   s->fd.reset();

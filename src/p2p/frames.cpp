@@ -315,10 +315,12 @@ void Transports::issue_put_get(Link& link, const ReqPtr& req) {
   if (!err.ok()) return finish_request(*req, err, counters_);
   req->channel = ch;
   const bool single = ch == Channel::Ring && config_.shm.single_copy && vm_copy_usable();
+  // Small ranges travel inline through the ring: two small copies beat a syscall.
+  const std::uint64_t inline_max = eager_limit(Channel::Ring);
   req->parts_left = req->ranges.size();
   if (req->ranges.empty()) return finish_request(*req, {}, counters_);
   for (const TransferRange& r : req->ranges) {
-    issue_part(link, req, r, single && r.length > 0);
+    issue_part(link, req, r, single && r.length > inline_max);
     if (link.state == PeerLink::State::Failed) return;
   }
 }

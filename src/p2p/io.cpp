@@ -49,7 +49,11 @@ void Transports::queue(Link& link, Channel ch, SendItem item, std::size_t stream
   TcpStream& s = *link.streams[stream];
   encode_header(item.header, item.encoded.data());
   s.out.push_back(std::move(item));
-  if (s.out.size() == 1 && !s.connecting) flush_stream(link, s);
+  // Written at the end of the pass (flush_dirty): frames queued together leave in one sendmsg.
+  if (!s.dirty) {
+    s.dirty = true;
+    dirty_.push_back(&s);
+  }
 }
 
 void Transports::on_item_written(SendItem& item) {
@@ -67,6 +71,18 @@ void Transports::on_item_written(SendItem& item) {
     finish_request(req, {}, counters_);
   } else if (item.on_written == SendItem::SendProgress && req.lane_link != nullptr) {
     add_received(*req.lane_link, req.id, item.data_len);
+  }
+}
+
+void Transports::flush_dirty() {
+  // flush_stream may fail a link, which retires its streams (unlisting them here).
+  while (!dirty_.empty()) {
+    TcpStream* s = dirty_.back();
+    dirty_.pop_back();
+    s->dirty = false;
+    if (s->fd.valid() && !s->connecting && s->link->state != PeerLink::State::Failed) {
+      flush_stream(*s->link, *s);
+    }
   }
 }
 
@@ -378,6 +394,7 @@ int Transports::progress(bool sockets) {
     }
     check_connect_deadlines();
   }
+  flush_dirty();
   graveyard_.clear();
   ring_graveyard_.clear();
   return work;

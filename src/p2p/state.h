@@ -152,6 +152,7 @@ struct TcpStream {
   bool connecting = false;  // nonblocking connect in progress
   bool handshaken = false;
   bool want_write = false;
+  bool dirty = false;  // queued output not yet offered to the socket
   std::deque<SendItem> out;
   // Receive side: a staging buffer for headers and small payloads; large payloads are read
   // straight into their destination.

@@ -66,6 +66,8 @@ class Transports {
   void start(std::shared_ptr<detail::RequestState> req);
   // One pass over rings, outboxes and (when asked) sockets; returns how much work it did.
   int progress(bool poll_sockets);
+  // Writes what requests queued on TCP streams since the last pass (one sendmsg per stream).
+  void flush_dirty();
   // Raises the rings' doorbell requests before the worker sleeps; false if work arrived.
   bool prepare_sleep();
   void end_sleep();
@@ -161,6 +163,7 @@ class Transports {
   std::vector<std::unique_ptr<detail::TcpStream>> graveyard_;
   std::vector<std::unique_ptr<ShmRing>> ring_graveyard_;
   std::vector<std::string> spare_buffers_;
+  std::vector<detail::TcpStream*> dirty_;
   int quiet_polls_ = 0;
   int writers_ = 0;  // streams waiting for EPOLLOUT: their output needs every pass
   void watch(detail::TcpStream& s, bool write);

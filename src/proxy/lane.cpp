@@ -45,6 +45,7 @@ int Lane::start_submitted() {
     transports->start(std::move(*req));
     ++work;
   }
+  if (work > 0) transports->flush_dirty();
   return work;
 }
 
