@@ -3,6 +3,7 @@
 // killed rather than hanging ctest.
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -100,6 +101,23 @@ TEST(LauncherArgs, DefaultsAndAllOptions) {
   ASSERT_TRUE(units.ok()) << units.status().to_string();
   EXPECT_EQ(units->timeout, Duration(120s));
   EXPECT_EQ(units->kill_grace, Duration::zero());
+}
+
+TEST(LauncherArgs, BindTo) {
+  auto unset = parse({"-n", "2", "prog"});
+  ASSERT_TRUE(unset.ok());
+  EXPECT_FALSE(unset->bind_to_core.has_value());
+  auto core = parse({"--bind-to", "core", "-n", "2", "prog"});
+  ASSERT_TRUE(core.ok());
+  EXPECT_EQ(core->bind_to_core, true);
+  auto none = parse({"--bind-to=none", "-n", "2", "prog"});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->bind_to_core, false);
+  auto bad = parse({"--bind-to", "socket", "-n", "2", "prog"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Errc::InvalidArgument);
+  EXPECT_NE(bad.status().message().find("--bind-to"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("socket"), std::string::npos);
 }
 
 TEST(LauncherArgs, ProgramOptionsAreNotOurs) {
@@ -318,6 +336,40 @@ TEST(LauncherBinary, TagOutputKeepsStreamsApartAndFlushesPartialLines) {
     EXPECT_EQ(count_of(o.out, "[" + r + "] tail " + r + "\n"), 1U) << o.out;
     EXPECT_EQ(count_of(o.err, "[" + r + "] err " + r + "\n"), 1U) << o.err;
     EXPECT_EQ(count_of(o.out, "err " + r), 0U) << o.out;
+  }
+}
+
+// --bind-to core gives each rank one CPU of orbite-run's mask, a different one per rank while
+// they fit; --bind-to none leaves them the whole mask.
+TEST(LauncherBinary, BindToCorePinsEachRankToItsOwnCpu) {
+  cpu_set_t mask;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(mask), &mask), 0);
+  const int cpus = CPU_COUNT(&mask);
+  const std::vector<std::string> show = {"sh", "-c", "grep Cpus_allowed_list /proc/self/status"};
+  auto run = [&](const char* mode) {
+    std::vector<std::string> args = {"-n", "2", "--tag-output", "--bind-to", mode, "--"};
+    args.insert(args.end(), show.begin(), show.end());
+    return run_orbite(args);
+  };
+  auto allowed = [](const std::string& out, int rank) {
+    std::regex line("\\[" + std::to_string(rank) + "\\] Cpus_allowed_list:\\s*(\\S+)");
+    std::smatch m;
+    return std::regex_search(out, m, line) ? m[1].str() : std::string("?");
+  };
+  Outcome core = run("core");
+  ASSERT_EQ(core.status, 0) << core.err;
+  const std::string r0 = allowed(core.out, 0);
+  const std::string r1 = allowed(core.out, 1);
+  EXPECT_EQ(r0.find_first_of(",-"), std::string::npos) << "rank 0 allowed " << r0;
+  EXPECT_EQ(r1.find_first_of(",-"), std::string::npos) << "rank 1 allowed " << r1;
+  if (cpus >= 2) {
+    EXPECT_NE(r0, r1);
+  }
+
+  Outcome none = run("none");
+  ASSERT_EQ(none.status, 0) << none.err;
+  if (cpus >= 2) {
+    EXPECT_NE(allowed(none.out, 0).find_first_of(",-"), std::string::npos) << none.out;
   }
 }
 
