@@ -190,22 +190,15 @@ bool ShmRing::try_push(const FrameHeader& h, std::span<const iovec> payload) {
   const std::uint64_t to_end = capacity_ - pos;
   // A record never wraps: pad to the end when it does not fit contiguously.
   const std::uint64_t pad = need > to_end ? to_end : 0;
-  // The consumer's tail lives in its cache: read it only when the cached copy says "full".
-  if (need + pad > capacity_ - (head - cached_tail_)) {
+  // The consumer's tail lives in its cache: read it only when the cached copy says "full". The
+  // last kRecordPrefix bytes stay free for the zero length that ends the published records.
+  const std::uint64_t want = need + pad + kRecordPrefix;
+  if (want > capacity_ - (head - cached_tail_)) {
     cached_tail_ = hd->tail.load(std::memory_order_acquire);
-    if (need + pad > capacity_ - (head - cached_tail_)) return false;
+    if (want > capacity_ - (head - cached_tail_)) return false;
   }
-  std::uint64_t at = head;
-  if (pad != 0) {
-    std::byte* rec = data() + pos;
-    std::uint32_t len32 = static_cast<std::uint32_t>(pad);
-    std::memcpy(rec, &len32, 4);
-    std::memcpy(rec + 4, &kRecordPad, 4);
-    at += pad;
-  }
+  const std::uint64_t at = head + pad;
   std::byte* rec = data() + (at & (capacity_ - 1));
-  std::uint32_t len32 = static_cast<std::uint32_t>(need);
-  std::memcpy(rec, &len32, 4);
   std::memcpy(rec + 4, &kRecordFrame, 4);
   encode_header(h, rec + kRecordPrefix);
   std::byte* out = rec + kRecordPrefix + kFrameHeaderBytes;
@@ -213,11 +206,25 @@ bool ShmRing::try_push(const FrameHeader& h, std::span<const iovec> payload) {
     std::memcpy(out, v.iov_base, v.iov_len);
     out += v.iov_len;
   }
-  // Dekker with prepare_sleep(): unless head is published sequentially consistent (and the sleep
-  // flag read so), a producer may miss a consumer that is just falling asleep. Strict mode pays
-  // for that on every push; otherwise the sleeper's bounded timeout covers the (rare) miss.
-  hd->head.store(at + need, strict_wakeup_ ? std::memory_order_seq_cst : std::memory_order_release);
+  // The consumer polls the length word where the next record will start: it must read zero
+  // until that record is published, whatever an older record left there.
+  length_word((at + need) & (capacity_ - 1)).store(0, std::memory_order_relaxed);
+  // Publication: the length word last (release), the pad's before it is found (it is read
+  // first). Dekker with prepare_sleep(): unless the length is stored sequentially consistent
+  // (and the sleep flag read so), a producer may miss a consumer that is just falling asleep.
+  // Strict mode pays for that on every push; otherwise the sleeper's bounded timeout covers it.
+  const auto order = strict_wakeup_ ? std::memory_order_seq_cst : std::memory_order_release;
+  length_word(at & (capacity_ - 1)).store(static_cast<std::uint32_t>(need), order);
+  if (pad != 0) {
+    std::memcpy(data() + pos + 4, &kRecordPad, 4);
+    length_word(pos).store(static_cast<std::uint32_t>(pad), order);
+  }
+  hd->head.store(at + need, std::memory_order_relaxed);
   return true;
+}
+
+std::atomic_ref<std::uint32_t> ShmRing::length_word(std::uint64_t pos) const {
+  return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(data() + pos));
 }
 
 bool ShmRing::take_doorbell_request() {
@@ -233,21 +240,17 @@ const std::byte* ShmRing::peek() {
   Header* hd = header();
   for (;;) {
     const std::uint64_t tail = hd->tail.load(std::memory_order_relaxed);
-    if (cached_head_ == tail) {
-      cached_head_ = hd->head.load(std::memory_order_acquire);
-      if (cached_head_ == tail) return nullptr;
-    }
-    const std::uint64_t head = cached_head_;
     const std::uint64_t pos = tail & (capacity_ - 1);
+    // One cache line carries the publication and the record: the consumer polls the length.
+    const std::uint32_t len = length_word(pos).load(std::memory_order_acquire);
+    if (len == 0) return nullptr;
     const std::byte* rec = data() + pos;
     std::uint32_t kind = 0;
-    std::uint32_t len = 0;
-    std::memcpy(&len, rec, 4);
     std::memcpy(&kind, rec + 4, 4);
     // The peer writes these bytes: check them before they steer a read.
     const std::uint64_t min_len = kRecordPrefix + (kind == kRecordPad ? 0 : kFrameHeaderBytes);
     if ((kind != kRecordPad && kind != kRecordFrame) || len < min_len || len % 8 != 0 ||
-        len > capacity_ - pos || len > head - tail) {
+        len > capacity_ - pos) {
       corrupt_ = "ring record at " + std::to_string(tail) + " has kind " + std::to_string(kind) +
                  " and length " + std::to_string(len);
       return nullptr;
@@ -264,20 +267,19 @@ const std::byte* ShmRing::peek() {
 void ShmRing::pop() {
   Header* hd = header();
   const std::uint64_t tail = hd->tail.load(std::memory_order_relaxed);
-  std::uint32_t len = 0;
-  std::memcpy(&len, data() + (tail & (capacity_ - 1)), 4);
-  hd->tail.store(tail + len, std::memory_order_release);
+  hd->tail.store(tail + current_len_, std::memory_order_release);
 }
 
 bool ShmRing::empty() const {
-  Header* hd = header();
-  return hd->head.load(std::memory_order_acquire) == hd->tail.load(std::memory_order_relaxed);
+  const std::uint64_t tail = header()->tail.load(std::memory_order_relaxed);
+  return length_word(tail & (capacity_ - 1)).load(std::memory_order_acquire) == 0;
 }
 
 bool ShmRing::prepare_sleep() {
   Header* hd = header();
   hd->consumer_sleeping.store(1, std::memory_order_seq_cst);
-  if (hd->head.load(std::memory_order_seq_cst) != hd->tail.load(std::memory_order_relaxed)) {
+  const std::uint64_t tail = hd->tail.load(std::memory_order_relaxed);
+  if (length_word(tail & (capacity_ - 1)).load(std::memory_order_seq_cst) != 0) {
     hd->consumer_sleeping.store(0, std::memory_order_relaxed);
     return false;
   }

@@ -65,6 +65,8 @@ class ShmRing {
   struct Header;
   Header* header() const { return reinterpret_cast<Header*>(base_); }
   std::byte* data() const;
+  // The u32 that starts a record: its length, nonzero once the record is published.
+  std::atomic_ref<std::uint32_t> length_word(std::uint64_t pos) const;
   void reset();
 
   std::byte* base_ = nullptr;
