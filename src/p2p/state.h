@@ -119,7 +119,6 @@ struct RequestState : MpscNode {
   Channel channel = Channel::Tcp;
   PeerLink* lane_link = nullptr;
   std::uint64_t parts_left = 0;
-  std::uint64_t moved = 0;
   Status first_error;  // of a batch's parts; reported once every part is done
 };
 

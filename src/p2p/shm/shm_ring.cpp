@@ -149,8 +149,7 @@ ShmRing::ShmRing(ShmRing&& o) noexcept
       capacity_(o.capacity_),
       name_(std::move(o.name_)),
       owner_(std::exchange(o.owner_, false)),
-      cached_tail_(o.cached_tail_),
-      cached_head_(o.cached_head_) {}
+      cached_tail_(o.cached_tail_) {}
 
 ShmRing& ShmRing::operator=(ShmRing&& o) noexcept {
   if (this != &o) {
@@ -162,7 +161,6 @@ ShmRing& ShmRing::operator=(ShmRing&& o) noexcept {
     name_ = std::move(o.name_);
     owner_ = std::exchange(o.owner_, false);
     cached_tail_ = o.cached_tail_;
-    cached_head_ = o.cached_head_;
   }
   return *this;
 }

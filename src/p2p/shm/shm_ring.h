@@ -1,6 +1,8 @@
 // A single-producer, single-consumer ring of frames in a POSIX shared-memory segment: one per
 // direction per same-host peer. The producer copies a frame header and payload in and publishes
-// it by advancing head; the consumer reads frames in place and retires them by advancing tail.
+// it by storing the record's length last; the consumer polls the length word where the next
+// record starts (so publication and data share a cache line), reads the frame in place and
+// retires it by advancing tail.
 // A consumer about to sleep raises `consumer_sleeping`, and a producer that sees it rings the
 // peer's doorbell on the TCP connection, so an idle engine needs no polling.
 #pragma once
@@ -78,7 +80,6 @@ class ShmRing {
   std::uint64_t current_len_ = 0;
   bool strict_wakeup_ = true;
   std::uint64_t cached_tail_ = 0;  // producer's last view of the consumer's tail
-  std::uint64_t cached_head_ = 0;  // consumer's last view of the producer's head
   std::string corrupt_;
 };
 
