@@ -114,6 +114,49 @@ TEST_F(CommP2p, TcpBetweenSameHostRanks) {
   }
 }
 
+// A sender far ahead of its receiver: 400 eager-sized messages (6.4 MiB) before any receive is
+// posted. Credit holds the unexpected bytes at the receiver within eager_credit_bytes (4 MiB); the
+// rest waits as rendezvous, and every message still arrives in order.
+TEST_F(CommP2p, CreditBoundsUnexpectedEagerBytes) {
+  for (Transport transport : {Transport::Shm, Transport::Tcp}) {
+    constexpr int kCount = 400;
+    constexpr std::uint64_t kSize = 16 * 1024;
+    TransferOptions opts;
+    opts.transport = transport;
+    std::vector<std::vector<std::uint8_t>> out;
+    for (int i = 0; i < kCount; ++i) out.push_back(pattern(kSize, static_cast<unsigned>(i)));
+    std::vector<std::vector<std::uint8_t>> in(kCount, std::vector<std::uint8_t>(kSize));
+    std::vector<Request> sends;
+    for (int i = 0; i < kCount; ++i) {
+      auto s = comms_[0].isend(out[static_cast<size_t>(i)].data(), kSize, 1, 3, opts);
+      ASSERT_TRUE(s.ok()) << s.status().to_string();
+      sends.push_back(*s);
+    }
+    // Let everything that can arrive, arrive, before the receiver posts anything.
+    for (int i = 0; i < 200; ++i) {
+      for (auto& s : sends) s.test();
+      std::this_thread::sleep_for(1ms);
+    }
+    const EngineStats before = comms_[1].engine().stats();
+    EXPECT_LE(before.unexpected_bytes_peak, comms_[1].config().eager_credit_bytes);
+    EXPECT_GT(before.unexpected_bytes, 0U) << "some messages went eagerly";
+    std::vector<Request> recvs;
+    for (int i = 0; i < kCount; ++i) {
+      auto r = comms_[1].irecv(in[static_cast<size_t>(i)].data(), kSize, 0, 3, opts);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      recvs.push_back(*r);
+    }
+    ASSERT_TRUE(wait_all(recvs, 60s).ok());
+    ASSERT_TRUE(wait_all(sends, 60s).ok());
+    for (int i = 0; i < kCount; ++i) {
+      ASSERT_EQ(in[static_cast<size_t>(i)], out[static_cast<size_t>(i)]) << "message " << i;
+    }
+    EXPECT_LE(comms_[1].engine().stats().unexpected_bytes_peak,
+              comms_[1].config().eager_credit_bytes);
+    EXPECT_EQ(comms_[1].engine().stats().unexpected_bytes, 0U);
+  }
+}
+
 // Several TCP streams per peer: the extra streams join after the first, and rendezvous Data is
 // striped over them; messages of every size still arrive whole and in order.
 class CommP2pStreams : public CommP2p {
