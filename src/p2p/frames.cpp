@@ -33,6 +33,20 @@ std::uint64_t addr_from(std::string_view body) {
   return v;
 }
 
+// An Eager or Rts frame as the matching queues keep it (Eager's payload is added by the caller).
+detail::Arrival arrival_of(const FrameHeader& h, Channel ch) {
+  detail::Arrival a;
+  a.type = h.type;
+  a.channel = ch;
+  a.comm = static_cast<std::uint32_t>(h.a >> 32);
+  a.tag = static_cast<std::int32_t>(h.a & 0xffffffffu);
+  a.seq = h.b;
+  a.sender_id = h.id;
+  a.length = h.type == FrameType::Eager ? h.payload_len : h.c;
+  a.sender_addr = h.type == FrameType::Rts ? h.d : 0;
+  return a;
+}
+
 Errc errc_from_wire(std::uint64_t v) {
   if (v == 0 || v > static_cast<std::uint64_t>(Errc::Protocol)) return Errc::Internal;
   return static_cast<Errc>(v);
@@ -164,14 +178,7 @@ void Transports::end_frame(Link& link, const FrameHeader& h, Channel ch, Sink& s
   }
   switch (h.type) {
     case FrameType::Eager: {
-      detail::Arrival a;
-      a.type = FrameType::Eager;
-      a.channel = ch;
-      a.comm = static_cast<std::uint32_t>(h.a >> 32);
-      a.tag = static_cast<std::int32_t>(h.a & 0xffffffffu);
-      a.seq = h.b;
-      a.sender_id = h.id;
-      a.length = h.payload_len;
+      detail::Arrival a = arrival_of(h, ch);
       if (sink.req) {
         ReqPtr recv = std::move(sink.req);
         if (sink.kind == Sink::Discard) {
@@ -192,18 +199,8 @@ void Transports::end_frame(Link& link, const FrameHeader& h, Channel ch, Sink& s
       a.data = std::move(body);
       return deliver_arrival(link, std::move(a));
     }
-    case FrameType::Rts: {
-      detail::Arrival a;
-      a.type = FrameType::Rts;
-      a.channel = ch;
-      a.comm = static_cast<std::uint32_t>(h.a >> 32);
-      a.tag = static_cast<std::int32_t>(h.a & 0xffffffffu);
-      a.seq = h.b;
-      a.sender_id = h.id;
-      a.length = h.c;
-      a.sender_addr = h.d;
-      return deliver_arrival(link, std::move(a));
-    }
+    case FrameType::Rts:
+      return deliver_arrival(link, arrival_of(h, ch));
     case FrameType::Cts: {
       // Send [c, c + d) of the message as Data (d = 0: all of it).
       auto it = link.inflight.find(h.id);
