@@ -199,8 +199,7 @@ void Transports::end_frame(Link& link, const FrameHeader& h, Channel ch, Sink& s
       a.data = std::move(body);
       return deliver_arrival(link, std::move(a));
     }
-    case FrameType::Rts:
-      return deliver_arrival(link, arrival_of(h, ch));
+    case FrameType::Rts: return deliver_arrival(link, arrival_of(h, ch));
     case FrameType::Cts: {
       // Send [c, c + d) of the message as Data (d = 0: all of it).
       auto it = link.inflight.find(h.id);
