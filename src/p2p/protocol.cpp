@@ -275,17 +275,21 @@ void Transports::issue_recv(Link& link, const ReqPtr& req) {
   link.posted.push_back(req);
 }
 
+void Transports::reject_truncated(Link& link, const ReqPtr& recv, const detail::Arrival& a) {
+  Status trunc =
+      Status::error(Errc::InvalidArgument,
+                    "message truncated: peer " + short_id(link.ep.id) + " sent " +
+                        std::to_string(a.length) + " bytes with tag " + std::to_string(a.tag) +
+                        " to a receive of " + std::to_string(recv->length) + " bytes");
+  send_control(link, a.channel, FrameType::Reject, a.sender_id,
+               static_cast<std::uint64_t>(Errc::InvalidArgument), 0, 0, 0, trunc.message());
+  finish_request(*recv, trunc, counters_);
+}
+
 void Transports::consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& a) {
   counters_.unexpected_bytes -= a.data.size();
   if (a.length > recv->length) {
-    Status trunc =
-        Status::error(Errc::InvalidArgument,
-                      "message truncated: peer " + short_id(link.ep.id) + " sent " +
-                          std::to_string(a.length) + " bytes with tag " + std::to_string(a.tag) +
-                          " to a receive of " + std::to_string(recv->length) + " bytes");
-    send_control(link, a.channel, FrameType::Reject, a.sender_id,
-                 static_cast<std::uint64_t>(Errc::InvalidArgument), 0, 0, 0, trunc.message());
-    finish_request(*recv, trunc, counters_);
+    reject_truncated(link, recv, a);
   } else {
     if (a.length != 0) std::memcpy(recv->dst, a.data.data(), a.length);
     recv->bytes_done.store(a.length);
@@ -297,14 +301,7 @@ void Transports::consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& 
 
 void Transports::match_rts(Link& link, const ReqPtr& recv, const detail::Arrival& a) {
   if (a.length > recv->length) {
-    Status trunc =
-        Status::error(Errc::InvalidArgument,
-                      "message truncated: peer " + short_id(link.ep.id) + " sent " +
-                          std::to_string(a.length) + " bytes with tag " + std::to_string(a.tag) +
-                          " to a receive of " + std::to_string(recv->length) + " bytes");
-    send_control(link, a.channel, FrameType::Reject, a.sender_id,
-                 static_cast<std::uint64_t>(Errc::InvalidArgument), 0, 0, 0, trunc.message());
-    finish_request(*recv, trunc, counters_);
+    reject_truncated(link, recv, a);
     return;
   }
   if (a.sender_addr != 0 && a.channel == Channel::Ring && a.length > 0 && vm_copy_usable()) {

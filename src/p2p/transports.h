@@ -117,6 +117,8 @@ class Transports {
   bool try_match_arrival(Link& link, Arrival& a);
   void match_rts(Link& link, const ReqPtr& recv, const Arrival& a);
   void consume_eager(Link& link, const ReqPtr& recv, Arrival& a);
+  // Fails a receive too small for its message and tells the sender (Reject).
+  void reject_truncated(Link& link, const ReqPtr& recv, const Arrival& a);
   std::string take_buffer();
   void give_buffer(std::string&& buffer);
   // Queues [data + base, data + base + len) as Data frames whose offsets start at base. False if
