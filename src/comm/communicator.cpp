@@ -54,6 +54,19 @@ struct Communicator::Impl {
 
   std::string key(std::string_view what) const { return "comm/" + tag + "/" + std::string(what); }
 
+  // A send or receive of this communicator, its buffer still to be set.
+  std::shared_ptr<detail::RequestState> message(detail::OpKind kind, std::uint64_t bytes, int peer,
+                                                int msg_tag, const TransferOptions& options) const {
+    auto s = std::make_shared<detail::RequestState>();
+    s->kind = kind;
+    s->options = options;
+    s->peer = endpoints[static_cast<size_t>(peer)];
+    s->length = bytes;
+    s->comm = comm_id;
+    s->tag = msg_tag;
+    return s;
+  }
+
   Status exchange(const PeerInfo& self) {
     Store& store = *bootstrap.store();
     const int n = bootstrap.world_size();
@@ -184,28 +197,16 @@ Status check_p2p(const char* op, const void* data, std::uint64_t bytes, int peer
 Result<Request> Communicator::isend(const void* data, std::uint64_t bytes, int peer, int tag,
                                     const TransferOptions& options) {
   ORBITE_RETURN_IF_ERROR(check_p2p("isend", data, bytes, peer, size(), tag, options));
-  auto s = std::make_shared<detail::RequestState>();
-  s->kind = detail::OpKind::Send;
-  s->options = options;
-  s->peer = impl_->endpoints[static_cast<size_t>(peer)];
+  auto s = impl_->message(detail::OpKind::Send, bytes, peer, tag, options);
   s->src = static_cast<const std::byte*>(data);
-  s->length = bytes;
-  s->comm = impl_->comm_id;
-  s->tag = tag;
   return impl_->engine->core_->submit(std::move(s));
 }
 
 Result<Request> Communicator::irecv(void* data, std::uint64_t bytes, int peer, int tag,
                                     const TransferOptions& options) {
   ORBITE_RETURN_IF_ERROR(check_p2p("irecv", data, bytes, peer, size(), tag, options));
-  auto s = std::make_shared<detail::RequestState>();
-  s->kind = detail::OpKind::Recv;
-  s->options = options;
-  s->peer = impl_->endpoints[static_cast<size_t>(peer)];
+  auto s = impl_->message(detail::OpKind::Recv, bytes, peer, tag, options);
   s->dst = static_cast<std::byte*>(data);
-  s->length = bytes;
-  s->comm = impl_->comm_id;
-  s->tag = tag;
   return impl_->engine->core_->submit(std::move(s));
 }
 
