@@ -228,5 +228,48 @@ TEST(Hello, BadLauncherVariableIsAConfigurationError) {
   EXPECT_NE(o.err.find("Configuration: ORBITE_RANK='x'"), std::string::npos) << o.err;
 }
 
+// The benchmark harness: bad flags are refused before any rank joins (exit 2, the flag and value
+// named), and a small checked sweep writes its rows as JSON.
+TEST(PerfHarness, RejectsBadFlagsNamingThem) {
+  const std::string bench = std::string(ORBITE_BINARY_DIR) + "/perf_tests/sendrecv_perf";
+  struct Case {
+    std::vector<std::string> args;
+    std::string named;
+  };
+  for (const Case& c :
+       std::vector<Case>{{{"-b", "8x"}, "-b"},
+                         {{"--transport", "rdma"}, "rdma"},
+                         {{"-n", "-3"}, "-n"},
+                         {{"--bogus"}, "--bogus"},
+                         {{"--transport", "shm,tcp", "--json", "x.json"}, "--json"}}) {
+    std::vector<std::string> argv = {bench};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    Outcome o = run_program(argv, 30s);
+    EXPECT_EQ(o.status, 2) << c.args[0] << "\n" << o.err;
+    EXPECT_NE(o.err.find(c.named), std::string::npos) << o.err;
+  }
+}
+
+TEST(PerfHarness, CheckedSweepWritesJsonRows) {
+  TempDir dir;
+  const std::string json_path = dir.path() + "/rows.json";
+  Outcome o = run_program(
+      {kBin + "/orbite-run", "-n", "2", "--timeout", "100", "--",
+       std::string(ORBITE_BINARY_DIR) + "/perf_tests/sendrecv_perf", "--sizes", "8,70000", "-n",
+       "5", "-w", "1", "-c", "1", "--transport", "tcp", "--json", json_path},
+      120s);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("check: 0 wrong bytes, OK"), std::string::npos) << o.out;
+  std::ifstream in(json_path);
+  ASSERT_TRUE(in) << json_path;
+  auto doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["transport"], "tcp");
+  EXPECT_EQ(doc["ok"], true);
+  ASSERT_EQ(doc["rows"].size(), 2U);
+  EXPECT_EQ(doc["rows"][1]["size"], 70000);
+  EXPECT_GT(doc["rows"][1]["lat_us"].get<double>(), 0.0);
+  EXPECT_EQ(doc["rows"][1]["wrong"], 0);
+}
+
 }  // namespace
 }  // namespace orbite
