@@ -5,6 +5,7 @@
 #pragma once
 
 #include <orbite/bootstrap.h>
+#include <orbite/collectives.h>
 #include <orbite/config.h>
 #include <orbite/export.h>
 #include <orbite/status.h>
@@ -12,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -74,6 +76,64 @@ class ORBITE_API Communicator {
               Duration timeout = Duration::max());
   Status recv(void* data, std::uint64_t bytes, int peer, int tag, std::uint64_t* received = nullptr,
               Duration timeout = Duration::max());
+
+  // Collectives (NCCL and MPI semantics). Every rank calls the same collectives in the same order
+  // with matching counts, types, ops and roots; several may be outstanding at once and complete
+  // in any order. Each returns at once with a Request (the first messages are already posted);
+  // the collective advances when a thread waits on or tests one of the communicator's collective
+  // Requests (MPI's progress rule: a rank that never waits holds up the others). Counts are in
+  // elements. Buffers stay borrowed until the Request is done.
+  //
+  // Arguments a rank can check alone (null buffer with a nonzero count, root outside 0..size-1,
+  // partially overlapping buffers, a vector of the wrong length, a count overflowing the address
+  // space) are InvalidArgument before anything is sent. A count that differs between ranks fails
+  // with InvalidArgument (truncation) where it is detected. After a collective fails, the
+  // communicator is broken: the ranks still in it are told, their collectives fail with the
+  // first error, and so do later ones (as after ncclCommAbort; p2p keeps working).
+  //
+  // In place, as NCCL: all_reduce, reduce and broadcast with send == recv; all_gather with
+  // send == recv + rank * send_count; reduce_scatter with recv == send + rank * recv_count;
+  // gather (root) with send == recv + root * count; scatter (root) with recv == send + root *
+  // count; all_to_all with send == recv.
+  //
+  // Algorithms are chosen by size and rank count (docs/collectives.md); the `algo` setting
+  // (ORBITE_ALGO) overrides the choice.
+  Result<Request> all_reduce(const void* send, void* recv, std::uint64_t count, DataType type,
+                             ReduceOp op);
+  // recv is used at root only (may be null elsewhere).
+  Result<Request> reduce(const void* send, void* recv, std::uint64_t count, DataType type,
+                         ReduceOp op, int root);
+  // The root sends from send (into its own recv too, unless send == recv); the others receive
+  // into recv (their send is ignored).
+  Result<Request> broadcast(const void* send, void* recv, std::uint64_t count, DataType type,
+                            int root);
+  // recv holds size() * send_count elements, rank r's block at r * send_count.
+  Result<Request> all_gather(const void* send, void* recv, std::uint64_t send_count, DataType type);
+  // send holds size() * recv_count elements; rank r receives the reduction of block r.
+  Result<Request> reduce_scatter(const void* send, void* recv, std::uint64_t recv_count,
+                                 DataType type, ReduceOp op);
+  // Block r of send (count elements at r * count) goes to rank r, whose block from this rank
+  // lands at rank() * count of its recv.
+  Result<Request> all_to_all(const void* send, void* recv, std::uint64_t count, DataType type);
+  // Per-peer counts and displacements (in elements), each of length size(), as MPI_Alltoallv.
+  Result<Request> all_to_allv(const void* send, std::span<const std::uint64_t> send_counts,
+                              std::span<const std::uint64_t> send_displs, void* recv,
+                              std::span<const std::uint64_t> recv_counts,
+                              std::span<const std::uint64_t> recv_displs, DataType type);
+  // The root's recv holds size() * send_count elements (ignored elsewhere).
+  Result<Request> gather(const void* send, void* recv, std::uint64_t send_count, DataType type,
+                         int root);
+  // The root's send holds size() * recv_count elements (ignored elsewhere).
+  Result<Request> scatter(const void* send, void* recv, std::uint64_t recv_count, DataType type,
+                          int root);
+  Result<Request> barrier();
+
+  // New communicators over this one's ranks, sharing its engine; their traffic (p2p and
+  // collectives) never mixes with this one's. Both are collective over this communicator, called
+  // in the same order as its collectives. split: ranks with the same colour form one
+  // communicator, ordered by (key, old rank); kUndefinedColor joins none (nullopt).
+  Result<std::optional<Communicator>> split(int color, int key);
+  Result<Communicator> dup();
 
   // A barrier through the bootstrap store (bounded by config.bootstrap.timeout). It is slow and
   // meant for setup and teardown, not for the data path.

@@ -183,6 +183,16 @@ struct TopologyConfig {
   std::string hwloc_xml;
 };
 
+struct CollConfig {
+  // Algorithm override (also ORBITE_ALGO): "" or "auto" for the size rule, an algorithm name
+  // for every collective that has it, or "all_reduce=ring,broadcast=binomial".
+  std::string algo;
+  // Pipelining unit of the ring and chain algorithms.
+  std::uint64_t chunk_bytes = 1 * kMiB;
+  // Receive buffers of that size in flight per pipelined stream.
+  std::uint32_t pipeline_depth = 4;
+};
+
 struct ORBITE_API EngineConfig {
   // Data worker threads of the per-process proxy.
   std::uint32_t num_lanes = 1;
@@ -193,6 +203,7 @@ struct ORBITE_API EngineConfig {
   rdma::RdmaConfig rdma;
   TcpConfig tcp;
   ShmConfig shm;
+  CollConfig coll;
   BootstrapConfig bootstrap;
   TopologyConfig topology;
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "comm/communicator_impl.h"
 #include "comm/peer_record.h"
 #include "common/clock.h"
 #include "common/host_identity.h"
@@ -38,70 +39,84 @@ bool store_is_local(const Bootstrap& bootstrap) {
 
 }  // namespace
 
-struct Communicator::Impl {
-  Bootstrap bootstrap;
-  EngineConfig config;
-  std::string tag;
-  int rank = 0;
-  std::vector<PeerInfo> peers;
-  std::shared_ptr<TransferEngine> engine;
-  // Scopes this communicator's messages: every rank derives the same value from the tag.
-  std::uint32_t comm_id = 0;
-  std::vector<std::shared_ptr<const detail::PeerRef>> endpoints;
-  std::uint64_t barriers = 0;
+namespace {
 
-  Impl(Bootstrap b, EngineConfig c) : bootstrap(std::move(b)), config(std::move(c)) {}
+std::uint32_t fnv1a(std::string_view text) {
+  std::uint32_t h = 2166136261u;
+  for (char ch : text) h = (h ^ static_cast<unsigned char>(ch)) * 16777619u;
+  return h;
+}
 
-  std::string key(std::string_view what) const { return "comm/" + tag + "/" + std::string(what); }
+}  // namespace
 
-  // A send or receive of this communicator, its buffer still to be set.
-  std::shared_ptr<detail::RequestState> message(detail::OpKind kind, std::uint64_t bytes, int peer,
-                                                int msg_tag, const TransferOptions& options) const {
-    auto s = std::make_shared<detail::RequestState>();
-    s->kind = kind;
-    s->options = options;
-    s->peer = endpoints[static_cast<size_t>(peer)];
-    s->length = bytes;
-    s->comm = comm_id;
-    s->tag = msg_tag;
-    return s;
-  }
+void Communicator::Impl::set_tag(std::string t) {
+  tag = std::move(t);
+  comm_id = fnv1a(tag);
+  coll_comm_id = fnv1a(tag + "/collectives");
+}
 
-  Status exchange(const PeerInfo& self) {
-    Store& store = *bootstrap.store();
-    const int n = bootstrap.world_size();
-    ORBITE_RETURN_IF_ERROR(
-        store.set(key("peer/" + std::to_string(rank)), comm::encode_peer_record(self)));
-    std::vector<std::string> keys;
-    for (int r = 0; r < n; ++r) keys.push_back(key("peer/" + std::to_string(r)));
-    Status waited = store.wait(keys, config.bootstrap.timeout);
-    if (waited.code() == Errc::Timeout) {
-      std::vector<int> missing;
-      if (auto present = store.check(keys); present.ok()) {
-        for (int r = 0; r < n; ++r) {
-          if (!(*present)[static_cast<size_t>(r)]) missing.push_back(r);
+Status Communicator::Impl::start_collectives() {
+  auto parsed = coll::parse_algo(config.coll.algo);
+  if (!parsed.ok()) return parsed.status().with_context("coll.algo");
+  algos = *parsed;
+  auto ep = endpoints;
+  auto c = core;
+  const std::uint32_t id = coll_comm_id;
+  executor = std::make_shared<coll::Executor>(
+      rank, static_cast<int>(peers.size()),
+      [ep = std::move(ep), c = std::move(c), id](bool send, void* data, std::uint64_t bytes,
+                                                 int peer, std::int32_t msg_tag, bool passive) {
+        auto s = std::make_shared<detail::RequestState>();
+        s->passive = passive;
+        s->kind = send ? detail::OpKind::Send : detail::OpKind::Recv;
+        s->peer = ep[static_cast<size_t>(peer)];
+        s->length = bytes;
+        s->comm = id;
+        s->tag = msg_tag;
+        if (send) {
+          s->src = static_cast<const std::byte*>(data);
+        } else {
+          s->dst = static_cast<std::byte*>(data);
         }
+        return c->submit(std::move(s));
+      });
+  return {};
+}
+
+Status Communicator::Impl::exchange(const PeerInfo& self) {
+  Store& store = *bootstrap.store();
+  const int n = bootstrap.world_size();
+  ORBITE_RETURN_IF_ERROR(
+      store.set(key("peer/" + std::to_string(rank)), comm::encode_peer_record(self)));
+  std::vector<std::string> keys;
+  for (int r = 0; r < n; ++r) keys.push_back(key("peer/" + std::to_string(r)));
+  Status waited = store.wait(keys, config.bootstrap.timeout);
+  if (waited.code() == Errc::Timeout) {
+    std::vector<int> missing;
+    if (auto present = store.check(keys); present.ok()) {
+      for (int r = 0; r < n; ++r) {
+        if (!(*present)[static_cast<size_t>(r)]) missing.push_back(r);
       }
-      return Status::error(
-          Errc::Timeout, "communicator setup: after " +
+    }
+    return Status::error(Errc::Timeout,
+                         "communicator setup: after " +
                              std::to_string(to_ms(config.bootstrap.timeout)) + " ms, " +
                              std::to_string(missing.size()) + " of " + std::to_string(n) +
                              " ranks had not published their address (ranks " + rank_list(missing) +
                              "; did they start, and use the same store?)");
-    }
-    ORBITE_RETURN_IF_ERROR(waited);
-    peers.resize(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) {
-      ORBITE_ASSIGN_OR_RETURN(std::string bytes,
-                              store.get(keys[static_cast<size_t>(r)], config.bootstrap.timeout));
-      ORBITE_ASSIGN_OR_RETURN(peers[static_cast<size_t>(r)], comm::decode_peer_record(bytes, r));
-    }
-    std::map<std::string, int> per_host;
-    for (auto& p : peers) p.local_rank = per_host[p.host_id]++;
-    for (auto& p : peers) p.local_size = per_host[p.host_id];
-    return {};
   }
-};
+  ORBITE_RETURN_IF_ERROR(waited);
+  peers.resize(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    ORBITE_ASSIGN_OR_RETURN(std::string bytes,
+                            store.get(keys[static_cast<size_t>(r)], config.bootstrap.timeout));
+    ORBITE_ASSIGN_OR_RETURN(peers[static_cast<size_t>(r)], comm::decode_peer_record(bytes, r));
+  }
+  std::map<std::string, int> per_host;
+  for (auto& p : peers) p.local_rank = per_host[p.host_id]++;
+  for (auto& p : peers) p.local_size = per_host[p.host_id];
+  return {};
+}
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::Communicator(Communicator&&) noexcept = default;
@@ -125,11 +140,9 @@ Result<Communicator> Communicator::create(const Bootstrap& bootstrap,
   const EngineConfig& config = engine->config();
   auto impl = std::make_unique<Impl>(bootstrap, config);
   impl->rank = bootstrap.rank();
-  impl->tag = bootstrap.next_collective_tag("comm");
+  impl->set_tag(bootstrap.next_collective_tag("comm"));
+  impl->core = engine->core_;
   impl->engine = std::move(engine);
-  std::uint32_t h = 2166136261u;  // FNV-1a of the tag, identical on every rank
-  for (char ch : impl->tag) h = (h ^ static_cast<unsigned char>(ch)) * 16777619u;
-  impl->comm_id = h;
 
   const HostIdentity& host = this_host();
   PeerInfo self;
@@ -146,6 +159,7 @@ Result<Communicator> Communicator::create(const Bootstrap& bootstrap,
     ref->ep = detail::Endpoint{p.engine_id, p.control_address, p.host_id, p.pid};
     impl->endpoints.push_back(std::move(ref));
   }
+  ORBITE_RETURN_IF_ERROR(impl->start_collectives());
   ORBITE_RETURN_IF_ERROR(bootstrap.store()->barrier(
       impl->key("ready"), impl->rank, bootstrap.world_size(), config.bootstrap.timeout));
   const PeerInfo& me = impl->peers[static_cast<size_t>(impl->rank)];

@@ -232,6 +232,20 @@ void visit_topology(V& v, C& t) {
 }
 
 template <class V, class C>
+void visit_coll(V& v, C& s) {
+  v.field("algo", s.algo, Text{kNameMax},
+          "Collective algorithm override (also ORBITE_ALGO): \"\" or \"auto\" for the size rule of "
+          "docs/collectives.md, an algorithm (ring, recursive_doubling, binomial, chain, bruck, "
+          "pairwise, linear, dissemination) for every collective that has it, or a list such as "
+          "\"all_reduce=ring,broadcast=binomial\". Checked when a communicator is created.");
+  v.field("chunk_bytes", s.chunk_bytes, Bytes{4 * kKiB, 1 * kGiB},
+          "Pipelining unit of the ring and chain algorithms: a piece is reduced and forwarded "
+          "while the next one arrives.");
+  v.field("pipeline_depth", s.pipeline_depth, UInt{1, 64},
+          "Receive buffers of chunk_bytes in flight per pipelined stream.");
+}
+
+template <class V, class C>
 void visit_engine(V& v, C& c) {
   v.field("num_lanes", c.num_lanes, UInt{1, 64}, "Data worker threads of the per-process proxy.");
   v.field("progress_mode", c.progress_mode, Enum<ProgressMode>{kProgressModes},
@@ -243,6 +257,7 @@ void visit_engine(V& v, C& c) {
   v.section("rdma", [&](V& sub) { visit_rdma(sub, c.rdma); });
   v.section("tcp", [&](V& sub) { visit_tcp(sub, c.tcp); });
   v.section("shm", [&](V& sub) { visit_shm(sub, c.shm); });
+  v.section("coll", [&](V& sub) { visit_coll(sub, c.coll); });
   v.section("bootstrap", [&](V& sub) { visit_bootstrap(sub, c.bootstrap); });
   v.section("topology", [&](V& sub) { visit_topology(sub, c.topology); });
 }
@@ -251,6 +266,7 @@ void visit_engine(V& v, C& c) {
 inline constexpr std::pair<std::string_view, std::string_view> kEnvAliases[] = {
     {"ORBITE_SOCKET_IFNAME", "tcp.interface"},
     {"ORBITE_TOPO_XML", "topology.hwloc_xml"},
+    {"ORBITE_ALGO", "coll.algo"},
 };
 
 // ORBITE_* variables read elsewhere (not configuration fields).

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cerrno>
 #include <cstring>
@@ -423,8 +424,9 @@ bool Transports::busy() const {
   if (!pending_accepts_.empty()) return true;
   for (const auto& [id, link] : links_) {
     if (!link->inflight.empty() || !link->sessions.empty() || !link->waiting.empty() ||
-        !link->posted.empty() || !link->ring_out.empty() ||
-        link->state == PeerLink::State::Connecting ||
+        std::any_of(link->posted.begin(), link->posted.end(),
+                    [](const auto& r) { return !r->passive; }) ||
+        !link->ring_out.empty() || link->state == PeerLink::State::Connecting ||
         link->state == PeerLink::State::AwaitingPeer) {
       return true;
     }

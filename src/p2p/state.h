@@ -86,12 +86,24 @@ struct RegionRecord {
 enum class OpKind : std::uint8_t { Send, Recv, Put, Get };
 enum class Channel : std::uint8_t { Tcp, Ring };
 
+// Progress of requests that no lane owns (collectives): Request::test() calls poll() and
+// Request::wait() calls wait() instead of driving a lane.
+struct ExternalProgress {
+  virtual ~ExternalProgress() = default;
+  virtual void poll() = 0;
+  virtual void wait(const std::atomic<int>& phase, Duration timeout) = 0;
+};
+
 struct RequestState : MpscNode {
   // Keeps the state alive while it sits in a lane's submission queue.
   std::shared_ptr<RequestState> queued_self;
   std::shared_ptr<EngineCore> core;
   Lane* lane = nullptr;
 
+  std::shared_ptr<ExternalProgress> external;  // set for requests no lane owns
+  // A receive that may never be matched (a collective's abort watch): it does not keep the
+  // engine busy, and close() cancels it without waiting.
+  bool passive = false;
   std::atomic<int> phase{0};  // 0 running, 1 succeeded, 2 failed
   Status final_status;
   std::atomic<std::uint64_t> bytes_done{0};

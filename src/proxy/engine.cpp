@@ -42,6 +42,10 @@ std::string_view to_string(Priority p) {
 bool Request::test() {
   if (!state_) return false;
   if (state_->phase.load(std::memory_order_acquire) != 0) return true;
+  if (state_->external) {
+    state_->external->poll();
+    return state_->phase.load(std::memory_order_acquire) != 0;
+  }
   detail::Lane& lane = *state_->lane;
   if (lane.mu.try_lock()) {
     lane.progress_once();
@@ -52,7 +56,9 @@ bool Request::test() {
 
 Status Request::wait(Duration timeout) {
   if (!state_) return Status::error(Errc::InvalidArgument, "wait() on an empty Request");
-  if (state_->phase.load(std::memory_order_acquire) == 0) {
+  if (state_->phase.load(std::memory_order_acquire) == 0 && state_->external) {
+    state_->external->wait(state_->phase, timeout);
+  } else if (state_->phase.load(std::memory_order_acquire) == 0) {
     state_->core->drive_until(*state_->lane, state_->phase, timeout);
   }
   if (state_->phase.load(std::memory_order_acquire) == 0) {

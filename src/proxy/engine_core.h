@@ -85,6 +85,7 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   void stop_threads();
   [[nodiscard]] bool any_busy();
   Request make(std::shared_ptr<RequestState> s) { return Request(std::move(s)); }
+  static Request request_of(std::shared_ptr<RequestState> s) { return Request(std::move(s)); }
   static std::shared_ptr<RequestState> state_of(const Request& r) { return r.state_; }
   MemoryRegion wrap(std::shared_ptr<RegionRecord> r) { return MemoryRegion(std::move(r)); }
   static const std::shared_ptr<RegionRecord>& record_of(const MemoryRegion& m) { return m.record_; }

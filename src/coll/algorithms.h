@@ -1,0 +1,78 @@
+// The collective algorithms, each a coroutine over a Ctx (task.h). Arguments are checked by the
+// communicator before any of these runs; they assume size() >= 2 and consistent buffers.
+#pragma once
+
+#include <orbite/collectives.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "coll/task.h"
+
+namespace orbite::coll {
+
+struct Args {
+  const std::byte* in = nullptr;
+  std::byte* out = nullptr;
+  std::uint64_t count = 0;  // elements (per block for the gathers, scatters and all_to_all)
+  DataType type = DataType::Float32;
+  ReduceOp op = ReduceOp::Sum;
+  int root = 0;
+  std::uint64_t chunk_bytes = 1 << 20;  // pipelining unit of the ring and chain algorithms
+  int depth = 4;                        // receive buffers in flight per pipelined stream
+  // all_to_allv (elements).
+  std::vector<std::uint64_t> send_counts, send_displs, recv_counts, recv_displs;
+};
+
+// size() == 1, or nothing to move: copy in to out where they differ.
+Task local_copy(Ctx& c, Args a, std::uint64_t bytes);
+
+// all_reduce: ring reduce-scatter + all-gather, pipelined in chunks; and recursive doubling with
+// the non-power-of-two fold. reduce_scatter: the ring's first half.
+Task ring_all_reduce(Ctx& c, Args a);
+Task recursive_doubling_all_reduce(Ctx& c, Args a);
+Task ring_reduce_scatter(Ctx& c, Args a);
+
+// Rooted: binomial trees and pipelined chains; linear gather and scatter.
+Task binomial_broadcast(Ctx& c, Args a);
+Task chain_broadcast(Ctx& c, Args a);
+Task binomial_reduce(Ctx& c, Args a);
+Task chain_reduce(Ctx& c, Args a);
+Task linear_gather(Ctx& c, Args a);
+Task linear_scatter(Ctx& c, Args a);
+
+// Exchanges.
+Task ring_all_gather(Ctx& c, Args a);
+Task bruck_all_gather(Ctx& c, Args a);
+Task pairwise_all_to_all(Ctx& c, Args a);  // all_to_allv when the count vectors are set
+Task dissemination_barrier(Ctx& c);
+
+// Element offset of part k of `count` split into n balanced parts.
+inline std::uint64_t balanced_offset(std::uint64_t count, int n, int k) {
+  return static_cast<std::uint64_t>(
+      (static_cast<unsigned __int128>(count) * static_cast<unsigned>(k)) /
+      static_cast<unsigned>(n));
+}
+
+// memcpy that accepts empty ranges with null pointers and skips copies onto themselves.
+inline void copy_bytes(void* dst, const void* src, std::uint64_t bytes) {
+  if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
+}
+
+inline int wrap(int x, int n) {
+  return ((x % n) + n) % n;
+}
+
+// [off, off + len) split into pieces of at most `piece` elements (none when len is 0). Sender
+// and receiver compute the same list, so they agree on every message's size.
+struct Piece {
+  int step = 0;
+  std::uint64_t off = 0;
+  std::uint64_t len = 0;
+};
+void split_pieces(std::vector<Piece>& out, int step, std::uint64_t off, std::uint64_t len,
+                  std::uint64_t piece);
+
+}  // namespace orbite::coll

@@ -1,0 +1,300 @@
+// Collective executor: start, resume, complete and fail collectives (see executor.h).
+#include "coll/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "proxy/engine_core.h"
+
+namespace orbite::coll {
+
+namespace {
+
+// Tags of the collectives' communicator id: one per collective (cycling), plus two reserved.
+constexpr std::int32_t kAbortTag = 0x7fffffff;
+constexpr std::int32_t kHelloTag = 0x7ffffffe;
+constexpr std::uint64_t kOpTagSpan = 0x7ffffff0;
+
+// How long a waiting thread blocks on one message before it looks for aborts and failed sends.
+constexpr Duration kLivenessSlice = std::chrono::milliseconds(10);
+
+// Pending lists are pruned of finished messages once they grow past this.
+constexpr std::size_t kPruneAt = 256;
+
+}  // namespace
+
+// ---- Ctx ----
+
+Request Ctx::post(bool send, void* data, std::uint64_t bytes, int peer) {
+  Result<Request> r = post_(send, data, bytes, peer);
+  if (!r.ok()) {
+    fail(r.status());
+    return {};
+  }
+  if (pending_.size() >= kPruneAt) {
+    std::erase_if(pending_, [](const Request& q) {
+      auto st = q.status();
+      return st && st->ok();
+    });
+  }
+  pending_.push_back(*r);
+  return *r;
+}
+
+bool Ctx::ready() {
+  if (!error_.ok()) return false;
+  bool tested = false;
+  for (Request& r : waiting_) {
+    if (!r.valid()) {
+      fail(Status::error(Errc::Internal, "a message of this collective could not be posted"));
+      return false;
+    }
+    if (!r.done()) {
+      // One progress pass per check: the lanes' workers and waiters do the rest.
+      if (tested || !r.test()) return false;
+      tested = true;
+    }
+    if (auto st = r.status(); st && !st->ok()) {
+      fail(*st);
+      return false;
+    }
+  }
+  waiting_.clear();
+  return true;
+}
+
+std::byte* Ctx::scratch(std::uint64_t bytes) {
+  std::byte* p = scratch_source(bytes);
+  scratch_taken.push_back(p);
+  return p;
+}
+
+// ---- Executor ----
+
+Executor::Executor(int rank, int size, Poster post)
+    : rank_(rank), size_(size), post_(std::move(post)) {}
+
+Executor::~Executor() {
+  for (auto& z : zombies_) {
+    const bool quiet = std::all_of(z->ctx->pending().begin(), z->ctx->pending().end(),
+                                   [](const Request& r) { return !r.valid() || r.done(); });
+    if (!quiet) {
+      // Its messages may still land in its scratch: leave the memory to the process.
+      z->task.leak();
+      for (auto& s : scratch_) {
+        if (s->in_use) (void)s->data.release();
+      }
+    }
+  }
+}
+
+Status Executor::broken() {
+  std::lock_guard lock(mu_);
+  return broken_;
+}
+
+Result<Request> Executor::start(std::string name, std::function<Task(Ctx&)> make,
+                                std::uint64_t result_bytes) {
+  std::lock_guard lock(mu_);
+  if (!broken_.ok()) {
+    return Status::error(broken_.code(), name + ": this communicator's collectives stopped after " +
+                                             broken_.message());
+  }
+  if (!watching_ && size_ > 1) start_watch();
+  const auto tag = static_cast<std::int32_t>(sequence_ % kOpTagSpan);
+  auto op = std::make_unique<Op>();
+  op->name = name + " #" + std::to_string(sequence_);
+  ++sequence_;
+  op->ctx = std::make_unique<Ctx>(
+      rank_, size_, [this, tag](bool send, void* data, std::uint64_t bytes, int peer) {
+        return post_(send, data, bytes, peer, tag, false);
+      });
+  op->ctx->scratch_source = [this](std::uint64_t bytes) { return take_scratch(bytes); };
+  op->result_bytes = result_bytes;
+  op->state = std::make_shared<detail::RequestState>();
+  op->state->external = shared_from_this();
+  op->task = make(*op->ctx);
+  Request request = detail::EngineCore::request_of(op->state);
+  op->task.resume();
+  active_.push_back(std::move(op));
+  poll_locked();
+  return request;
+}
+
+void Executor::start_watch() {
+  watching_ = true;
+  abort_watch_.resize(static_cast<std::size_t>(size_));
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    if (auto r = post_(false, nullptr, 0, p, kAbortTag, true); r.ok()) {
+      abort_watch_[static_cast<std::size_t>(p)] = *r;
+    }
+    if (auto r = post_(true, nullptr, 0, p, kHelloTag, false); r.ok()) hellos_.push_back(*r);
+    if (auto r = post_(false, nullptr, 0, p, kHelloTag, false); r.ok()) hellos_.push_back(*r);
+  }
+}
+
+bool Executor::advance(Op& op) {
+  for (;;) {
+    if (!op.ctx->error().ok()) return true;
+    if (op.task.done()) return true;
+    if (!op.ctx->ready()) {
+      if (!op.ctx->error().ok()) continue;
+      return false;
+    }
+    op.task.resume();
+  }
+}
+
+void Executor::finish(Op& op, Status status) {
+  auto& s = *op.state;
+  if (status.ok()) s.bytes_done.store(op.result_bytes, std::memory_order_relaxed);
+  s.final_status = std::move(status);
+  s.phase.store(s.final_status.ok() ? 1 : 2, std::memory_order_release);
+}
+
+void Executor::break_all(const Status& why) {
+  if (!broken_.ok()) return;
+  broken_ = why;
+  ORBITE_LOG(Warn, Coll) << "collectives of rank " << rank_ << " stop: " << why.message();
+}
+
+void Executor::poll_locked() {
+  for (std::size_t i = 0; i < active_.size();) {
+    Op& op = *active_[i];
+    if (!advance(op)) {
+      ++i;
+      continue;
+    }
+    std::unique_ptr<Op> owned = std::move(active_[i]);
+    active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (owned->ctx->error().ok()) {
+      finish(*owned, {});
+      give_back(*owned->ctx);
+      continue;
+    }
+    const Status& e = owned->ctx->error();
+    const bool first = broken_.ok();
+    Status why = Status::error(e.code(), owned->name + ": " + e.message());
+    break_all(why);
+    if (first) {
+      // Tell every other rank, so that none waits for a message this rank will never send.
+      for (int p = 0; p < size_; ++p) {
+        if (p != rank_) (void)post_(true, nullptr, 0, p, kAbortTag, false);
+      }
+    }
+    finish(*owned, why);
+    zombies_.push_back(std::move(owned));
+  }
+  if (!broken_.ok()) {
+    while (!active_.empty()) {
+      std::unique_ptr<Op> owned = std::move(active_.front());
+      active_.pop_front();
+      finish(*owned,
+             Status::error(broken_.code(), owned->name + " failed because " + broken_.message()));
+      zombies_.push_back(std::move(owned));
+    }
+  }
+  std::erase_if(zombies_, [this](const std::unique_ptr<Op>& z) {
+    for (const Request& r : z->ctx->pending()) {
+      if (r.valid() && !r.done()) return false;
+    }
+    give_back(*z->ctx);
+    return true;
+  });
+}
+
+void Executor::check_liveness() {
+  if (!broken_.ok()) return;
+  for (int p = 0; p < size_ && static_cast<std::size_t>(p) < abort_watch_.size(); ++p) {
+    Request& w = abort_watch_[static_cast<std::size_t>(p)];
+    if (!w.valid() || !w.done()) continue;
+    if (auto st = w.status(); st && st->ok()) {
+      break_all(Status::error(Errc::ConnectionLost,
+                              "rank " + std::to_string(p) +
+                                  " aborted the communicator's collectives (its log says why)"));
+      return;
+    }
+  }
+  // A send that failed while the collective waits on something else.
+  for (auto& op : active_) {
+    for (const Request& r : op->ctx->pending()) {
+      if (!r.valid() || !r.done()) continue;
+      if (auto st = r.status(); st && !st->ok()) {
+        op->ctx->fail(*st);
+        break;
+      }
+    }
+  }
+}
+
+Request Executor::blocker() {
+  for (auto& op : active_) {
+    for (Request& r : op->ctx->waiting()) {
+      if (r.valid() && !r.done()) return r;
+    }
+  }
+  return {};
+}
+
+void Executor::poll() {
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  poll_locked();
+}
+
+void Executor::wait(const std::atomic<int>& phase, Duration timeout) {
+  const Deadline deadline = Deadline::after(timeout);
+  while (phase.load(std::memory_order_acquire) == 0) {
+    Request b;
+    {
+      std::lock_guard lock(mu_);
+      poll_locked();
+      if (phase.load(std::memory_order_acquire) != 0) return;
+      b = blocker();
+    }
+    if (deadline.expired()) return;
+    if (!b.valid()) {
+      std::this_thread::yield();
+      continue;
+    }
+    (void)b.wait(std::min<Duration>(deadline.remaining(), kLivenessSlice));
+    if (!b.done()) {
+      std::lock_guard lock(mu_);
+      check_liveness();
+    }
+  }
+}
+
+std::byte* Executor::take_scratch(std::uint64_t bytes) {
+  Scratch* best = nullptr;
+  for (auto& s : scratch_) {
+    if (!s->in_use && s->bytes >= bytes && (best == nullptr || s->bytes < best->bytes)) {
+      best = s.get();
+    }
+  }
+  if (best == nullptr) {
+    auto s = std::make_unique<Scratch>();
+    // Default-initialized: the pages are touched by the first collective that uses them, once.
+    s->data.reset(new std::byte[std::max<std::uint64_t>(bytes, 64)]);
+    s->bytes = bytes;
+    best = s.get();
+    scratch_.push_back(std::move(s));
+  }
+  best->in_use = true;
+  return best->data.get();
+}
+
+void Executor::give_back(Ctx& ctx) {
+  for (std::byte* p : ctx.scratch_taken) {
+    for (auto& s : scratch_) {
+      if (s->data.get() == p) s->in_use = false;
+    }
+  }
+  ctx.scratch_taken.clear();
+}
+
+}  // namespace orbite::coll

@@ -1,0 +1,96 @@
+// The collective executor of one communicator: it starts collectives (running each coroutine to
+// its first co_await), resumes them as their messages complete, completes their Requests, and
+// turns a failure anywhere into a broken communicator that every rank hears about.
+//
+// Failure detection: at the first collective every rank posts, towards every other rank, a
+// zero-byte "hello" (which opens the connections, so a rank that dies is a lost link wherever a
+// collective waits on it) and a receive on the abort tag. A rank whose collective fails sends a
+// zero-byte abort message to every other rank; the others fail their collectives with
+// ConnectionLost when they see it. An orderly exit of a rank that has finished its part aborts
+// nothing.
+#pragma once
+
+#include <orbite/collectives.h>
+#include <orbite/transfer.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "coll/task.h"
+#include "p2p/state.h"
+
+namespace orbite::detail {
+struct EngineCore;
+}
+
+namespace orbite::coll {
+
+// Posts one point-to-point message of the collectives' traffic (their own communicator id).
+// A passive receive may never be matched and does not keep the engine busy.
+using Poster = std::function<Result<Request>(bool send, void* data, std::uint64_t bytes, int peer,
+                                             std::int32_t tag, bool passive)>;
+
+class Executor : public detail::ExternalProgress, public std::enable_shared_from_this<Executor> {
+ public:
+  Executor(int rank, int size, Poster post);
+  ~Executor() override;
+
+  // Starts a collective. `make` builds the coroutine over the Ctx it is given; `result_bytes`
+  // is what Request::bytes() reports once it succeeded.
+  Result<Request> start(std::string name, std::function<Task(Ctx&)> make,
+                        std::uint64_t result_bytes);
+
+  void poll() override;
+  void wait(const std::atomic<int>& phase, Duration timeout) override;
+
+  // The error that broke the communicator's collectives, or OK.
+  Status broken();
+
+ private:
+  struct Op {
+    std::string name;
+    std::unique_ptr<Ctx> ctx;
+    Task task;
+    std::shared_ptr<detail::RequestState> state;
+    std::uint64_t result_bytes = 0;
+  };
+  struct Scratch {
+    std::unique_ptr<std::byte[]> data;
+    std::uint64_t bytes = 0;
+    bool in_use = false;
+  };
+
+  // Caller holds mu_.
+  void poll_locked();
+  bool advance(Op& op);  // true when the op finished (successfully or not)
+  void finish(Op& op, Status status);
+  void break_all(const Status& why);
+  void check_liveness();
+  void start_watch();
+  std::byte* take_scratch(std::uint64_t bytes);
+  void give_back(Ctx& ctx);
+  Request blocker();
+
+  const int rank_;
+  const int size_;
+  Poster post_;
+  std::mutex mu_;
+  std::deque<std::unique_ptr<Op>> active_;
+  // Failed collectives whose messages may still be in flight: kept (with their scratch) until
+  // every message is done.
+  std::vector<std::unique_ptr<Op>> zombies_;
+  std::vector<std::unique_ptr<Scratch>> scratch_;
+  std::uint64_t sequence_ = 0;
+  Status broken_;
+  bool watching_ = false;
+  std::vector<Request> abort_watch_;  // index = rank
+  std::vector<Request> hellos_;
+};
+
+}  // namespace orbite::coll

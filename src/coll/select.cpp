@@ -1,0 +1,132 @@
+// The algorithm rule and the parser of the `algo` setting.
+#include "coll/select.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace orbite::coll {
+
+namespace {
+
+constexpr std::string_view kCollNames[kCollectiveCount] = {
+    "all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter",
+    "all_to_all", "gather", "scatter",   "barrier"};
+
+constexpr std::pair<Algo, std::string_view> kAlgoNames[] = {
+    {Algo::Ring, "ring"},         {Algo::RecursiveDoubling, "recursive_doubling"},
+    {Algo::Binomial, "binomial"}, {Algo::Chain, "chain"},
+    {Algo::Bruck, "bruck"},       {Algo::Pairwise, "pairwise"},
+    {Algo::Linear, "linear"},     {Algo::Dissemination, "dissemination"}};
+
+// The algorithms each collective implements.
+std::vector<Algo> algorithms_of(Collective c) {
+  switch (c) {
+    case Collective::AllReduce: return {Algo::Ring, Algo::RecursiveDoubling};
+    case Collective::Reduce:
+    case Collective::Broadcast: return {Algo::Binomial, Algo::Chain};
+    case Collective::AllGather: return {Algo::Ring, Algo::Bruck};
+    case Collective::ReduceScatter: return {Algo::Ring};
+    case Collective::AllToAll: return {Algo::Pairwise};
+    case Collective::Gather:
+    case Collective::Scatter: return {Algo::Linear};
+    case Collective::Barrier: return {Algo::Dissemination};
+  }
+  return {};
+}
+
+std::optional<Algo> algo_named(std::string_view name) {
+  for (const auto& [a, n] : kAlgoNames) {
+    if (n == name) return a;
+  }
+  return std::nullopt;
+}
+
+std::string names_of(const std::vector<Algo>& algos) {
+  std::string out;
+  for (Algo a : algos) out += (out.empty() ? "" : ", ") + std::string(to_string(a));
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+Status bad(std::string_view spec, const std::string& why) {
+  return Status::error(Errc::InvalidArgument, "'" + std::string(spec) + "': " + why);
+}
+
+}  // namespace
+
+std::string_view to_string(Collective c) {
+  return kCollNames[static_cast<int>(c)];
+}
+
+std::string_view to_string(Algo a) {
+  for (const auto& [x, n] : kAlgoNames) {
+    if (x == a) return n;
+  }
+  return "unknown";
+}
+
+Result<AlgoChoice> parse_algo(std::string_view spec) {
+  AlgoChoice choice;
+  const std::string_view whole = trim(spec);
+  if (whole.empty() || whole == "auto") return choice;
+  std::string_view rest = whole;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view item = trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    if (item.empty()) return bad(spec, "empty item");
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      auto algo = algo_named(item);
+      if (!algo) return bad(spec, "'" + std::string(item) + "' is not an algorithm");
+      for (int c = 0; c < kCollectiveCount; ++c) {
+        for (Algo a : algorithms_of(static_cast<Collective>(c))) {
+          if (a == *algo) choice.forced[static_cast<std::size_t>(c)] = a;
+        }
+      }
+      continue;
+    }
+    const std::string_view coll = trim(item.substr(0, eq));
+    const std::string_view name = trim(item.substr(eq + 1));
+    int index = -1;
+    for (int c = 0; c < kCollectiveCount; ++c) {
+      if (kCollNames[c] == coll) index = c;
+    }
+    if (index < 0) return bad(spec, "'" + std::string(coll) + "' is not a collective");
+    const auto algos = algorithms_of(static_cast<Collective>(index));
+    auto algo = algo_named(name);
+    if (!algo || std::find(algos.begin(), algos.end(), *algo) == algos.end()) {
+      return bad(spec, std::string(coll) + " has no algorithm '" + std::string(name) +
+                           "' (it has " + names_of(algos) + ")");
+    }
+    choice.forced[static_cast<std::size_t>(index)] = *algo;
+  }
+  return choice;
+}
+
+Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ranks) {
+  if (auto forced = choice.forced[static_cast<std::size_t>(c)]) return *forced;
+  switch (c) {
+    case Collective::AllReduce:
+      // Latency-bound below the threshold: log2(n) exchanges beat 2(n - 1) ring steps.
+      return bytes <= kRecursiveDoublingMax || bytes < static_cast<std::uint64_t>(ranks)
+                 ? Algo::RecursiveDoubling
+                 : Algo::Ring;
+    case Collective::Reduce:
+    case Collective::Broadcast: return bytes <= kBinomialMax ? Algo::Binomial : Algo::Chain;
+    case Collective::AllGather: return bytes <= kBruckMax ? Algo::Bruck : Algo::Ring;
+    case Collective::ReduceScatter: return Algo::Ring;
+    case Collective::AllToAll: return Algo::Pairwise;
+    case Collective::Gather:
+    case Collective::Scatter: return Algo::Linear;
+    case Collective::Barrier: return Algo::Dissemination;
+  }
+  return Algo::Ring;
+}
+
+}  // namespace orbite::coll

@@ -1,0 +1,79 @@
+// The state behind a Communicator, shared by its setup (communicator.cpp), its collectives
+// (collectives.cpp) and split/dup (split.cpp).
+#pragma once
+
+#include <orbite/communicator.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coll/algorithms.h"
+#include "coll/executor.h"
+#include "coll/select.h"
+#include "p2p/state.h"
+
+namespace orbite {
+
+namespace detail {
+struct EngineCore;
+}
+
+namespace coll {
+// A collective as the algorithm rule sees it.
+struct Launch {
+  Collective kind;
+  std::uint64_t bytes;         // the rule's size: bytes of the largest per-rank buffer
+  std::uint64_t result_bytes;  // what Request::bytes() reports
+};
+}  // namespace coll
+
+struct Communicator::Impl {
+  Bootstrap bootstrap;
+  EngineConfig config;
+  std::string tag;
+  int rank = 0;
+  std::vector<PeerInfo> peers;
+  std::shared_ptr<TransferEngine> engine;
+  std::shared_ptr<detail::EngineCore> core;
+  // Scope this communicator's messages (p2p and collectives apart): every rank derives the same
+  // values from the tag.
+  std::uint32_t comm_id = 0;
+  std::uint32_t coll_comm_id = 0;
+  std::vector<std::shared_ptr<const detail::PeerRef>> endpoints;
+  std::uint64_t barriers = 0;
+  // Communicators made from this one by split() and dup(), for their tags.
+  std::uint64_t children = 0;
+  coll::AlgoChoice algos;
+  std::shared_ptr<coll::Executor> executor;
+
+  Impl(Bootstrap b, EngineConfig c) : bootstrap(std::move(b)), config(std::move(c)) {}
+
+  std::string key(std::string_view what) const { return "comm/" + tag + "/" + std::string(what); }
+
+  void set_tag(std::string t);
+  Status exchange(const PeerInfo& self);
+  // Parses the algorithm setting and creates the collective executor; after peers, endpoints,
+  // rank, core and the tag are set.
+  Status start_collectives();
+  // A communicator of `members` (this one's ranks, in the new rank order) under `child_tag`.
+  Result<std::unique_ptr<Impl>> make_child(const std::vector<int>& members,
+                                           std::string child_tag) const;
+  // Starts a checked collective with the algorithm the rule (or the override) picks.
+  Result<Request> launch(const coll::Launch& l, coll::Args args);
+
+  // A send or receive of this communicator, its buffer still to be set.
+  std::shared_ptr<detail::RequestState> message(detail::OpKind kind, std::uint64_t bytes, int peer,
+                                                int msg_tag, const TransferOptions& options) const {
+    auto s = std::make_shared<detail::RequestState>();
+    s->kind = kind;
+    s->options = options;
+    s->peer = endpoints[static_cast<size_t>(peer)];
+    s->length = bytes;
+    s->comm = comm_id;
+    s->tag = msg_tag;
+    return s;
+  }
+};
+
+}  // namespace orbite
