@@ -77,19 +77,7 @@ std::byte* Ctx::scratch(std::uint64_t bytes) {
 Executor::Executor(int rank, int size, Poster post)
     : rank_(rank), size_(size), post_(std::move(post)) {}
 
-Executor::~Executor() {
-  for (auto& z : zombies_) {
-    const bool quiet = std::all_of(z->ctx->pending().begin(), z->ctx->pending().end(),
-                                   [](const Request& r) { return !r.valid() || r.done(); });
-    if (!quiet) {
-      // Its messages may still land in its scratch: leave the memory to the process.
-      z->task.leak();
-      for (auto& s : scratch_) {
-        if (s->in_use) (void)s->data.release();
-      }
-    }
-  }
-}
+Executor::~Executor() = default;
 
 Status Executor::broken() {
   std::lock_guard lock(mu_);
@@ -187,7 +175,7 @@ void Executor::poll_locked() {
       }
     }
     finish(*owned, why);
-    zombies_.push_back(std::move(owned));
+    retire(std::move(owned));
   }
   if (!broken_.ok()) {
     while (!active_.empty()) {
@@ -195,16 +183,34 @@ void Executor::poll_locked() {
       active_.pop_front();
       finish(*owned,
              Status::error(broken_.code(), owned->name + " failed because " + broken_.message()));
-      zombies_.push_back(std::move(owned));
+      retire(std::move(owned));
     }
   }
-  std::erase_if(zombies_, [this](const std::unique_ptr<Op>& z) {
-    for (const Request& r : z->ctx->pending()) {
-      if (r.valid() && !r.done()) return false;
+}
+
+void Executor::retire(std::unique_ptr<Op> op) {
+  std::vector<Request> in_flight;
+  for (const Request& r : op->ctx->pending()) {
+    if (r.valid() && !r.done()) in_flight.push_back(r);
+  }
+  if (in_flight.empty()) {
+    give_back(*op->ctx);
+    return;
+  }
+  for (std::byte* p : op->ctx->scratch_taken) {
+    for (auto& s : scratch_) {
+      if (s && s->data.get() == p) op->own_scratch.push_back(std::move(s));
     }
-    give_back(*z->ctx);
-    return true;
-  });
+  }
+  std::erase(scratch_, nullptr);
+  op->ctx->scratch_taken.clear();
+  op->ctx->pending().clear();
+  op->ctx->waiting().clear();
+  op->state.reset();  // completed already; the user's Request keeps it
+  // The frame's locals hold Requests too: destroying it now keeps the holder below acyclic.
+  op->task = Task{};
+  std::shared_ptr<Op> holder(std::move(op));
+  for (Request& r : in_flight) detail::EngineCore::state_of(r)->keepalive = holder;
 }
 
 void Executor::check_liveness() {

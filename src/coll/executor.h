@@ -53,23 +53,28 @@ class Executor : public detail::ExternalProgress, public std::enable_shared_from
   Status broken();
 
  private:
+  struct Scratch {
+    std::unique_ptr<std::byte[]> data;
+    std::uint64_t bytes = 0;
+    bool in_use = false;
+  };
   struct Op {
     std::string name;
     std::unique_ptr<Ctx> ctx;
     Task task;
     std::shared_ptr<detail::RequestState> state;
     std::uint64_t result_bytes = 0;
-  };
-  struct Scratch {
-    std::unique_ptr<std::byte[]> data;
-    std::uint64_t bytes = 0;
-    bool in_use = false;
+    // Scratch this op took out of the pool when it failed with messages in flight.
+    std::vector<std::unique_ptr<Scratch>> own_scratch;
   };
 
   // Caller holds mu_.
   void poll_locked();
   bool advance(Op& op);  // true when the op finished (successfully or not)
   void finish(Op& op, Status status);
+  // A failed op: freed now if none of its messages is in flight, else handed (with its scratch)
+  // to those messages' requests, which free it when the last of them is done.
+  void retire(std::unique_ptr<Op> op);
   void break_all(const Status& why);
   void check_liveness();
   void start_watch();
@@ -82,9 +87,6 @@ class Executor : public detail::ExternalProgress, public std::enable_shared_from
   Poster post_;
   std::mutex mu_;
   std::deque<std::unique_ptr<Op>> active_;
-  // Failed collectives whose messages may still be in flight: kept (with their scratch) until
-  // every message is done.
-  std::vector<std::unique_ptr<Op>> zombies_;
   std::vector<std::unique_ptr<Scratch>> scratch_;
   std::uint64_t sequence_ = 0;
   Status broken_;

@@ -49,9 +49,7 @@ class Task {
   [[nodiscard]] bool valid() const { return static_cast<bool>(h_); }
   [[nodiscard]] bool done() const { return !h_ || h_.done(); }
   void resume() { h_.resume(); }
-  // Gives up the frame without destroying it: for a failed algorithm whose messages may still
-  // write into its scratch buffers when the process ends.
-  void leak() { h_ = nullptr; }
+
 
  private:
   std::coroutine_handle<promise_type> h_;

@@ -109,8 +109,10 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
   }
   std::function<Task(Ctx&)> make;
   // One rank, or nothing to move: no messages (the collective still takes its place in the
-  // sequence every rank follows). all_to_all copies its own block itself.
-  if ((n == 1 || l.bytes == 0) && l.kind != Collective::Barrier && l.kind != Collective::AllToAll) {
+  // sequence every rank follows). all_to_allv always runs: one rank may move nothing while
+  // others do.
+  const bool vector_exchange = l.kind == Collective::AllToAll && !args.send_counts.empty();
+  if ((n == 1 || l.bytes == 0) && l.kind != Collective::Barrier && !vector_exchange) {
     make = [args, b = l.result_bytes](Ctx& c) { return coll::local_copy(c, args, b); };
   } else {
     make = [run, args](Ctx& c) { return run(c, args); };

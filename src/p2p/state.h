@@ -104,6 +104,9 @@ struct RequestState : MpscNode {
   // A receive that may never be matched (a collective's abort watch): it does not keep the
   // engine busy, and close() cancels it without waiting.
   bool passive = false;
+  // Memory this request may still write into after its owner gave up on it (a failed
+  // collective's scratch): freed with the last request that holds it.
+  std::shared_ptr<void> keepalive;
   std::atomic<int> phase{0};  // 0 running, 1 succeeded, 2 failed
   Status final_status;
   std::atomic<std::uint64_t> bytes_done{0};

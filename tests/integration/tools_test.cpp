@@ -271,5 +271,99 @@ TEST(PerfHarness, CheckedSweepWritesJsonRows) {
   EXPECT_EQ(doc["rows"][1]["wrong"], 0);
 }
 
+// The collective sweeps' own flags fail at parse time, before the job is joined: no collective
+// runs, so these stay fast whatever the data path does.
+TEST(PerfHarness, CollectiveFlagsNameTheBadValue) {
+  const std::string perf = std::string(ORBITE_BINARY_DIR) + "/perf_tests/";
+  struct Case {
+    std::string bench;
+    std::vector<std::string> args;
+    std::vector<std::string> named;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"all_reduce_perf", {"-d", "float128"}, {"-d", "float128", "bfloat16"}},
+           {"all_reduce_perf", {"--datatype=bogus"}, {"--datatype", "bogus"}},
+           {"reduce_perf", {"-o", "xor"}, {"-o", "xor", "avg"}},
+           {"all_reduce_perf", {"-z", "2"}, {"-z", "'2'"}},
+           {"broadcast_perf", {"-r", "-1"}, {"-r", "'-1'"}},
+           {"all_gather_perf", {"--transport", "shm,tcp"}, {"--transport", "one transport"}}}) {
+    std::vector<std::string> argv = {perf + c.bench};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    Outcome o = run_program(argv, 30s);
+    EXPECT_EQ(o.status, 2) << c.args[0] << "\n" << o.err;
+    for (const std::string& text : c.named) {
+      EXPECT_NE(o.err.find(text), std::string::npos) << text << " not in: " << o.err;
+    }
+  }
+}
+
+// A root outside the job the launcher describes is refused before joining it.
+TEST(PerfHarness, CollectiveRootOutsideTheJobIsRefused) {
+  const std::string bench = std::string(ORBITE_BINARY_DIR) + "/perf_tests/broadcast_perf";
+  Outcome o =
+      run_program({bench, "-r", "2"}, 30s, {{"ORBITE_RANK", "0"}, {"ORBITE_WORLD_SIZE", "2"}});
+  EXPECT_EQ(o.status, 2) << o.err;
+  EXPECT_NE(o.err.find("-r"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("2-rank job"), std::string::npos) << o.err;
+  // all_reduce has no root: the flag is accepted and ignored.
+  Outcome help = run_program(
+      {std::string(ORBITE_BINARY_DIR) + "/perf_tests/all_reduce_perf", "-r", "7", "--help"}, 30s,
+      {{"ORBITE_RANK", "0"}, {"ORBITE_WORLD_SIZE", "2"}});
+  EXPECT_EQ(help.status, 0) << help.err;
+  EXPECT_NE(help.out.find("-d, --datatype"), std::string::npos) << help.out;
+}
+
+// The table and JSON contract scripts/plot.py and compare-mpi.sh read: nccl-tests' columns, both
+// placements per row, the bus bandwidth and the checked results.
+TEST(PerfHarness, CheckedCollectiveSweepWritesJsonRows) {
+  TempDir dir;
+  const std::string json_path = dir.path() + "/rows.json";
+  Outcome o = run_program({kBin + "/orbite-run",
+                           "-n",
+                           "2",
+                           "--timeout",
+                           "100",
+                           "--",
+                           std::string(ORBITE_BINARY_DIR) + "/perf_tests/all_reduce_perf",
+                           "--sizes",
+                           "8,70000",
+                           "-n",
+                           "3",
+                           "-w",
+                           "1",
+                           "-c",
+                           "1",
+                           "-d",
+                           "bfloat16",
+                           "-o",
+                           "max",
+                           "--json",
+                           json_path},
+                          120s);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("# Avg bus bandwidth : "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("check: 0 wrong elements, OK"), std::string::npos) << o.out;
+  std::ifstream in(json_path);
+  ASSERT_TRUE(in) << json_path;
+  auto doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["program"], "all_reduce_perf");
+  EXPECT_EQ(doc["ranks"], 2);
+  EXPECT_EQ(doc["ok"], true);
+  EXPECT_EQ(doc["wrong_elements"], 0);
+  ASSERT_EQ(doc["rows"].size(), 2U);
+  const auto& row = doc["rows"][1];
+  EXPECT_EQ(row["size"], 70000);
+  EXPECT_EQ(row["count"], 35000);
+  EXPECT_EQ(row["type"], "bfloat16");
+  EXPECT_EQ(row["redop"], "max");
+  EXPECT_EQ(row["root"], -1);
+  EXPECT_EQ(row["wrong"], 0);
+  EXPECT_EQ(row["inplace_wrong"], 0);
+  // 2 ranks: busbw = algbw * 2(n-1)/n = algbw.
+  EXPECT_GT(row["busbw_gbps"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(row["busbw_gbps"].get<double>(), row["algbw_gbps"].get<double>());
+  EXPECT_GT(row["inplace_time_us"].get<double>(), 0.0);
+}
+
 }  // namespace
 }  // namespace orbite
