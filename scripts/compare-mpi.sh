@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# OrbiTE point-to-point performance side by side with Open MPI on this host, 2 ranks, per
-# transport, in interleaved rounds (so drift in the machine's load hits both sides alike):
+# OrbiTE performance side by side with Open MPI on this host, per transport, in interleaved rounds
+# (so drift in the machine's load hits both sides alike):
 #   shm  OrbiTE --transport shm  vs  mpirun --mca btl self,vader
 #   tcp  OrbiTE --transport tcp  vs  mpirun --mca btl self,tcp --mca btl_tcp_if_include lo
-# Each round runs sendrecv_perf and putget_perf under orbite-run, their MPI references under
-# mpirun, and memcpy_bw (single-thread memcpy and raw TCP loopback ceilings). Prints, per
-# transport and size, the medians over the rounds and the ratios: bandwidth OrbiTE/MPI and latency
-# MPI/OrbiTE, so > 1 means OrbiTE is better either way.
+# Each round runs, per transport:
+#   point to point (2 ranks): sendrecv_perf and putget_perf under orbite-run, their MPI
+#     references under mpirun, and memcpy_bw (single-thread memcpy and raw TCP loopback ceilings);
+#   collectives, per rank count: <coll>_perf under orbite-run and mpi_<coll>_perf under mpirun,
+#     and over tcp gloo_all_reduce_perf (Gloo's ring all-reduce) when it was built.
+# Prints, per transport and size, the medians over the rounds and the ratios, so that > 1 means
+# OrbiTE is better either way: bandwidth (busbw for the collectives) OrbiTE/MPI, latency (time
+# per collective) MPI/OrbiTE.
 #
-#   scripts/compare-mpi.sh [--rounds R] [--transports "shm tcp"] [--out DIR] [--no-build]
+#   scripts/compare-mpi.sh [--rounds R] [--transports "shm tcp"] [--colls "all_reduce ..."]
+#                          [--ranks "2 4"] [--p2p-only | --no-p2p] [--out DIR] [--no-build]
 #                          [--] [benchmark flags...]
 #
-# Benchmark flags go to all four benchmarks (-n 50, -w 5, --window 8, -c 1, -b/-e/-f/-i, --sizes);
-# without a size flag the sizes are --sizes 8,1M,64M. Environment: ROUNDS (default 3),
-# TRANSPORTS, RUN_TIMEOUT (seconds per run, default 600), MPIRUN_ARGS (extra mpirun arguments,
-# e.g. "--mca btl_vader_single_copy_mechanism none" where CMA is not permitted).
+# --colls: all_reduce all_gather broadcast reduce reduce_scatter alltoall (default), or none
+# (--p2p-only). --ranks: rank counts of the collectives (default 2); more ranks than cores
+# oversubscribe them, which measures scheduling as much as the library. --no-p2p skips the
+# point-to-point part.
+#
+# Benchmark flags go to every benchmark (-n 50, -w 5, -c 1, -b/-e/-f/-i, --sizes), except
+# --window (point to point only) and -d/-o/-r/-z (collectives only); without a size flag the
+# sizes are --sizes 8,1M,64M. Environment: ROUNDS (default 3), TRANSPORTS, COLLS, RANKS,
+# RUN_TIMEOUT (seconds per run, default 600), MPIRUN_ARGS (extra mpirun arguments, e.g.
+# "--mca btl_vader_single_copy_mechanism none" where CMA is not permitted).
 #
 # pml ob1 keeps Open MPI on the named btl (pml ucx would bypass it), and osc ^ucx keeps its
 # one-sided operations there too.
@@ -26,9 +37,13 @@ die() { echo "compare-mpi: $*" >&2; exit 1; }
 
 rounds="${ROUNDS:-3}"
 transports="${TRANSPORTS:-shm tcp}"
+all_colls="all_reduce all_gather broadcast reduce reduce_scatter alltoall"
+colls="${COLLS:-$all_colls}"
+ranks_list="${RANKS:-2}"
 run_timeout="${RUN_TIMEOUT:-600}"
 out=""
 build=1
+p2p=1
 bench_flags=()
 while (($#)); do
   case "$1" in
@@ -37,6 +52,12 @@ while (($#)); do
     --rounds=*) rounds="${1#*=}"; shift ;;
     --transports) (($# >= 2)) || die "--transports needs a value"; transports="$2"; shift 2 ;;
     --transports=*) transports="${1#*=}"; shift ;;
+    --colls) (($# >= 2)) || die "--colls needs a value"; colls="$2"; shift 2 ;;
+    --colls=*) colls="${1#*=}"; shift ;;
+    --ranks) (($# >= 2)) || die "--ranks needs a value"; ranks_list="$2"; shift 2 ;;
+    --ranks=*) ranks_list="${1#*=}"; shift ;;
+    --p2p-only) colls="none"; shift ;;
+    --no-p2p) p2p=0; shift ;;
     --out) (($# >= 2)) || die "--out needs a value"; out="$2"; shift 2 ;;
     --out=*) out="${1#*=}"; shift ;;
     --no-build) build=0; shift ;;
@@ -51,6 +72,15 @@ for t in $transports; do
   case "$t" in shm|tcp) ;; *) die "--transports: expected shm and/or tcp, got '$t'" ;; esac
 done
 [ -n "$transports" ] || die "--transports: no transport given"
+[ "$colls" = none ] && colls=""
+for c in $colls; do
+  [[ " $all_colls " == *" $c "* ]] || die "--colls: expected some of '$all_colls' or none, got '$c'"
+done
+for n in $ranks_list; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] && ((n >= 2)) || die "--ranks: expected rank counts >= 2, got '$n'"
+done
+[ -n "$colls" ] && [ -z "$ranks_list" ] && die "--ranks: no rank count given"
+((p2p)) || [ -n "$colls" ] || die "--no-p2p with no collectives: nothing to run"
 
 sized=0
 for f in "${bench_flags[@]+"${bench_flags[@]}"}"; do
@@ -60,6 +90,25 @@ for f in "${bench_flags[@]+"${bench_flags[@]}"}"; do
   esac
 done
 ((sized)) || bench_flags+=(--sizes "8,1M,64M")
+
+# Every harness flag takes a value ("-n 50", "-n50", "--iters=50"); the flags one family lacks
+# are left out of its runs.
+p2p_flags=()
+coll_flags=()
+for ((i = 0; i < ${#bench_flags[@]}; i++)); do
+  f="${bench_flags[i]}"
+  pair=("$f")
+  if [[ "$f" =~ ^-[a-zA-Z]$ || ("$f" =~ ^--[a-z_-]+$ && "$f" != *=*) ]] &&
+    ((i + 1 < ${#bench_flags[@]})); then
+    pair+=("${bench_flags[i + 1]}")
+    i=$((i + 1))
+  fi
+  case "$f" in
+    --window*) p2p_flags+=("${pair[@]}") ;;
+    -d*|-o*|-r*|-z*|--datatype*|--op*|--root*|--blocking*) coll_flags+=("${pair[@]}") ;;
+    *) p2p_flags+=("${pair[@]}"); coll_flags+=("${pair[@]}") ;;
+  esac
+done
 
 command -v python3 >/dev/null || die "python3 not found (it summarizes the JSON results)"
 if ! command -v mpirun >/dev/null; then
@@ -71,19 +120,35 @@ mpi_version="$(mpirun --version 2>&1 | head -n 1 || true)"
   die "$(command -v mpirun) is not Open MPI's mpirun ('$mpi_version'); the --mca arguments need it"
 mpi_version="${mpi_version/mpirun (Open MPI)/Open MPI}"
 
-targets=(orbite-run sendrecv_perf putget_perf mpi_sendrecv_perf mpi_putget_perf memcpy_bw)
+benches=()
+((p2p)) && benches+=(sendrecv_perf putget_perf mpi_sendrecv_perf mpi_putget_perf memcpy_bw)
+for c in $colls; do benches+=("${c}_perf" "mpi_${c}_perf"); done
+if ((build)) && [ ! -f build/CMakeCache.txt ]; then cmake --preset default >/dev/null; fi
+# Gloo's reference is built only where CMake found the library (libgloo-dev).
+gloo=0
+if [[ " $colls " == *" all_reduce "* && " $transports " == *" tcp "* ]] &&
+  grep -q '^ORBITE_GLOO_LIBRARY:FILEPATH=/' build/CMakeCache.txt 2>/dev/null; then
+  gloo=1
+  benches+=(gloo_all_reduce_perf)
+fi
 if ((build)); then
-  [ -f build/CMakeCache.txt ] || cmake --preset default >/dev/null
   grep -q '^ORBITE_WITH_MPI:BOOL=ON' build/CMakeCache.txt ||
     die "build/ was configured without MPI: cmake --preset default -DORBITE_WITH_MPI=ON"
-  echo "compare-mpi: building ${targets[*]}" >&2
-  cmake --build --preset default --target "${targets[@]}" >/dev/null ||
-    die "build failed: cmake --build --preset default --target ${targets[*]}"
+  echo "compare-mpi: building orbite-run ${benches[*]}" >&2
+  cmake --build --preset default --target orbite-run "${benches[@]}" >/dev/null ||
+    die "build failed: cmake --build --preset default --target orbite-run ${benches[*]}"
 fi
-for b in sendrecv_perf putget_perf mpi_sendrecv_perf mpi_putget_perf memcpy_bw; do
+for b in "${benches[@]}"; do
   [ -x "build/perf_tests/$b" ] || die "build/perf_tests/$b is missing (drop --no-build)"
 done
 [ -x build/bin/orbite-run ] || die "build/bin/orbite-run is missing (drop --no-build)"
+cores="$(nproc)"
+for n in $ranks_list; do
+  if [ -n "$colls" ] && ((n > cores)); then
+    echo "compare-mpi: note: $n ranks on $cores cores oversubscribe them; the collectives'" \
+      "figures then measure the scheduler as much as the libraries" >&2
+  fi
+done
 
 if [ -z "$out" ]; then
   out="$(mktemp -d "${TMPDIR:-/tmp}/compare-mpi.XXXXXX")"
@@ -91,8 +156,9 @@ fi
 mkdir -p "$out/json" "$out/logs"
 
 read -r -a mpirun_extra <<<"${MPIRUN_ARGS:-}"
-mpi_base=(mpirun -np 2 --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo
-  --mca pml ob1 --mca osc ^ucx)
+mpi_opts=(--allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo --mca pml ob1
+  --mca osc ^ucx)
+mpi_base=(mpirun -np 2 "${mpi_opts[@]}")
 mpi_transport() {
   case "$1" in
     shm) echo "--mca btl self,vader" ;;
@@ -122,19 +188,45 @@ run() {
 for ((r = 1; r <= rounds; r++)); do
   for t in $transports; do
     read -r -a mca <<<"$(mpi_transport "$t")"
-    for bench in sendrecv putget; do
-      run "orbite-$bench-$t-r$r" build/bin/orbite-run -n 2 -- "build/perf_tests/${bench}_perf" \
-        --transport "$t" --json "$out/json/orbite-$bench-$t-r$r.json" "${bench_flags[@]}"
-      run "mpi-$bench-$t-r$r" "${mpi_base[@]}" "${mca[@]}" \
-        "${mpirun_extra[@]+"${mpirun_extra[@]}"}" "build/perf_tests/mpi_${bench}_perf" \
-        --transport "$t" --json "$out/json/mpi-$bench-$t-r$r.json" "${bench_flags[@]}"
+    if ((p2p)); then
+      for bench in sendrecv putget; do
+        run "orbite-$bench-$t-r$r" build/bin/orbite-run -n 2 -- "build/perf_tests/${bench}_perf" \
+          --transport "$t" --json "$out/json/orbite-$bench-$t-r$r.json" "${p2p_flags[@]}"
+        run "mpi-$bench-$t-r$r" "${mpi_base[@]}" "${mca[@]}" \
+          "${mpirun_extra[@]+"${mpirun_extra[@]}"}" "build/perf_tests/mpi_${bench}_perf" \
+          --transport "$t" --json "$out/json/mpi-$bench-$t-r$r.json" "${p2p_flags[@]}"
+      done
+    fi
+    for n in $ranks_list; do
+      for c in $colls; do
+        name="$c-$t-n$n-r$r"
+        run "orbite-$name" build/bin/orbite-run -n "$n" -- "build/perf_tests/${c}_perf" \
+          --transport "$t" --json "$out/json/coll-orbite-$name.json" "${coll_flags[@]}"
+        run "mpi-$name" mpirun -np "$n" "${mpi_opts[@]}" "${mca[@]}" \
+          "${mpirun_extra[@]+"${mpirun_extra[@]}"}" "build/perf_tests/mpi_${c}_perf" \
+          --transport "$t" --json "$out/json/coll-mpi-$name.json" "${coll_flags[@]}"
+        if ((gloo)) && [ "$c" = all_reduce ] && [ "$t" = tcp ]; then
+          # Unbound: Gloo's TCP device thread would otherwise share its rank's one core.
+          run "gloo-$name" build/bin/orbite-run -n "$n" --bind-to none -- \
+            build/perf_tests/gloo_all_reduce_perf --transport tcp \
+            --json "$out/json/coll-gloo-$name.json" "${coll_flags[@]}"
+        fi
+      done
     done
   done
-  run "memcpy-r$r" build/perf_tests/memcpy_bw --json "$out/json/memcpy-r$r.json"
+  if ((p2p)); then
+    run "memcpy-r$r" build/perf_tests/memcpy_bw --json "$out/json/memcpy-r$r.json"
+  fi
 done
 
+echo "# compare-mpi: OrbiTE vs $mpi_version on $cores cores, $rounds interleaved round(s);" \
+  "medians over the rounds"
+echo "# ratio > 1 means OrbiTE is better: bandwidth OrbiTE/MPI, latency MPI/OrbiTE (ratio of the" \
+  "medians)"
+
+if ((p2p)); then
 python3 - "$out" "$rounds" "$transports" "$(nproc)" "$mpi_version" \
-  "$(mpi_transport shm)" "$(mpi_transport tcp)" "${bench_flags[*]}" <<'PY'
+  "$(mpi_transport shm)" "$(mpi_transport tcp)" "${p2p_flags[*]}" <<'PY'
 import json, os, statistics, sys
 
 out, rounds, transports, cores, mpi_version, mca_shm, mca_tcp, flags = sys.argv[1:]
@@ -180,11 +272,8 @@ metrics = [
 
 summary = {"rounds": rounds, "cores": int(cores), "mpi": mpi_version, "flags": flags,
            "transports": {}, "reference": {}}
-print(f"# compare-mpi: OrbiTE vs {mpi_version}, 2 ranks on {cores} cores, {rounds} interleaved "
-      f"round(s); medians over the rounds")
-print("# ratio: bandwidth OrbiTE/MPI, latency MPI/OrbiTE (ratio of the medians): > 1 means "
-      "OrbiTE is better")
-print(f"# benchmark flags: {flags}")
+print("#")
+print(f"# point to point, 2 ranks; benchmark flags: {flags}")
 for t in transports:
     docs = {(impl, test): [load(f"{impl}-{test}-{t}-r{r}.json") for r in range(1, rounds + 1)]
             for impl in ("orbite", "mpi") for test in ("sendrecv", "putget")}
@@ -219,5 +308,83 @@ for size in sorted(copy):
 
 with open(os.path.join(out, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2)
-print(f"# results: {out}/json, logs: {out}/logs, summary: {out}/summary.json")
 PY
+fi
+
+if [ -n "$colls" ]; then
+python3 - "$out" "$rounds" "$transports" "$colls" "$ranks_list" "$gloo" \
+  "$(mpi_transport shm)" "$(mpi_transport tcp)" "${coll_flags[*]}" <<'PY'
+import json, os, statistics, sys
+
+out, rounds, transports, colls, ranks_list, gloo, mca_shm, mca_tcp, flags = sys.argv[1:]
+rounds = int(rounds)
+mca = {"shm": mca_shm, "tcp": mca_tcp}
+
+def load(name):
+    with open(os.path.join(out, "json", name)) as f:
+        return json.load(f)
+
+def by_size(docs, key):
+    """size -> median over the rounds of `key` (rounds where it is null are left out)."""
+    values = {}
+    for doc in docs:
+        for row in doc["rows"]:
+            v = row.get(key)
+            if v is not None:
+                values.setdefault(int(row["size"]), []).append(v)
+    return {s: statistics.median(v) for s, v in values.items()}
+
+def fmt_size(n):
+    for unit, suffix in ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return str(n)
+
+def fmt(v):
+    if v is None:
+        return "N/A"
+    return f"{v:.3g}" if 0 < abs(v) < 0.1 else f"{v:.2f}"
+
+def ratio(a, b):
+    return a / b if a and b else None
+
+summary = {"rounds": rounds, "flags": flags, "collectives": []}
+print("#")
+print(f"# collectives, out-of-place; busbw in GB/s, time in us per collective; flags: {flags}")
+print("# ratio: OrbiTE busbw / MPI busbw, the same as MPI time / OrbiTE time (one size, one "
+      "factor); Gloo's ratio is OrbiTE/Gloo likewise")
+for t in transports.split():
+    for n in ranks_list.split():
+        with_gloo = gloo == "1" and t == "tcp" and "all_reduce" in colls.split()
+        print("#")
+        print(f"# transport {t}, {n} ranks: OrbiTE --transport {t}; Open MPI --mca pml ob1 {mca[t]}"
+              + ("; Gloo ring all-reduce over TCP (unbound ranks)" if with_gloo else ""))
+        print(f"# {'coll':<15}{'size':>7} {'OrbiTE bw':>10} {'MPI bw':>10} {'OrbiTE us':>10}"
+              f" {'MPI us':>10} {'ratio':>7}" +
+              (f" {'Gloo bw':>9} {'Gloo us':>9} {'ratio':>7}" if with_gloo else ""))
+        for c in colls.split():
+            impls = ["orbite", "mpi"] + (["gloo"] if with_gloo and c == "all_reduce" else [])
+            docs = {i: [load(f"coll-{i}-{c}-{t}-n{n}-r{r}.json") for r in range(1, rounds + 1)]
+                    for i in impls}
+            bw = {i: by_size(d, "busbw_gbps") for i, d in docs.items()}
+            us = {i: by_size(d, "time_us") for i, d in docs.items()}
+            for size in sorted(set().union(*(set(v) for v in bw.values()))):
+                get = lambda table, i: table.get(i, {}).get(size)
+                row = {"coll": c, "transport": t, "ranks": int(n), "size": size,
+                       "orbite_busbw": get(bw, "orbite"), "mpi_busbw": get(bw, "mpi"),
+                       "orbite_us": get(us, "orbite"), "mpi_us": get(us, "mpi"),
+                       "ratio": ratio(get(us, "mpi"), get(us, "orbite")),
+                       "gloo_busbw": get(bw, "gloo"), "gloo_us": get(us, "gloo"),
+                       "gloo_ratio": ratio(get(us, "gloo"), get(us, "orbite"))}
+                summary["collectives"].append(row)
+                gloo_cells = (f" {fmt(row['gloo_busbw']):>9} {fmt(row['gloo_us']):>9}"
+                              f" {fmt(row['gloo_ratio']):>7}" if "gloo" in impls else "")
+                print(f"  {c:<15}{fmt_size(size):>7} {fmt(row['orbite_busbw']):>10}"
+                      f" {fmt(row['mpi_busbw']):>10} {fmt(row['orbite_us']):>10}"
+                      f" {fmt(row['mpi_us']):>10} {fmt(row['ratio']):>7}{gloo_cells}")
+
+with open(os.path.join(out, "summary-collectives.json"), "w") as f:
+    json.dump(summary, f, indent=2)
+PY
+fi
+echo "# results: $out/json, logs: $out/logs, summaries: $out/summary*.json"

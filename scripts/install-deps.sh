@@ -11,6 +11,8 @@ packages=(
   libibverbs-dev
   libopenmpi-dev openmpi-bin
   clang-format clang-tidy
+  libgloo-dev         # the Gloo all_reduce reference of the collective benchmarks
+  python3-matplotlib  # scripts/plot.py
 )
 
 missing=()

@@ -18,7 +18,8 @@ constexpr std::size_t kMaxPoints = 10000;
 
 FatalHook g_fatal_hook = nullptr;
 
-// "64M" for an exact multiple of a unit, else the plain byte count.
+}  // namespace
+
 std::string format_size(std::uint64_t bytes) {
   static constexpr std::pair<std::uint64_t, char> kUnits[] = {
       {1024 * kGiB, 'T'}, {kGiB, 'G'}, {kMiB, 'M'}, {kKiB, 'K'}};
@@ -27,6 +28,8 @@ std::string format_size(std::uint64_t bytes) {
   }
   return std::to_string(bytes);
 }
+
+namespace {
 
 std::optional<std::int64_t> parse_int(std::string_view text) {
   std::int64_t v = 0;
@@ -44,11 +47,7 @@ struct Parser {
   bool print;
 
   [[noreturn]] void error(const std::string& message) const {
-    if (print) {
-      std::fprintf(stderr, "%s: %s\nTry '%s --help' for more information.\n", program.name.c_str(),
-                   message.c_str(), program.name.c_str());
-    }
-    std::exit(2);
+    usage_error(program, print, message);
   }
   std::uint64_t size(const std::string& flag, std::string_view value) const {
     auto v = parse_size(value);
@@ -68,6 +67,16 @@ struct Parser {
   }
 };
 
+// A --help description: `text` (else `fallback`), continuation lines indented under the column.
+std::string help_text(const std::string& text, const std::string& fallback) {
+  std::string out;
+  for (char ch : text.empty() ? fallback : text) {
+    out += ch;
+    if (ch == '\n') out += std::string(27, ' ');
+  }
+  return out;
+}
+
 void print_usage(const Program& p, const Options& d) {
   std::string default_sizes;
   for (std::uint64_t s : d.sizes) {
@@ -84,19 +93,25 @@ void print_usage(const Program& p, const Options& d) {
       "  -n, --iters N            timed iterations per size (default %d), reduced so that a\n"
       "                           point moves at most %s, but at least %d\n"
       "  -w, --warmup_iters N     untimed iterations before each timed loop (default %d)\n"
-      "  -c, --check 0|1          send a pattern and check every received byte (default %d)\n"
+      "  -c, --check 0|1          %s (default %d)\n"
       "      --sizes LIST         these sizes (8,1M,64M) instead of -b/-e/-f/-i%s\n"
-      "      --transport T        unspec, tcp, shm or a list (shm,tcp), one table each\n"
-      "                           (default: OrbiTE measures shm and tcp to a same-host\n"
-      "                           peer, tcp otherwise; MPI: %s, a label only)\n"
+      "      --transport T        %s\n"
       "      --json FILE          also write the table rows as JSON to FILE\n",
       format_size(d.min_bytes).c_str(), format_size(d.max_bytes).c_str(),
       static_cast<unsigned long long>(d.step_factor), format_size(d.step_bytes).c_str(), d.iters,
-      format_size(kPointByteBudget).c_str(), kMinTimedIters, d.warmup_iters, d.check ? 1 : 0,
-      default_sizes.c_str(), d.transport.c_str());
+      format_size(kPointByteBudget).c_str(), kMinTimedIters, d.warmup_iters,
+      help_text(p.check_help, "send a pattern and check every received byte").c_str(),
+      d.check ? 1 : 0, default_sizes.c_str(),
+      help_text(p.transport_help,
+                "unspec, tcp, shm or a list (shm,tcp), one table each\n"
+                "(default: OrbiTE measures shm and tcp to a same-host\n"
+                "peer, tcp otherwise; MPI: " +
+                    d.transport + ", a label only)")
+          .c_str());
   for (const ExtraFlag& f : p.extra) {
     std::string left = f.name + " " + f.value_name;
-    std::printf("      %-20s %s\n", left.c_str(), f.help.c_str());
+    std::string head = f.short_name != 0 ? std::string("  -") + f.short_name + ", " : "      ";
+    std::printf("%s%-20s %s\n", head.c_str(), left.c_str(), help_text(f.help, "").c_str());
   }
   std::printf(
       "  -h, --help               this text\n"
@@ -118,33 +133,11 @@ std::string long_name(char c) {
   }
 }
 
-std::string json_escape(std::string_view s) {
-  std::string out;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
+std::string short_to_long(const Program& program, char c) {
+  for (const ExtraFlag& f : program.extra) {
+    if (f.short_name != 0 && f.short_name == c) return f.name;
   }
-  return "\"" + out + "\"";
-}
-
-std::string json_number(const Cell& v, int precision) {
-  if (!v || !std::isfinite(*v)) return "null";
-  char buf[64];
-  if (precision == 0) {
-    std::snprintf(buf, sizeof buf, "%.0f", *v);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.9g", *v);
-  }
-  return buf;
+  return long_name(c);
 }
 
 std::uint64_t splitmix(std::uint64_t x) {
@@ -209,6 +202,26 @@ ExtraFlag int_flag(std::string name, std::string help, int* target, int lowest, 
   return f;
 }
 
+void usage_error(const Program& program, bool print_messages, const std::string& message) {
+  if (print_messages) {
+    std::fprintf(stderr, "%s: %s\nTry '%s --help' for more information.\n", program.name.c_str(),
+                 message.c_str(), program.name.c_str());
+  }
+  std::exit(2);
+}
+
+int launcher_size() {
+  for (const char* name :
+       {"ORBITE_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE"}) {
+    if (const char* v = std::getenv(name)) {
+      if (auto r = parse_int(v); r && *r >= 1 && *r <= std::numeric_limits<int>::max()) {
+        return static_cast<int>(*r);
+      }
+    }
+  }
+  return -1;
+}
+
 int launcher_rank() {
   for (const char* name :
        {"ORBITE_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}) {
@@ -234,9 +247,9 @@ Options parse_options(int argc, char** argv, const Program& program, bool print_
       auto eq = arg.find('=');
       name = arg.substr(0, eq);
       if (eq != std::string_view::npos) value = std::string(arg.substr(eq + 1));
-    } else if (arg.size() >= 2 && arg[0] == '-' && !long_name(arg[1]).empty()) {
+    } else if (arg.size() >= 2 && arg[0] == '-' && !short_to_long(program, arg[1]).empty()) {
       // getopt style: "-b 8", "-b8".
-      name = long_name(arg[1]);
+      name = short_to_long(program, arg[1]);
       if (arg.size() > 2) value = std::string(arg.substr(2));
     } else {
       p.error(arg.starts_with("-") ? "unknown flag " + quoted(arg)
@@ -321,6 +334,10 @@ Options parse_options(int argc, char** argv, const Program& program, bool print_
       if (v.empty()) p.error("flag " + shown + ": expected a file name, got ''");
       o.json_path = v;
     }
+  }
+  if (program.single_transport && o.transports.size() > 1) {
+    p.error("--transport: this benchmark measures one transport per run, got " +
+            std::to_string(o.transports.size()));
   }
   if (!o.json_path.empty() && o.transports.size() > 1) {
     p.error("--json writes one table: give a single --transport with it");
@@ -481,129 +498,6 @@ void fatal(int rank, std::string_view message) {
   report_error(rank, message);
   if (g_fatal_hook) g_fatal_hook();
   std::exit(1);
-}
-
-Report::Report(RunInfo info, const Options& options, std::vector<Column> columns)
-    : info_(std::move(info)), options_(options), columns_(std::move(columns)) {
-  if (info_.transport.empty()) info_.transport = options_.transport;
-  if (options_.json_path.empty()) return;
-  std::FILE* f = std::fopen(options_.json_path.c_str(), "w");
-  if (f == nullptr) {
-    fatal(0, "cannot write --json " + quoted(options_.json_path) + ": " + std::strerror(errno));
-  }
-  std::fclose(f);
-}
-
-void Report::print_header() const {
-  const Options& o = options_;
-  std::printf("# %s (%s): ranks %d, transport %s\n", info_.program.c_str(),
-              info_.implementation.c_str(), info_.ranks, info_.transport.c_str());
-  std::string sizes;
-  if (!o.sizes.empty()) {
-    for (std::uint64_t s : size_list(o)) sizes += (sizes.empty() ? "" : ",") + format_size(s);
-  } else {
-    sizes = format_size(o.min_bytes) + ".." + format_size(o.max_bytes) +
-            (o.step_factor > 1 ? " x" + std::to_string(o.step_factor)
-                               : " +" + format_size(o.step_bytes));
-  }
-  std::printf("# sizes %s (%zu points), iters %d, warmup_iters %d, check %d", sizes.c_str(),
-              size_list(o).size(), o.iters, o.warmup_iters, o.check ? 1 : 0);
-  for (const auto& [key, value] : info_.config) {
-    std::printf(", %s %lld", key.c_str(), static_cast<long long>(value));
-  }
-  std::printf("\n");
-  for (const std::string& note : info_.notes) std::printf("# %s\n", note.c_str());
-  std::printf("#\n#");
-  for (std::size_t c = 0; c < columns_.size(); ++c) {
-    if (!columns_[c].in_table) continue;
-    int width = std::max<int>(12, static_cast<int>(columns_[c].header.size()) + 2);
-    std::printf("%*s", c == 0 ? width - 1 : width, columns_[c].header.c_str());
-  }
-  std::printf("\n");
-  std::fflush(stdout);
-}
-
-void Report::add_row(std::vector<Cell> cells) {
-  cells.resize(columns_.size());
-  for (std::size_t c = 0; c < columns_.size(); ++c) {
-    if (!columns_[c].in_table) continue;
-    int width = std::max<int>(12, static_cast<int>(columns_[c].header.size()) + 2);
-    if (!cells[c] || !std::isfinite(*cells[c])) {
-      std::printf("%*s", width, "N/A");
-    } else {
-      std::printf("%*.*f", width, columns_[c].precision, *cells[c]);
-    }
-  }
-  std::printf("\n");
-  std::fflush(stdout);
-  rows_.push_back(std::move(cells));
-}
-
-void Report::add_summary(std::string key, std::string line) {
-  summary_.emplace_back(std::move(key), std::move(line));
-}
-
-bool Report::finish(std::uint64_t wrong_bytes) {
-  bool ok = true;
-  for (const auto& [key, line] : summary_) std::printf("# %s: %s\n", key.c_str(), line.c_str());
-  if (options_.check) {
-    std::printf("# check: %llu wrong bytes, %s\n", static_cast<unsigned long long>(wrong_bytes),
-                wrong_bytes == 0 ? "OK" : "FAILED");
-    ok = wrong_bytes == 0;
-  }
-  std::fflush(stdout);
-  if (options_.json_path.empty()) return ok;
-
-  const Options& o = options_;
-  std::string j = "{\n";
-  j += "  \"program\": " + json_escape(info_.program) + ",\n";
-  j += "  \"implementation\": " + json_escape(info_.implementation) + ",\n";
-  j += "  \"transport\": " + json_escape(info_.transport) + ",\n";
-  j += "  \"ranks\": " + std::to_string(info_.ranks) + ",\n";
-  j += "  \"config\": {\"minbytes\": " + std::to_string(o.min_bytes) +
-       ", \"maxbytes\": " + std::to_string(o.max_bytes) +
-       ", \"stepfactor\": " + std::to_string(o.step_factor) +
-       ", \"stepbytes\": " + std::to_string(o.step_bytes) + ", \"sizes\": [";
-  auto sizes = size_list(o);
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    j += (i ? ", " : "") + std::to_string(sizes[i]);
-  }
-  j += "], \"iters\": " + std::to_string(o.iters) +
-       ", \"warmup_iters\": " + std::to_string(o.warmup_iters) +
-       ", \"check\": " + std::to_string(o.check ? 1 : 0);
-  for (const auto& [key, value] : info_.config) {
-    j += ", " + json_escape(key) + ": " + std::to_string(value);
-  }
-  j += "},\n  \"columns\": [";
-  for (std::size_t c = 0; c < columns_.size(); ++c) {
-    j += (c ? ", " : "") + std::string("{\"key\": ") + json_escape(columns_[c].key) +
-         ", \"header\": " + json_escape(columns_[c].header) + "}";
-  }
-  j += "],\n  \"rows\": [";
-  for (std::size_t r = 0; r < rows_.size(); ++r) {
-    j += r ? ",\n    {" : "\n    {";
-    for (std::size_t c = 0; c < columns_.size(); ++c) {
-      j += (c ? ", " : "") + json_escape(columns_[c].key) + ": " +
-           json_number(rows_[r][c], columns_[c].precision);
-    }
-    j += "}";
-  }
-  j += rows_.empty() ? "],\n" : "\n  ],\n";
-  j += "  \"summary\": {";
-  for (std::size_t i = 0; i < summary_.size(); ++i) {
-    j += (i ? ", " : "") + json_escape(summary_[i].first) + ": " + json_escape(summary_[i].second);
-  }
-  j += "},\n  \"wrong_bytes\": " + (o.check ? std::to_string(wrong_bytes) : std::string("null"));
-  j += ",\n  \"ok\": " + std::string(ok ? "true" : "false") + "\n}\n";
-
-  std::FILE* f = std::fopen(o.json_path.c_str(), "w");
-  bool written = f != nullptr && std::fwrite(j.data(), 1, j.size(), f) == j.size();
-  if (f != nullptr && std::fclose(f) != 0) written = false;
-  if (!written) {
-    report_error(0, "cannot write --json " + quoted(o.json_path) + ": " + std::strerror(errno));
-    return false;
-  }
-  return ok;
 }
 
 }  // namespace orbite::perf

@@ -1,7 +1,7 @@
-// The shared side of the point-to-point benchmarks: nccl-tests' command line, the size sweep, the
-// table and JSON output, medians and a checkable data pattern. It links no communication library,
-// so the OrbiTE binaries and their Open MPI references parse, count and print identically; the
-// binaries move the bytes themselves.
+// The shared side of the benchmarks: nccl-tests' command line, the size sweep, the table and JSON
+// output, medians and a checkable data pattern (the collectives add coll_driver.h on top). It
+// links no communication library, so the OrbiTE binaries and their Open MPI references parse,
+// count and print identically; the binaries move the bytes themselves.
 #pragma once
 
 #include <chrono>
@@ -50,6 +50,7 @@ struct ExtraFlag {
   std::string value_name;  // "W"
   std::string help;
   std::function<std::string(std::string_view value)> set;
+  char short_name = 0;  // 'd' for "-d"; 0: the long name only
 };
 
 // An integer flag in [lowest, highest] stored in *target.
@@ -58,7 +59,13 @@ ExtraFlag int_flag(std::string name, std::string help, int* target, int lowest, 
 struct Program {
   std::string name;     // "sendrecv_perf"
   std::string summary;  // what it measures, for --help
-  std::vector<ExtraFlag> extra;
+  std::vector<ExtraFlag> extra = {};
+  // --help lines of -c and --transport where the point-to-point wording does not fit; empty: the
+  // default text. A line break continues under the description column.
+  std::string check_help = {};
+  std::string transport_help = {};
+  // The binary measures one transport per run: a list given to --transport is a usage error.
+  bool single_transport = false;
 };
 
 // Parses the command line over `defaults`. -h prints the usage and exits 0; a bad flag prints an
@@ -67,9 +74,20 @@ struct Program {
 Options parse_options(int argc, char** argv, const Program& program, bool print_messages,
                       Options defaults = {});
 
+// Prints "NAME: MESSAGE" and the --help hint (when `print_messages`), then exits 2, as
+// parse_options does: for checks a binary makes after parsing.
+[[noreturn]] void usage_error(const Program& program, bool print_messages,
+                              const std::string& message);
+
 // The rank a launcher gave this process through its environment (OrbiTE, Open MPI, PMI, Slurm,
 // torchrun), or -1: lets a binary choose who prints before it has a communicator.
 int launcher_rank();
+// The job's size from the same variables, or -1: lets a binary check a rank argument (a root)
+// before it joins the job.
+int launcher_size();
+
+// "64M" for an exact multiple of a unit, else the plain byte count.
+std::string format_size(std::uint64_t bytes);
 
 // Parses "8", "64M", "1G", "4KiB", "512B": K/M/G/T are powers of 1024.
 std::optional<std::uint64_t> parse_size(std::string_view text);
@@ -149,6 +167,12 @@ struct Column {
   std::string key;     // "lat_us"
   int precision = 2;   // digits after the point; 0 prints an integer
   bool in_table = true;
+  int width = 0;  // characters; 0: max(12, header + 2)
+  // A text column: the cell holds an index into labels, printed (and written to JSON) as that
+  // label. Lets a row carry a type or an operator name while cells stay numbers.
+  std::vector<std::string> labels = {};
+  // A title printed above a run of adjacent columns with the same group ("out-of-place").
+  std::string group = {};
 };
 // A value, or nullopt: printed "N/A" and written as JSON null.
 using Cell = std::optional<double>;
@@ -160,9 +184,11 @@ struct RunInfo {
   // The transport named in the header and the JSON; empty: the --transport flag.
   std::string transport;
   // Binary-specific configuration for the header and the JSON "config" object (window).
-  std::vector<std::pair<std::string, std::int64_t>> config;
+  std::vector<std::pair<std::string, std::int64_t>> config = {};
   // Lines explaining the columns, printed after the configuration ('#' is added).
-  std::vector<std::string> notes;
+  std::vector<std::string> notes = {};
+  // What the check counts: the summary says "N wrong bytes" and the JSON has "wrong_bytes".
+  std::string wrong_unit = "bytes";
 };
 
 // The table (stdout, as nccl-tests: '#' header lines, then one row per size) and the --json file.
@@ -174,18 +200,27 @@ class Report {
   void print_header() const;
   // Prints the row at once (so a slow sweep shows progress) and keeps it for the JSON file.
   void add_row(std::vector<Cell> cells);
-  // Adds a line to the summary printed by finish() and kept in the JSON file.
-  void add_summary(std::string key, std::string line);
+  // Adds a line to the summary printed by finish() ("# key: line", or "# label : line" when a
+  // label is given, as nccl-tests prints its footer) and kept in the JSON file under key.
+  void add_summary(std::string key, std::string line, std::string label = "");
   // Prints the summary (and the check result when -c 1), writes --json if asked. Returns false,
   // after printing why, if the check failed or the file could not be written.
   bool finish(std::uint64_t wrong_bytes);
 
  private:
+  // The line of group titles above the headers (none when no column has a group).
+  void print_groups() const;
+
   RunInfo info_;
   Options options_;
   std::vector<Column> columns_;
   std::vector<std::vector<Cell>> rows_;
-  std::vector<std::pair<std::string, std::string>> summary_;
+  struct SummaryLine {
+    std::string key;
+    std::string line;
+    std::string label;
+  };
+  std::vector<SummaryLine> summary_;
 };
 
 }  // namespace orbite::perf

@@ -57,6 +57,14 @@ inline Communicator join_job() {
   return value_or_die(bootstrap.rank(), Communicator::create(bootstrap), "communicator");
 }
 
+// The same with a configuration the benchmark adjusted (EngineConfig::load() and then its
+// changes): the collectives take no TransferOptions, so a transport is chosen there.
+inline Communicator join_job(const EngineConfig& config) {
+  int rank = launcher_rank();
+  auto bootstrap = value_or_die(rank, Bootstrap::from_env(), "bootstrap");
+  return value_or_die(bootstrap.rank(), Communicator::create(bootstrap, config), "communicator");
+}
+
 inline void wait_ok(int rank, Request& request, std::string_view what) {
   check_ok(rank, request.wait(kOpTimeout), what);
 }
