@@ -50,7 +50,6 @@ class Task {
   [[nodiscard]] bool done() const { return !h_ || h_.done(); }
   void resume() { h_.resume(); }
 
-
  private:
   std::coroutine_handle<promise_type> h_;
 };

@@ -1,6 +1,7 @@
 // Run under mpirun. Checks that the MPI bootstrap gives every rank the same view MPI has, that
 // communicators built on it agree across ranks (verified through MPI itself), and that split
-// MPI communicators bootstrap independent OrbiTE groups, whose all_reduce agrees with MPI's. Prints "N passed, M failed".
+// MPI communicators bootstrap independent OrbiTE groups, whose all_reduce agrees with MPI's. Prints
+// "N passed, M failed".
 #include <mpi.h>
 
 #include <cstdint>

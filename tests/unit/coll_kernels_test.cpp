@@ -36,10 +36,21 @@ TEST(HalfConversion, EveryHalfWidensExactlyAsTheCompilersFloat16) {
 
 TEST(HalfConversion, NarrowingRoundsToNearestEvenAsTheCompilersFloat16) {
   std::mt19937 gen(7);
-  std::vector<float> values = {0.0f, -0.0f, 1.0f, 65504.0f, 65519.99f, 65520.0f, 1e-8f, 5.96e-8f,
-                               2.98e-8f, 6.1e-5f, std::numeric_limits<float>::infinity(),
-                               -std::numeric_limits<float>::infinity(), 1.0f + 0x1p-11f,
-                               1.0f + 0x1p-11f + 0x1p-12f, 1.0f + 3 * 0x1p-11f};
+  std::vector<float> values = {0.0f,
+                               -0.0f,
+                               1.0f,
+                               65504.0f,
+                               65519.99f,
+                               65520.0f,
+                               1e-8f,
+                               5.96e-8f,
+                               2.98e-8f,
+                               6.1e-5f,
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(),
+                               1.0f + 0x1p-11f,
+                               1.0f + 0x1p-11f + 0x1p-12f,
+                               1.0f + 3 * 0x1p-11f};
   std::uniform_int_distribution<std::uint32_t> any;
   for (int i = 0; i < 200000; ++i) {
     const float f = std::bit_cast<float>(any(gen));
@@ -62,8 +73,8 @@ TEST(HalfConversion, NarrowingRoundsToNearestEvenAsTheCompilersFloat16) {
 
 TEST(Bfloat16Conversion, RoundsToNearestEvenAndKeepsNanAndInfinity) {
   EXPECT_EQ(float_to_bfloat16(1.0f), 0x3f80);
-  EXPECT_EQ(float_to_bfloat16(1.0f + 0x1p-8f), 0x3f80);  // tie, to even
-  EXPECT_EQ(float_to_bfloat16(1.0f + 3 * 0x1p-8f), 0x3f82);  // tie, to even (up)
+  EXPECT_EQ(float_to_bfloat16(1.0f + 0x1p-8f), 0x3f80);             // tie, to even
+  EXPECT_EQ(float_to_bfloat16(1.0f + 3 * 0x1p-8f), 0x3f82);         // tie, to even (up)
   EXPECT_EQ(float_to_bfloat16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);  // above the tie
   EXPECT_EQ(float_to_bfloat16(-2.5f), 0xc020);
   EXPECT_EQ(float_to_bfloat16(std::numeric_limits<float>::infinity()), 0x7f80);
@@ -89,22 +100,16 @@ T ref_combine(ReduceOp op, T a, T b) {
         return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
       case ReduceOp::Prod:
         return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-      case ReduceOp::Min:
-        return std::min(a, b);
-      case ReduceOp::Max:
-        return std::max(a, b);
+      case ReduceOp::Min: return std::min(a, b);
+      case ReduceOp::Max: return std::max(a, b);
     }
   } else {
     switch (op) {
       case ReduceOp::Sum:
-      case ReduceOp::Avg:
-        return a + b;
-      case ReduceOp::Prod:
-        return a * b;
-      case ReduceOp::Min:
-        return std::min(a, b);
-      case ReduceOp::Max:
-        return std::max(a, b);
+      case ReduceOp::Avg: return a + b;
+      case ReduceOp::Prod: return a * b;
+      case ReduceOp::Min: return std::min(a, b);
+      case ReduceOp::Max: return std::max(a, b);
     }
   }
   return a;
@@ -232,8 +237,9 @@ TEST(AlgorithmRule, BadOverridesNameTheItemAndTheChoices) {
   EXPECT_NE(unknown.status().message().find("'fastest' is not an algorithm"), std::string::npos);
   auto wrong = parse_algo("broadcast=ring");
   ASSERT_FALSE(wrong.ok());
-  EXPECT_NE(wrong.status().message().find("broadcast has no algorithm 'ring' (it has binomial, chain)"),
-            std::string::npos)
+  EXPECT_NE(
+      wrong.status().message().find("broadcast has no algorithm 'ring' (it has binomial, chain)"),
+      std::string::npos)
       << wrong.status().message();
   EXPECT_FALSE(parse_algo("allreduce=ring").ok());
   EXPECT_FALSE(parse_algo("ring,,chain").ok());
