@@ -16,7 +16,6 @@ Task ring_all_gather(Ctx& c, Args a) {
   const int right = wrap(r + 1, n);
   const int left = wrap(r - 1, n);
   std::byte* own = a.out + static_cast<std::uint64_t>(r) * block;
-  copy_bytes(own, a.in, block);
   const std::uint64_t piece = std::max<std::uint64_t>(1, a.chunk_bytes / es);
   std::vector<Piece> pieces;
   for (int s = 0; s + 1 < n; ++s) {
@@ -26,10 +25,12 @@ Task ring_all_gather(Ctx& c, Args a) {
   std::vector<Request> recvs;
   for (const Piece& p : pieces) recvs.push_back(c.recv(a.out + p.off * es, p.len * es, left));
   {
+    // Own block straight from the input, so that the local copy below overlaps the transfers.
     std::vector<Piece> first;
-    split_pieces(first, 0, static_cast<std::uint64_t>(r) * a.count, a.count, piece);
-    for (const Piece& p : first) c.send(a.out + p.off * es, p.len * es, right);
+    split_pieces(first, 0, 0, a.count, piece);
+    for (const Piece& p : first) c.send(a.in + p.off * es, p.len * es, right);
   }
+  copy_bytes(own, a.in, block);
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     co_await c.done(recvs[i]);
     if (pieces[i].step + 2 < n) c.send(a.out + pieces[i].off * es, pieces[i].len * es, right);
@@ -79,23 +80,31 @@ Task pairwise_all_to_all(Ctx& c, Args a) {
   auto recv_len = [&](int p) {
     return (v ? a.recv_counts[static_cast<std::size_t>(p)] : a.count) * es;
   };
-  const std::byte* src = a.in;
-  if (a.in == a.out && !v) {
-    // In place: the blocks leave from a copy, since arrivals overwrite the originals.
-    const std::uint64_t total = a.count * es * static_cast<std::uint64_t>(n);
-    std::byte* copy = c.scratch(total);
-    copy_bytes(copy, a.in, total);
-    src = copy;
-  }
-  copy_bytes(a.out + recv_off(r), src + send_off(r), std::min(send_len(r), recv_len(r)));
+  // In place, arrivals land in scratch (the blocks still to leave are in the same buffer) and
+  // are copied into place at the end.
+  const bool in_place = a.in == a.out && !v;
+  std::byte* landing =
+      in_place ? c.scratch(a.count * es * static_cast<std::uint64_t>(n)) : a.out;
   for (int s = 1; s < n; ++s) {
     const int to = wrap(r + s, n);
     const int from = wrap(r - s, n);
-    c.recv(a.out + recv_off(from), recv_len(from), from);
-    c.send(src + send_off(to), send_len(to), to);
+    c.recv(landing + recv_off(from), recv_len(from), from);
+    c.send(a.in + send_off(to), send_len(to), to);
+    // The own block is copied while the first steps' messages move.
+    if (s == std::min(kStepsInFlight, n - 1) && !in_place) {
+      copy_bytes(a.out + recv_off(r), a.in + send_off(r), std::min(send_len(r), recv_len(r)));
+    }
     if (s % kStepsInFlight == 0) co_await c.all();
   }
+  if (n == 1 && !in_place) {
+    copy_bytes(a.out + recv_off(r), a.in + send_off(r), std::min(send_len(r), recv_len(r)));
+  }
   co_await c.all();
+  if (in_place) {
+    for (int p = 0; p < n; ++p) {
+      if (p != r) copy_bytes(a.out + recv_off(p), landing + recv_off(p), recv_len(p));
+    }
+  }
 }
 
 // Round k: tell rank r + k, hear from rank r - k. After ceil(log2 n) rounds every rank has

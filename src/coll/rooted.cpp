@@ -135,13 +135,9 @@ Task linear_gather(Ctx& c, Args a) {
     c.send(a.in, block, a.root);
   } else {
     for (int p = 0; p < c.size(); ++p) {
-      std::byte* dst = a.out + static_cast<std::uint64_t>(p) * block;
-      if (p != a.root) {
-        c.recv(dst, block, p);
-      } else {
-        copy_bytes(dst, a.in, block);
-      }
+      if (p != a.root) c.recv(a.out + static_cast<std::uint64_t>(p) * block, block, p);
     }
+    copy_bytes(a.out + static_cast<std::uint64_t>(a.root) * block, a.in, block);
   }
   co_await c.all();
 }
@@ -152,13 +148,9 @@ Task linear_scatter(Ctx& c, Args a) {
     c.recv(a.out, block, a.root);
   } else {
     for (int p = 0; p < c.size(); ++p) {
-      const std::byte* src = a.in + static_cast<std::uint64_t>(p) * block;
-      if (p != a.root) {
-        c.send(src, block, p);
-      } else {
-        copy_bytes(a.out, src, block);
-      }
+      if (p != a.root) c.send(a.in + static_cast<std::uint64_t>(p) * block, block, p);
     }
+    copy_bytes(a.out, a.in + static_cast<std::uint64_t>(a.root) * block, block);
   }
   co_await c.all();
 }
