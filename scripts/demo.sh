@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds OrbiTE and runs the main demo on local ranks: a 4-rank communicator printing its view of
 # the group, the point-to-point sweep (latency and bandwidth, every byte checked) between 2 ranks
-# over shared memory and over TCP, then an all-reduce sweep and a send/recv sweep in a 4-rank job
-# (every result checked) charted into build/demo/*.png. Fails if any check or chart fails.
+# over shared memory and over TCP, then an all-reduce sweep (beside Open MPI's) and a send/recv
+# sweep in a 4-rank job (every result checked) charted into build/demo/*.png. Fails if any check
+# or chart fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,10 +26,20 @@ rm -f "$demo"/*.json "$demo"/*.png
 build/bin/orbite-run -n 4 -- build/perf_tests/all_reduce_perf -b 8 -e 32M -f 4 -n 50 -w 5 -c 1 \
   --json "$demo/all_reduce.json"
 echo
+# The reference on the same chart: Open MPI's MPI_Allreduce over shared memory, same sweep.
+charted=("$demo/all_reduce.json")
+if command -v mpirun >/dev/null; then
+  cmake --build --preset default --target mpi_all_reduce_perf
+  mpirun --allow-run-as-root --oversubscribe -np 4 --mca pml ob1 --mca btl self,vader \
+    build/perf_tests/mpi_all_reduce_perf -b 8 -e 32M -f 4 -n 50 -w 5 -c 1 \
+    --json "$demo/mpi_all_reduce.json"
+  charted+=("$demo/mpi_all_reduce.json")
+  echo
+fi
 build/bin/orbite-run -n 4 -- build/perf_tests/sendrecv_perf -b 8 -e 32M -f 4 -n 50 -w 5 -c 1 \
   --transport shm --json "$demo/sendrecv.json"
 echo
-scripts/plot.py --out "$demo/all_reduce.png" "$demo/all_reduce.json"
+scripts/plot.py --out "$demo/all_reduce.png" "${charted[@]}"
 scripts/plot.py --out "$demo/sendrecv.png" "$demo/sendrecv.json"
-echo "demo: charts in $demo/all_reduce.png (all_reduce bus bandwidth, 4 ranks) and" \
+echo "demo: charts in $demo/all_reduce.png (all_reduce bus bandwidth, 4 ranks, OrbiTE and Open MPI) and" \
   "$demo/sendrecv.png (send/recv bandwidth, ranks 0 and 1 of 4)"

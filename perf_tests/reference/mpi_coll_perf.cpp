@@ -17,6 +17,7 @@
 
 #include "harness/coll_driver.h"
 #include "harness/harness.h"
+#include "reference/mpi_common.h"
 
 #ifndef ORBITE_COLL
 #error "compile with -DORBITE_COLL=\"all_reduce\" (or another collective's name)"
@@ -171,14 +172,6 @@ class MpiBackend final : public perf::CollBackend {
   std::vector<MPI_Request> requests_;
 };
 
-std::string library_version() {
-  char text[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  MPI_Get_library_version(text, &len);
-  std::string v(text, static_cast<std::size_t>(len));
-  return v.substr(0, v.find_first_of(",\n"));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,7 +214,8 @@ int main(int argc, char** argv) {
   perf::RunInfo info{
       .program = name, .implementation = "mpi", .transport = setup.options.transport};
   const int status = perf::run_coll_sweep(backend, setup, std::move(info), [] {
-    return std::vector<std::pair<std::string, std::string>>{{"library", library_version()}};
+    return std::vector<std::pair<std::string, std::string>>{
+        {"library", perf::mpi_library_version()}};
   });
   MPI_Finalize();
   return status;

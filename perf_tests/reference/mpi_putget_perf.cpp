@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "harness/harness.h"
+#include "reference/mpi_common.h"
 
 namespace {
 
@@ -188,14 +189,6 @@ class PutGetBench {
   MPI_Win win_;
 };
 
-std::string library_version() {
-  char text[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  MPI_Get_library_version(text, &len);
-  std::string v(text, static_cast<std::size_t>(len));
-  return v.substr(0, v.find_first_of(",\n"));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -275,7 +268,7 @@ int main(int argc, char** argv) {
     }
     mpi_ok(rank, MPI_Win_unlock_all(win), "MPI_Win_unlock_all", largest);
     if (report) {
-      report->add_summary("library", library_version());
+      report->add_summary("library", perf::mpi_library_version());
       ok = report->finish(wrong);
     }
   }

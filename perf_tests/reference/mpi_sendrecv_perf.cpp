@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/harness.h"
+#include "reference/mpi_common.h"
 
 namespace {
 
@@ -214,14 +215,6 @@ class SendRecvBench {
   std::vector<MPI_Request> reqs_;
 };
 
-std::string library_version() {
-  char text[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  MPI_Get_library_version(text, &len);
-  std::string v(text, static_cast<std::size_t>(len));
-  return v.substr(0, v.find_first_of(",\n"));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -285,7 +278,7 @@ int main(int argc, char** argv) {
       }
     }
     if (report) {
-      report->add_summary("library", library_version());
+      report->add_summary("library", perf::mpi_library_version());
       ok = report->finish(wrong);
     }
   }

@@ -83,8 +83,7 @@ Task pairwise_all_to_all(Ctx& c, Args a) {
   // In place, arrivals land in scratch (the blocks still to leave are in the same buffer) and
   // are copied into place at the end.
   const bool in_place = a.in == a.out && !v;
-  std::byte* landing =
-      in_place ? c.scratch(a.count * es * static_cast<std::uint64_t>(n)) : a.out;
+  std::byte* landing = in_place ? c.scratch(a.count * es * static_cast<std::uint64_t>(n)) : a.out;
   for (int s = 1; s < n; ++s) {
     const int to = wrap(r + s, n);
     const int from = wrap(r - s, n);

@@ -149,6 +149,7 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
   const Deadline deadline = Deadline::after(timeout);
   lane.drivers.fetch_add(1, std::memory_order_acq_rel);
   auto last_work = std::chrono::steady_clock::now();
+  auto last_yield = last_work;
   unsigned idle = 0;
   while (phase.load(std::memory_order_acquire) == 0) {
     int work = 0;
@@ -161,16 +162,20 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
       idle = 0;
       continue;
     }
-    if ((++idle & 255) != 0) {
+    if ((++idle & 15) != 0) {
       cpu_relax();
       continue;
     }
-    // When more threads spin than there are cores (two ranks and their workers on two cores),
-    // a peer waiting on this core would otherwise wait for the scheduler's tick.
-    ::sched_yield();
     const auto now = std::chrono::steady_clock::now();
+    if (idle == 16) last_work = last_yield = now;
+    // When more threads spin than there are cores (ranks and their workers oversubscribing the
+    // cores), a peer waiting on this core would otherwise wait for the scheduler's tick. By time,
+    // not by passes: a pass over TCP sockets costs microseconds, one over rings nanoseconds.
+    if (now - last_yield >= std::chrono::microseconds(20)) {
+      ::sched_yield();
+      last_yield = now;
+    }
     if (deadline.expired()) break;
-    if (idle == 256) last_work = now;
     if (now - last_work > std::chrono::milliseconds(2)) {
       // Nothing moved for a while: leave progress to the worker (woken by sockets and
       // doorbells) and poll the request's state at a gentle pace.

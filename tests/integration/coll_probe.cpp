@@ -136,6 +136,14 @@ bool close_enough(DataType t, ReduceOp op, double got, double want) {
   return std::fabs(got - want) <= ulp * std::max(1.0, std::fabs(want));
 }
 
+// Spreads (rank, index) over 64 bits: inputs that are not small integers.
+std::uint64_t mix_for_probe(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t x = a * 0x9E3779B97F4A7C15ULL + b * 0xD1B54A32D192ED03ULL + 1;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ULL;
+  return x ^ (x >> 29);
+}
+
 std::string label(std::string_view coll, DataType t, const std::string& extra, std::uint64_t count,
                   bool in_place) {
   return std::string(coll) + " " + std::string(to_string(t)) + " " + extra + " count " +
@@ -494,6 +502,41 @@ void scenario_killed_rank(Context& c) {
             (again.ok() ? std::string("accepted") : again.status().to_string()));
 }
 
+// Floating-point results that are not exact (random inputs) are bit-identical on every rank and
+// from one call to the next, for each algorithm the rule picks (sizes on both sides of the
+// thresholds).
+void scenario_determinism(Context& c) {
+  Communicator& comm = c.comm;
+  for (DataType t : {DataType::Float32, DataType::Float16, DataType::Bfloat16, DataType::Float64}) {
+    const std::size_t es = size_of(t);
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Avg}) {
+      for (std::uint64_t count : {7ULL, 1000ULL, 70001ULL}) {
+        Bytes in(count * es);
+        for (std::uint64_t i = 0; i < count; ++i) {
+          const auto k = mix_for_probe(static_cast<std::uint64_t>(c.rank), i);
+          store(t, in.data(), i, 0.5 + static_cast<double>(k % 1000003) / 1000003.0);
+        }
+        const std::string what =
+            label("determinism all_reduce", t, std::string(to_string(op)), count, false);
+        Bytes first(count * es), second(count * es);
+        run(comm.all_reduce(in.data(), first.data(), count, t, op), what);
+        run(comm.all_reduce(in.data(), second.data(), count, t, op), what + " again");
+        check(first == second, what + ": two calls differ");
+        // Every rank holds the same bits: compare a digest through an all_gather.
+        std::uint64_t digest = 1469598103934665603ULL;
+        for (std::byte b : first)
+          digest = (digest ^ static_cast<std::uint64_t>(b)) * 1099511628211ULL;
+        std::vector<std::uint64_t> all(static_cast<std::size_t>(c.size));
+        run(comm.all_gather(&digest, all.data(), 1, DataType::Uint64), what + " digests");
+        for (int r = 0; r < c.size; ++r) {
+          check(all[static_cast<std::size_t>(r)] == digest,
+                what + ": rank " + std::to_string(r) + " holds different bits");
+        }
+      }
+    }
+  }
+}
+
 struct Scenario {
   std::function<void(Context&)> run;
   bool closes_with_barrier;
@@ -501,10 +544,9 @@ struct Scenario {
 
 const std::map<std::string_view, Scenario>& scenarios() {
   static const std::map<std::string_view, Scenario> table = {
-      {"matrix", {scenario_matrix, true}},
-      {"concurrent", {scenario_concurrent, true}},
-      {"invalid", {scenario_invalid, true}},
-      {"killed_rank", {scenario_killed_rank, false}},
+      {"matrix", {scenario_matrix, true}},           {"concurrent", {scenario_concurrent, true}},
+      {"invalid", {scenario_invalid, true}},         {"killed_rank", {scenario_killed_rank, false}},
+      {"determinism", {scenario_determinism, true}},
   };
   return table;
 }

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../support/direct_ranks.h"
 #include "../support/subprocess.h"
 
 namespace orbite {
@@ -96,50 +97,31 @@ TEST_P(CollScenario, LocallyDetectableErrorsAreInvalidArgumentAndChangeNothing) 
   run_probe("invalid", GetParam(), settings_env("auto"));
 }
 
+TEST_P(CollScenario, FloatResultsAreBitIdenticalAcrossRanksAndRuns) {
+  run_probe("determinism", GetParam(), settings_env("auto"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, CollScenario, ::testing::Values(1, 2, 3, 4, 5, 8));
 
-// Four ranks started here rather than by orbite-run, which stops the whole job when one rank
-// dies: a store server in this process, orbite-run's variables set by hand. The last rank kills
+// Four ranks started by the test (tests/support/direct_ranks.h). The last rank kills
 // itself in the middle of a 16 MiB all_reduce; the others must fail with ConnectionLost.
 class CollKilled : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CollKilled, RankKilledMidAllReduceFailsEveryOtherRankWithConnectionLost) {
   constexpr int kRanks = 4;
-  const std::string token = generate_store_token();
-  TcpStoreServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.token = token;
-  auto server = TcpStoreServer::start(options);
-  ASSERT_TRUE(server.ok()) << server.status().to_string();
-  std::vector<std::unique_ptr<Child>> ranks;
-  for (int r = 0; r < kRanks; ++r) {
-    std::map<std::string, std::string> env = settings_env(GetParam());
-    env.erase("ORBITE_COLL_CHUNK_BYTES");
-    env.insert({{"ORBITE_STORE", (*server)->address()},
-                {"ORBITE_STORE_TOKEN", token},
-                {"ORBITE_RANK", std::to_string(r)},
-                {"ORBITE_WORLD_SIZE", std::to_string(kRanks)},
-                {"ORBITE_LOCAL_RANK", std::to_string(r)},
-                {"ORBITE_LOCAL_SIZE", std::to_string(kRanks)}});
-    ranks.push_back(
-        std::make_unique<Child>(std::vector<std::string>{ORBITE_COLL_PROBE, "killed_rank"}, env));
-    ASSERT_GT(ranks.back()->pid(), 0);
-  }
-  auto shown = [&] {
-    std::string text;
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      text += "\n--- rank " + std::to_string(r) + " stdout\n" + ranks[r]->out() + "--- stderr\n" +
-              ranks[r]->err();
-    }
-    return text;
-  };
-  EXPECT_EQ(ranks.back()->wait(120s), 128 + SIGKILL) << shown();
+  std::map<std::string, std::string> env = settings_env(GetParam());
+  env.erase("ORBITE_COLL_CHUNK_BYTES");
+  testing::DirectJob job =
+      testing::start_direct_ranks(kRanks, {ORBITE_COLL_PROBE, "killed_rank"}, env);
+  ASSERT_EQ(job.ranks.size(), static_cast<size_t>(kRanks));
+  EXPECT_EQ(job.ranks.back()->wait(120s), 128 + SIGKILL) << job.shown();
   for (int r = 0; r + 1 < kRanks; ++r) {
     // Bounded well below the probe's own wait bound (60 s): detection is not a timeout.
-    EXPECT_EQ(ranks[static_cast<size_t>(r)]->wait(45s), 0) << "rank " << r << shown();
-    const std::string& out = ranks[static_cast<size_t>(r)]->out();
-    EXPECT_EQ(count_of(out, "rank " + std::to_string(r) + ": ConnectionLost after"), 1U) << shown();
-    EXPECT_EQ(count_of(out, "rank " + std::to_string(r) + ": PASS killed_rank"), 1U) << shown();
+    EXPECT_EQ(job.ranks[static_cast<size_t>(r)]->wait(45s), 0) << "rank " << r << job.shown();
+    const std::string& out = job.ranks[static_cast<size_t>(r)]->out();
+    EXPECT_EQ(count_of(out, "rank " + std::to_string(r) + ": ConnectionLost after"), 1U)
+        << job.shown();
+    EXPECT_EQ(count_of(out, "rank " + std::to_string(r) + ": PASS killed_rank"), 1U) << job.shown();
   }
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/direct_ranks.h"
 #include "../support/subprocess.h"
 
 namespace orbite {
@@ -92,37 +93,14 @@ TEST_P(P2p, UnregisterWhilePutsStreamIn) {
   run_scenario("unregister_busy", 2);
 }
 
-// Three ranks started here rather than by orbite-run, which would stop the whole job when one
-// rank dies: a store server in this process, orbite-run's variables set by hand.
+// Three ranks started by the test (tests/support/direct_ranks.h): orbite-run would stop the
+// whole job when one rank dies.
 TEST_P(P2p, KilledPeerFailsItsRequestsAndSparesTheOthers) {
-  const std::string token = generate_store_token();
-  TcpStoreServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.token = token;
-  auto server = TcpStoreServer::start(options);
-  ASSERT_TRUE(server.ok()) << server.status().to_string();
-
-  std::vector<std::unique_ptr<Child>> ranks;
-  for (int r = 0; r < 3; ++r) {
-    std::map<std::string, std::string> env = environment();
-    env.insert({{"ORBITE_STORE", (*server)->address()},
-                {"ORBITE_STORE_TOKEN", token},
-                {"ORBITE_RANK", std::to_string(r)},
-                {"ORBITE_WORLD_SIZE", "3"},
-                {"ORBITE_LOCAL_RANK", std::to_string(r)},
-                {"ORBITE_LOCAL_SIZE", "3"}});
-    ranks.push_back(
-        std::make_unique<Child>(std::vector<std::string>{ORBITE_P2P_PROBE, "killed_peer"}, env));
-    ASSERT_GT(ranks.back()->pid(), 0);
-  }
-  auto shown = [&] {
-    std::string text;
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      text += "\n--- rank " + std::to_string(r) + " stdout\n" + ranks[r]->out() + "--- stderr\n" +
-              ranks[r]->err();
-    }
-    return text;
-  };
+  testing::DirectJob job =
+      testing::start_direct_ranks(3, {ORBITE_P2P_PROBE, "killed_peer"}, environment());
+  ASSERT_EQ(job.ranks.size(), 3U);
+  auto& ranks = job.ranks;
+  auto shown = [&] { return job.shown(); };
 
   Child& victim = *ranks[2];
   ASSERT_TRUE(victim.read_until(
