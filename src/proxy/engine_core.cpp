@@ -171,7 +171,8 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
     // When more threads spin than there are cores (ranks and their workers oversubscribing the
     // cores), a peer waiting on this core would otherwise wait for the scheduler's tick. By time,
     // not by passes: a pass over TCP sockets costs microseconds, one over rings nanoseconds.
-    if (now - last_yield >= std::chrono::microseconds(20)) {
+    // Every 5 us: this process's own worker may need the core (it serves put/get for peers).
+    if (now - last_yield >= std::chrono::microseconds(5)) {
       ::sched_yield();
       last_yield = now;
     }
