@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/float16.h"
 #include "harness/coll_driver.h"
 
 namespace orbite::perf {
@@ -46,10 +47,11 @@ ElemMismatch check_result(const CheckSpec& spec, int rank, std::uint64_t count,
 // "3 wrong elements of 4096, first at element 17: expected 2, got nan".
 std::string describe(const ElemMismatch& m, std::uint64_t elements);
 
-// IEEE binary16 and bfloat16 conversions, rounding to nearest even.
-std::uint16_t float_to_half(float value);
-float half_to_float(std::uint16_t bits);
-std::uint16_t float_to_bfloat16(float value);
-float bfloat16_to_float(std::uint16_t bits);
+// IEEE binary16 and bfloat16 conversions, rounding to nearest even: the library's own
+// (src/common/float16.h, header-only, so the harness still links no OrbiTE library).
+using float16::bfloat16_to_float;
+using float16::float_to_bfloat16;
+using float16::float_to_half;
+using float16::half_to_float;
 
 }  // namespace orbite::perf

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/float16.h"
+
 namespace orbite::coll {
 
 // dst[i] = a[i] op b[i] for i < count. dst may be a or b (not a partial overlap). Avg reduces as
@@ -17,11 +19,11 @@ void reduce(DataType type, ReduceOp op, void* dst, const void* a, const void* b,
 // dst[i] = dst[i] / divisor: Avg's final step (integers truncate toward zero).
 void divide(DataType type, void* dst, std::size_t count, int divisor);
 
-// The conversions reduce() uses, exposed for tests.
-float half_to_float(std::uint16_t h);
-std::uint16_t float_to_half(float f);
-float bfloat16_to_float(std::uint16_t b);
-std::uint16_t float_to_bfloat16(float f);
+// The conversions reduce() uses (common/float16.h).
+using float16::bfloat16_to_float;
+using float16::float_to_bfloat16;
+using float16::float_to_half;
+using float16::half_to_float;
 
 // Which kernel set runs here: "avx2" or "generic".
 const char* reduce_isa();
