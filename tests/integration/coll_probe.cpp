@@ -476,15 +476,19 @@ void scenario_killed_rank(Context& c) {
   std::vector<float> data(kCount, 1.0f);
   // Connections and the first collective established everywhere first.
   run(comm.barrier(), "barrier before the kill");
-  auto req =
-      accepted(comm.all_reduce(data.data(), data.data(), kCount, DataType::Float32, ReduceOp::Sum),
-               "all_reduce");
   if (c.rank == c.size - 1) {
+    // The dying rank never starts the all_reduce: if it did, its own start() may already forward
+    // everything the others need (they are ahead of it and the ring's data is there), and they
+    // would finish before it dies. Without its first sends no other rank can complete, so every
+    // other rank is deterministically in the middle of the all_reduce when the peer vanishes.
     std::this_thread::sleep_for(200ms);
     std::printf("rank %d: dying\n", c.rank);
     std::fflush(stdout);
     std::raise(SIGKILL);
   }
+  auto req =
+      accepted(comm.all_reduce(data.data(), data.data(), kCount, DataType::Float32, ReduceOp::Sum),
+               "all_reduce");
   const auto start = std::chrono::steady_clock::now();
   Status st = req.wait(kWait);
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(

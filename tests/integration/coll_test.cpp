@@ -104,8 +104,9 @@ TEST_P(CollScenario, FloatResultsAreBitIdenticalAcrossRanksAndRuns) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollScenario, ::testing::Values(1, 2, 3, 4, 5, 8));
 
-// Four ranks started by the test (tests/support/direct_ranks.h). The last rank kills
-// itself in the middle of a 16 MiB all_reduce; the others must fail with ConnectionLost.
+// Four ranks started by the test (tests/support/direct_ranks.h). Three ranks are in the middle
+// of a 16 MiB all_reduce that cannot finish without the fourth, which kills itself; the three
+// must fail with ConnectionLost.
 class CollKilled : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CollKilled, RankKilledMidAllReduceFailsEveryOtherRankWithConnectionLost) {
