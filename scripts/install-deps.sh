@@ -13,6 +13,7 @@ packages=(
   clang-format clang-tidy
   libgloo-dev         # the Gloo all_reduce reference of the collective benchmarks
   python3-matplotlib  # scripts/plot.py
+  libbenchmark-dev    # Google Benchmark (perf_tests/selector_bench)
 )
 
 missing=()

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 
@@ -12,6 +13,7 @@
 #include "common/config_internal.h"
 #include "common/config_schema.h"
 #include "common/log.h"
+#include "common/strings.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration)
 
@@ -98,11 +100,61 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+Result<HcaList> parse_hca_list(std::string_view text) {
+  HcaList list;
+  std::string_view rest = trim(text);
+  if (!rest.empty() && rest.front() == '^') {
+    list.exclude = true;
+    rest.remove_prefix(1);
+  }
+  bool exact = false;
+  if (!rest.empty() && rest.front() == '=') {
+    exact = true;
+    rest.remove_prefix(1);
+  }
+  auto bad = [&](std::string_view entry, std::string why) {
+    return Status::error(Errc::Configuration, "RDMA device list " + quote(text) + ": entry " +
+                                                  quote(entry) + " " + why +
+                                                  " (NCCL_IB_HCA syntax: [^][=]name[:port],...)");
+  };
+  for (const std::string& raw : split(rest, ',')) {
+    const std::string_view entry = trim(raw);
+    std::string_view name = entry;
+    std::string port;
+    if (const auto colon = entry.find(':'); colon != std::string_view::npos) {
+      name = entry.substr(0, colon);
+      const auto n = parse_uint64(entry.substr(colon + 1));
+      if (!n || *n == 0 || *n > 255) return bad(entry, "has a port that is not 1..255");
+      port = ":" + std::to_string(*n);
+    }
+    if (name.empty()) return bad(entry, "has no device name");
+    for (char c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') {
+        return bad(entry, "has a character that is not in a device name");
+      }
+    }
+    // NCCL matches plain names as prefixes ("mlx5" is every mlx5_N); "=" asks for exact names.
+    list.entries.push_back(std::string(name) + (exact ? "" : "*") + port);
+  }
+  if (list.entries.empty()) return bad(text, "names no device");
+  return list;
+}
+
 Status apply_env_overrides(EngineConfig& config, const EnvFn& env,
                            std::vector<std::string>* applied) {
   EnvReader reader(&env, "ORBITE", "", applied, nullptr);
   cs::visit_engine(reader, config);
-  return reader.status();
+  ORBITE_RETURN_IF_ERROR(reader.status());
+  // NCCL's device list, for users who know it: it replaces both filter lists.
+  if (auto hca = env(kHcaVariable); hca && !trim(*hca).empty()) {
+    auto list = parse_hca_list(*hca);
+    if (!list.ok()) return list.status().with_context(std::string("environment ") + kHcaVariable);
+    config.rdma.rdma_whitelist.clear();
+    config.rdma.rdma_blacklist.clear();
+    (list->exclude ? config.rdma.rdma_blacklist : config.rdma.rdma_whitelist) = list->entries;
+    if (applied != nullptr) applied->push_back(std::string(kHcaVariable) + "=" + *hca);
+  }
+  return {};
 }
 
 std::vector<std::string> env_variable_names() {

@@ -18,6 +18,15 @@ using EnvFn = std::function<std::optional<std::string>(std::string_view)>;
 Status apply_env_overrides(EngineConfig& config, const EnvFn& env,
                            std::vector<std::string>* applied = nullptr);
 
+// ORBITE_RDMA_HCA: NCCL_IB_HCA's syntax ("mlx5_0,mlx5_1", "^mlx5_2" excludes, "=mlx5_0" exact,
+// ":1" a port). Plain names are prefixes as in NCCL, written "name*" in the filter lists.
+inline constexpr const char* kHcaVariable = "ORBITE_RDMA_HCA";
+struct HcaList {
+  bool exclude = false;              // "^": the entries go to rdma_blacklist
+  std::vector<std::string> entries;  // "mlx5_0" (exact), "mlx5*" (prefix), either with ":PORT"
+};
+Result<HcaList> parse_hca_list(std::string_view text);
+
 // EngineConfig::load() with an injectable environment.
 Result<EngineConfig> load(const EnvFn& env);
 

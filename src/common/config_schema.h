@@ -89,10 +89,13 @@ void visit_rdma(V& v, C& r) {
   v.field("port", r.port, UInt{1, 255}, "Pin this port of the device; null lets discovery choose.");
   v.field("gid_index", r.gid_index, UInt{0, 255},
           "Pin this GID index; null ranks valid GIDs automatically (and re-ranks on recovery).");
-  v.field("rdma_whitelist", r.rdma_whitelist, Text{kNameMax, false},
-          "Only these devices are opened; a nonempty whitelist wins over the blacklist.");
+  v.field(
+      "rdma_whitelist", r.rdma_whitelist, Text{kNameMax, false},
+      "Only these devices are opened; a nonempty whitelist wins over the blacklist. An entry is "
+      "a device name, \"prefix*\", either with \":PORT\" (ORBITE_RDMA_HCA, in NCCL_IB_HCA "
+      "syntax, replaces both lists).");
   v.field("rdma_blacklist", r.rdma_blacklist, Text{kNameMax, false},
-          "These devices are never opened.");
+          "These devices are never opened (same entry syntax as rdma_whitelist).");
   v.field("device_mask", r.device_mask, NicMask{},
           "Restrict dispatch to these stable NIC IDs (array of 0..63); null allows every NIC.");
   v.field("preferred_numa_node", r.preferred_numa_node, UInt{0, 4095},
@@ -273,7 +276,7 @@ inline constexpr std::pair<std::string_view, std::string_view> kEnvAliases[] = {
 inline constexpr std::string_view kOtherEnv[] = {
     "ORBITE_CONFIG",     "ORBITE_STORE",      "ORBITE_STORE_TOKEN", "ORBITE_RANK",
     "ORBITE_WORLD_SIZE", "ORBITE_LOCAL_RANK", "ORBITE_LOCAL_SIZE",  "ORBITE_LOG_LEVEL",
-    "ORBITE_LOG_SUBSYS", "ORBITE_HOSTID",
+    "ORBITE_LOG_SUBSYS", "ORBITE_HOSTID",     "ORBITE_RDMA_HCA",
 };
 
 }  // namespace orbite::config_schema

@@ -129,6 +129,92 @@ std::string start_store(testing::Child& store) {
   return address;
 }
 
+const std::string kTopoData = std::string(ORBITE_SOURCE_DIR) + "/tests/data/topologies/";
+
+TEST(OrbiteTopo, PrintsInventoryAndTiersOfAFixture) {
+  Outcome o = run_program(
+      {kBin + "/orbite-topo", "--xml", kTopoData + "dell-xe8640-h100x4-cx7-cx6_flux-ipa20.xml"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("8 NUMA nodes"), std::string::npos) << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex("1 +mlx5_0 +hsi0 +3 +0000:4d:00.0"))) << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex("cuda:0 +0000:4e:00.0 +numa 3"))) << o.out;
+  // The GPU under the switch shared with the dual-port CX-6 gets both ports in tier 0; the GPU
+  // with no NIC on its switch or node gets every NIC in tier 2.
+  EXPECT_TRUE(std::regex_search(o.out, std::regex("cuda:0 +mlx5_0 mlx5_1 +- +mlx5_2 mlx5_3\\n")))
+      << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex("cuda:2 +- +- +mlx5_2 mlx5_0 mlx5_1 mlx5_3")))
+      << o.out;
+  EXPECT_NE(o.out.find("(discovery)"), std::string::npos);
+}
+
+TEST(OrbiteTopo, JsonFormIsStableAndHonoursTheConfiguration) {
+  TempDir dir;
+  const std::string config = write_file(
+      dir, "c.json",
+      R"({"rdma": {"rdma_blacklist": ["mlx5_2"], "priority_matrix": {"cuda:1": [["mlx5_3"], []]}}})");
+  Outcome o = run_program({kBin + "/orbite-topo", "--json", "--config", config, "--xml",
+                           kTopoData + "dell-xe8640-h100x4-cx7-cx6_flux-ipa20.xml"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  auto j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_EQ(j["format"], 1);
+  ASSERT_EQ(j["nics"].size(), 3U);  // the blacklist applies before IDs are given
+  EXPECT_EQ(j["nics"][0]["name"], "mlx5_0");
+  EXPECT_EQ(j["nics"][0]["id"], 0);
+  EXPECT_EQ(j["nics"][0]["pci"]["bus_id"], "0000:4d:00.0");
+  EXPECT_EQ(j["gpus"].size(), 4U);
+  EXPECT_EQ(j["gpus"][0]["cuda_visible"], false);
+  EXPECT_EQ(j["priorities"]["origin"], "priority_matrix");
+  bool found = false;
+  for (const auto& row : j["priorities"]["rows"]) {
+    if (row["location"] == "cuda:1") {
+      found = true;
+      EXPECT_EQ(row["tiers"][0], nlohmann::json::array({"mlx5_3"}));
+    }
+  }
+  EXPECT_TRUE(found) << o.out;
+}
+
+TEST(OrbiteTopo, BadInputsFailNamingThem) {
+  Outcome missing = run_program({kBin + "/orbite-topo", "--xml", "/nonexistent/topo.xml"});
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find("topology.hwloc_xml"), std::string::npos) << missing.err;
+  TempDir dir;
+  const std::string config =
+      write_file(dir, "c.json", R"({"rdma": {"priority_matrix": {"cuda:0": [["nope0"], []]}}})");
+  Outcome bad = run_program({kBin + "/orbite-topo", "--config", config, "--xml",
+                             kTopoData + "dell-xe8640-h100x4-cx7-cx6_flux-ipa20.xml"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("nope0"), std::string::npos) << bad.err;
+  EXPECT_EQ(run_program({kBin + "/orbite-topo", "--bogus"}).status, 2);
+}
+
+TEST(OrbiteTopo, SelectShowsTheSelectorsChoiceOnIdleNics) {
+  const std::string xml = kTopoData + "dell-xe8640-h100x4-cx7-cx6_flux-ipa20.xml";
+  Outcome o = run_program({kBin + "/orbite-topo", "--xml", xml, "--select", "cuda:0"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  // Idle NICs score alike, so the tier weights (1, 1, 10, 10) set the shares: floor(64 / 2.2)
+  // = 29 for each tier-0 port, floor(2.9) = 2 for the others, and the 2 left over go to the best.
+  EXPECT_NE(o.out.find("one 64 KiB slice: mlx5_0"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("a 64-slice parent: mlx5_2=2 mlx5_0=31 mlx5_1=29 mlx5_3=2"),
+            std::string::npos)
+      << o.out;
+  TempDir dir;
+  const std::string config =
+      write_file(dir, "c.json", R"({"rdma": {"strict_local_numa": true, "device_mask": [0]}})");
+  Outcome none =
+      run_program({kBin + "/orbite-topo", "--xml", xml, "--config", config, "--select", "cpu:3"});
+  EXPECT_EQ(none.status, 1);
+  EXPECT_NE(none.out.find("no eligible NIC for cpu:3"), std::string::npos) << none.out;
+  EXPECT_EQ(run_program({kBin + "/orbite-topo", "--xml", xml, "--select", "rocm:0"}).status, 2);
+}
+
+TEST(OrbiteTopo, LiveMachine) {
+  Outcome o = run_program({kBin + "/orbite-topo"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("source: live machine"), std::string::npos) << o.out;
+}
+
 TEST(OrbiteStore, ServesAuthenticatedClientsUntilSigterm) {
   testing::Child store({kBin + "/orbite-store", "--listen", "127.0.0.1:0"},
                        {{"ORBITE_STORE_TOKEN", "tok"}});

@@ -26,6 +26,9 @@ struct Driver {
   CUresult (*driver_get_version)(int*) = nullptr;
   CUresult (*device_get_count)(int*) = nullptr;
   CUresult (*get_error_string)(CUresult, const char**) = nullptr;
+  CUresult (*device_get)(CUdevice*, int) = nullptr;
+  CUresult (*device_get_pci_bus_id)(char*, int, CUdevice) = nullptr;
+  CUresult (*device_get_name)(char*, int, CUdevice) = nullptr;
 };
 
 Result<Driver> open_driver() {
@@ -62,6 +65,9 @@ Result<Driver> open_driver() {
   ORBITE_RETURN_IF_ERROR(lookup("cuDriverGetVersion", d.driver_get_version));
   ORBITE_RETURN_IF_ERROR(lookup("cuDeviceGetCount", d.device_get_count));
   ORBITE_RETURN_IF_ERROR(lookup("cuGetErrorString", d.get_error_string));
+  ORBITE_RETURN_IF_ERROR(lookup("cuDeviceGet", d.device_get));
+  ORBITE_RETURN_IF_ERROR(lookup("cuDeviceGetPCIBusId", d.device_get_pci_bus_id));
+  ORBITE_RETURN_IF_ERROR(lookup("cuDeviceGetName", d.device_get_name));
   return d;
 }
 
@@ -75,8 +81,13 @@ std::string error_text(const Driver& d, CUresult rc) {
 
 }  // namespace
 
-Result<DriverInfo> probe_driver() {
+const Result<Driver>& driver_once() {
   static const Result<Driver> driver = open_driver();
+  return driver;
+}
+
+Result<DriverInfo> probe_driver() {
+  const Result<Driver>& driver = driver_once();
   if (!driver.ok()) return driver.status();
   const Driver& d = driver.value();
   DriverInfo info;
@@ -95,7 +106,31 @@ Result<DriverInfo> probe_driver() {
   return info;
 }
 
+Result<std::vector<DeviceIdentity>> list_devices() {
+  ORBITE_ASSIGN_OR_RETURN(DriverInfo info, probe_driver());
+  const Driver& d = driver_once().value();
+  std::vector<DeviceIdentity> devices;
+  for (int i = 0; i < info.device_count; ++i) {
+    CUdevice dev = 0;
+    char bus[64] = {};
+    char name[256] = {};
+    CUresult rc = d.device_get(&dev, i);
+    if (rc == CUDA_SUCCESS) rc = d.device_get_pci_bus_id(bus, sizeof bus, dev);
+    if (rc == CUDA_SUCCESS) rc = d.device_get_name(name, sizeof name, dev);
+    if (rc != CUDA_SUCCESS) {
+      return Status::error(Errc::Unavailable, std::string(kLibrary) + ": device " +
+                                                  std::to_string(i) + ": " + error_text(d, rc));
+    }
+    devices.push_back(DeviceIdentity{i, bus, name});
+  }
+  return devices;
+}
+
 #else
+
+Result<std::vector<DeviceIdentity>> list_devices() {
+  return probe_driver().status();
+}
 
 Result<DriverInfo> probe_driver() {
   return Status::error(

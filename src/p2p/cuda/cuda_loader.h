@@ -6,6 +6,7 @@
 #include <orbite/status.h>
 
 #include <string>
+#include <vector>
 
 namespace orbite::cuda {
 
@@ -17,5 +18,13 @@ struct DriverInfo {
 
 // Loads and initializes the driver once (retained) and counts devices.
 Result<DriverInfo> probe_driver();
+
+struct DeviceIdentity {
+  int ordinal = 0;
+  std::string pci_bus_id;  // cuDeviceGetPCIBusId, e.g. "0000:4E:00.0"
+  std::string name;        // cuDeviceGetName
+};
+// The devices as the driver numbers them (CUDA_VISIBLE_DEVICES applies). Creates no context.
+Result<std::vector<DeviceIdentity>> list_devices();
 
 }  // namespace orbite::cuda

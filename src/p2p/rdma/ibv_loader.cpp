@@ -4,6 +4,9 @@
 #include <link.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace orbite::rdma {
@@ -84,6 +87,45 @@ Result<const IbvApi*> load_ibverbs() {
   return &loaded.value();
 }
 
+namespace {
+
+VerbsDeviceRecord sysfs_record(ibv_device* dev, const IbvApi& api) {
+  VerbsDeviceRecord r;
+  r.name = api.get_device_name(dev);
+  // The device link resolves to the PCI function's directory, whose name is the bus ID.
+  const std::string device_dir = std::string(dev->ibdev_path) + "/device";
+  if (char* real = ::realpath(device_dir.c_str(), nullptr)) {
+    std::string path = real;
+    std::free(real);
+    const std::string base = path.substr(path.rfind('/') + 1);
+    if (base.size() >= 7 && base[base.size() - 2] == '.') r.pci_bus_id = base;
+  }
+  if (std::FILE* f = std::fopen((device_dir + "/numa_node").c_str(), "r")) {
+    int node = -1;
+    if (std::fscanf(f, "%d", &node) == 1 && node >= 0) r.numa = node;
+    std::fclose(f);
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<std::vector<VerbsDeviceRecord>> describe_verbs_devices() {
+  ORBITE_ASSIGN_OR_RETURN(const IbvApi* api, load_ibverbs());
+  int n = 0;
+  ibv_device** devices = api->get_device_list(&n);
+  if (devices == nullptr) {
+    int err = errno;
+    return Status::error(
+        Errc::Unavailable,
+        std::string(kLibrary) + ": ibv_get_device_list failed: " + std::strerror(err));
+  }
+  std::vector<VerbsDeviceRecord> records;
+  for (int i = 0; i < n; ++i) records.push_back(sysfs_record(devices[i], *api));
+  api->free_device_list(devices);
+  return records;
+}
+
 Result<std::vector<std::string>> list_verbs_devices() {
   ORBITE_ASSIGN_OR_RETURN(const IbvApi* api, load_ibverbs());
   int n = 0;
@@ -107,6 +149,10 @@ std::string ibverbs_path() {
 }
 
 #else
+
+Result<std::vector<VerbsDeviceRecord>> describe_verbs_devices() {
+  return list_verbs_devices().status();
+}
 
 Result<std::vector<std::string>> list_verbs_devices() {
   return Status::error(

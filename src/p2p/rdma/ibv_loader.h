@@ -53,6 +53,13 @@ Result<const IbvApi*> load_ibverbs();
 
 // Names of the verbs devices the loaded library reports (Unavailable without RDMA support).
 Result<std::vector<std::string>> list_verbs_devices();
+struct VerbsDeviceRecord {
+  std::string name;
+  std::string pci_bus_id;  // from sysfs (<ibdev_path>/device); empty when not a PCI device
+  int numa = -1;           // <ibdev_path>/device/numa_node; -1 when unknown
+};
+// The devices with what sysfs says about their place; opens none of them.
+Result<std::vector<VerbsDeviceRecord>> describe_verbs_devices();
 // Where libibverbs.so.1 was loaded from (empty when it could not be loaded).
 std::string ibverbs_path();
 

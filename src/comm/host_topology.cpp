@@ -1,0 +1,50 @@
+#include "comm/host_topology.h"
+
+#include "p2p/cuda/cuda_loader.h"
+#include "p2p/rdma/ibv_loader.h"
+#include "topo/matrix.h"
+
+namespace orbite::comm {
+
+Result<HostTopology> discover_host_topology(const EngineConfig& config) {
+  topo::DiscoveryInput input;
+  input.hwloc_xml = config.topology.hwloc_xml;
+  input.filter.whitelist = config.rdma.rdma_whitelist;
+  input.filter.blacklist = config.rdma.rdma_blacklist;
+  HostTopology host;
+  if (!input.hwloc_xml.empty()) {
+    host.verbs_note = "not consulted: the NICs come from the XML file";
+    host.cuda_note = "not consulted: the GPUs come from the XML file";
+  } else {
+    if (auto verbs = rdma::describe_verbs_devices(); verbs.ok()) {
+      std::vector<topo::VerbsDevice> list;
+      for (const auto& r : *verbs) {
+        topo::VerbsDevice d;
+        d.name = r.name;
+        d.pci = topo::PciAddress::parse(r.pci_bus_id);
+        d.numa = r.numa;
+        list.push_back(std::move(d));
+      }
+      input.verbs = std::move(list);
+    } else {
+      // No provider: hwloc's OpenFabrics devices are listed, and nothing can open them.
+      host.verbs_note = verbs.status().message();
+    }
+    if (auto cuda = cuda::list_devices(); cuda.ok()) {
+      std::vector<topo::CudaDevice> list;
+      for (const auto& d : *cuda) {
+        if (auto pci = topo::PciAddress::parse(d.pci_bus_id)) {
+          list.push_back(topo::CudaDevice{d.ordinal, *pci, d.name});
+        }
+      }
+      input.cuda = std::move(list);
+    } else {
+      host.cuda_note = cuda.status().message();
+    }
+  }
+  ORBITE_ASSIGN_OR_RETURN(host.inventory, topo::discover(input));
+  ORBITE_ASSIGN_OR_RETURN(host.priorities, topo::load_priorities(config.rdma, host.inventory));
+  return host;
+}
+
+}  // namespace orbite::comm
