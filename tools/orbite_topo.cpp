@@ -9,13 +9,13 @@
 
 #include <orbite/config.h>
 
-#include "comm/host_topology.h"
+#include "proxy/host_topology.h"
 #include "topo/selector.h"
 
 namespace {
 
 using nlohmann::ordered_json;
-using orbite::comm::HostTopology;
+using orbite::proxy::HostTopology;
 namespace topo = orbite::topo;
 
 constexpr int kJsonFormatVersion = 1;
@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!xml.empty()) config->topology.hwloc_xml = xml;
-  auto host = orbite::comm::discover_host_topology(*config);
+  auto host = orbite::proxy::discover_host_topology(*config);
   if (!host.ok()) {
     std::fprintf(stderr, "orbite-topo: %s\n", host.status().to_string().c_str());
     return 1;

@@ -1,5 +1,6 @@
 // EngineCore: creation of the lanes and their threads, admission, waiting, close and the monitor.
 #include "proxy/engine_core.h"
+#include "proxy/host_topology.h"
 
 #include <sched.h>
 #include <sys/epoll.h>
@@ -41,6 +42,13 @@ inline void cpu_relax() {
 Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& config,
                                                        bool prefer_loopback) {
   ORBITE_RETURN_IF_ERROR(config.validate());
+  // An explicit priority matrix is checked against this host's inventory when the engine starts,
+  // so an invalid one fails initialization (the guide) before the RDMA path ever reads it.
+  if (config.rdma.priority_matrix || config.rdma.custom_json_path) {
+    if (auto topology = proxy::discover_host_topology(config); !topology.ok()) {
+      return topology.status();
+    }
+  }
   auto core = std::make_shared<EngineCore>();
   core->config = config;
   const HostIdentity& host = this_host();

@@ -15,5 +15,6 @@ orbite_add_gtest(p2p_test
   TIMEOUT 600)
 target_compile_definitions(p2p_test PRIVATE
   ORBITE_P2P_PROBE="$<TARGET_FILE:orbite-p2p-probe>"
-  ORBITE_RUN_BIN="$<TARGET_FILE:orbite-run>")
+  ORBITE_RUN_BIN="$<TARGET_FILE:orbite-run>"
+  ORBITE_SANITIZED=$<BOOL:${ORBITE_SANITIZE}>)
 add_dependencies(p2p_test orbite-p2p-probe orbite-run)

@@ -3,14 +3,15 @@
 // the CUDA driver's lists, filters and locations.
 #include <gtest/gtest.h>
 
+#include <orbite/transfer.h>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "comm/host_topology.h"
 #include "common/config_internal.h"
+#include "proxy/host_topology.h"
 #include "topo/inventory.h"
 #include "topo/tiers.h"
 
@@ -136,6 +137,20 @@ TEST(TopoDiscovery, NvSwitchesAreNotGpusAndPciFieldsAreRead) {
   EXPECT_TRUE(inv.nics.empty());
   const PriorityTable table = discovered_priorities(inv);
   EXPECT_TRUE(table.lookup(Location::cuda(3)).empty());
+}
+
+TEST(TopoDiscovery, PortStateAndGidsFromHwlocAttributes) {
+  const Inventory inv = load(kXe8640);
+  const NicInfo* up = inv.nic("mlx5_0");
+  const NicInfo* down = inv.nic("mlx5_2");
+  ASSERT_TRUE(up != nullptr && down != nullptr);
+  ASSERT_EQ(up->ports.size(), 1U);
+  EXPECT_EQ(up->ports[0].number, 1U);
+  EXPECT_EQ(up->ports[0].state, "ACTIVE");
+  ASSERT_EQ(up->ports[0].gids.size(), 1U);
+  EXPECT_EQ(up->ports[0].gids[0], "fe80:0000:0000:0000:043f:7203:00ae:a282");
+  EXPECT_EQ(down->ports.at(0).state, "DOWN");
+  EXPECT_DOUBLE_EQ(up->link_gbps, 0.0);  // hwloc does not record rates
 }
 
 TEST(TopoDiscovery, MissingXmlIsAConfigurationErrorNamingTheField) {
@@ -300,17 +315,31 @@ TEST(TopoHost, XmlConfigAndMatrixThroughTheCommunicatorGlue) {
   EngineConfig config;
   config.topology.hwloc_xml = kXe8640;
   config.rdma.priority_matrix = R"({"cuda:0": [["mlx5_3"], ["mlx5_0"]]})";
-  auto host = comm::discover_host_topology(config);
+  auto host = proxy::discover_host_topology(config);
   ASSERT_TRUE(host.ok()) << host.status().to_string();
   EXPECT_EQ(host->priorities.origin, "priority_matrix");
   EXPECT_FALSE(host->verbs_note.empty());  // an XML describes another machine
   const LocationTiers& row = host->priorities.lookup(Location::cuda(0));
   EXPECT_EQ(tier_names(host->inventory, row)[0], std::vector<std::string>{"mlx5_3"});
   config.rdma.priority_matrix = R"({"cuda:0": [["mlx5_9"], []]})";
-  auto bad = comm::discover_host_topology(config);
+  auto bad = proxy::discover_host_topology(config);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Errc::Configuration);
   EXPECT_NE(bad.status().message().find("mlx5_9"), std::string::npos);
+}
+
+TEST(TopoHost, AnInvalidExplicitMatrixFailsEngineCreation) {
+  EngineConfig config;
+  config.topology.hwloc_xml = kXe8640;
+  config.rdma.priority_matrix = R"({"cuda:0": [["mlx5_3"], []]})";
+  auto engine = TransferEngine::create(config);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  ASSERT_TRUE((*engine)->close(std::chrono::seconds(10)).ok());
+  config.rdma.priority_matrix = R"({"cuda:7": [["mlx5_3"], []]})";
+  auto bad = TransferEngine::create(config);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Errc::Configuration);
+  EXPECT_NE(bad.status().message().find("cuda:7"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace

@@ -137,52 +137,6 @@ std::uint64_t mask_of(std::initializer_list<int> nics) {
 
 // ---------------------------------------------------------------------------------------------
 
-TEST(PortRate, DecodesSpeedAndWidthCodes) {
-  struct Case {
-    std::uint32_t speed;
-    std::uint8_t width;
-    double gbps;
-  };
-  // XDR 4x, NDR 4x and 8x, HDR 2x and 4x, EDR 4x, FDR 4x, FDR10 4x, QDR 12x, DDR 1x, SDR 1x;
-  // then unknown speed or width codes.
-  const Case cases[] = {{256, 2, 800.0}, {128, 2, 400.0}, {128, 4, 800.0}, {64, 16, 100.0},
-                        {64, 2, 200.0},  {32, 2, 100.0},  {16, 2, 56.0},   {8, 2, 40.0},
-                        {4, 8, 120.0},   {2, 1, 5.0},     {1, 1, 2.5},     {0, 2, 0.0},
-                        {3, 2, 0.0},     {512, 2, 0.0},   {128, 0, 0.0},   {128, 3, 0.0}};
-  for (const Case& c : cases) {
-    EXPECT_DOUBLE_EQ(port_rate_gbps(c.speed, c.width), c.gbps) << c.speed << " " << +c.width;
-  }
-  // XDR only fits the extended field; the extended field wins whenever it is filled in.
-  EXPECT_EQ(preferred_speed_code(0, 256), 256u);
-  EXPECT_EQ(preferred_speed_code(64, 64), 64u);
-  EXPECT_EQ(preferred_speed_code(64, 0), 64u);
-}
-
-TEST(PortRate, EffectiveRateFallsBackOutsideTheValidRange) {
-  // {reported, expected} with the default 400; 1600 is XDR 8x.
-  const std::pair<double, double> cases[] = {{0.0, 400.0},   {5.0, 400.0},         {10.0, 10.0},
-                                             {200.0, 200.0}, {800.0, 800.0},       {1600.0, 400.0},
-                                             {-1.0, 400.0},  {std::nan(""), 400.0}};
-  for (const auto& [reported, expected] : cases) {
-    EXPECT_DOUBLE_EQ(effective_rate_gbps(reported, 400.0), expected) << reported;
-  }
-  EXPECT_DOUBLE_EQ(effective_rate_gbps(0.0, 100.0), 100.0);
-}
-
-TEST(PortRate, TrackerKeepsTheLastValueWhenAQueryFails) {
-  PortRateTracker tracker(400.0);
-  EXPECT_DOUBLE_EQ(tracker.effective_gbps(), 400.0);
-  EXPECT_TRUE(tracker.update(200.0));
-  EXPECT_FALSE(tracker.update(200.0));
-  // A failed query makes no call: the last values stand.
-  EXPECT_DOUBLE_EQ(tracker.reported_gbps(), 200.0);
-  EXPECT_DOUBLE_EQ(tracker.effective_gbps(), 200.0);
-  EXPECT_TRUE(tracker.update(0.0));  // unknown rate: back to the default
-  EXPECT_DOUBLE_EQ(tracker.effective_gbps(), 400.0);
-  EXPECT_FALSE(tracker.update(900.0));  // out of range: still the default
-  EXPECT_DOUBLE_EQ(tracker.reported_gbps(), 900.0);
-}
-
 TEST(Selector, RejectsInvalidInput) {
   const Inventory inv = inventory({{}, {}});
   SelectorConfig bad_weight;
@@ -426,44 +380,40 @@ TEST(Selector, TransmitMeterSamplesEveryTenMillisecondsAndDropsLongIntervals) {
     expected = 0.9 * expected + 0.1 * (bytes / busy_s);
   };
 
+  // A WR posted and completed: the meter samples at the completion.
+  const auto pulse = [&](std::uint64_t bytes, int posted_ms, int done_ms, bool ok) {
+    s->on_posted(0, bytes, at(posted_ms));
+    s->on_completed(0, bytes, ok, at(done_ms));
+  };
   s->on_posted(0, 1000, at(0));
   EXPECT_EQ(stat(*s, 0).posted_bytes, 1000u);
   s->on_completed(0, 1000, true, at(1));  // first sample: baselines only
   EXPECT_DOUBLE_EQ(transmit(), expected);
-  s->on_posted(0, 100'000'000, at(2));
-  s->on_completed(0, 100'000'000, true, at(12));  // 11 ms after the last sample
+  pulse(100'000'000, 2, 12, true);  // 11 ms after the last sample
   learn(100e6, 0.010);
   EXPECT_DOUBLE_EQ(transmit(), expected);
   // Within 10 ms of the last sample nothing is learned; the bytes count in the next interval,
   // and idle time between posts does not.
-  s->on_posted(0, 50'000'000, at(13));
-  s->on_completed(0, 50'000'000, true, at(15));
+  pulse(50'000'000, 13, 15, true);
   EXPECT_DOUBLE_EQ(transmit(), expected);
-  s->on_posted(0, 50'000'000, at(16));
-  s->on_completed(0, 50'000'000, true, at(22));
+  pulse(50'000'000, 16, 22, true);
   learn(100e6, 0.008);
   EXPECT_NEAR(transmit(), expected, expected * 1e-12);
   // An interval over 50 ms is discarded (its baselines still move).
-  s->on_posted(0, 1'000'000, at(80));
-  s->on_completed(0, 1'000'000, true, at(81));
+  pulse(1'000'000, 80, 81, true);
   EXPECT_NEAR(transmit(), expected, expected * 1e-12);
-  s->on_posted(0, 10'000'000, at(85));
-  s->on_completed(0, 10'000'000, true, at(91));
+  pulse(10'000'000, 85, 91, true);
   learn(10e6, 0.006);
   EXPECT_NEAR(transmit(), expected, expected * 1e-12);
   // A failure resets the meter: the next sample only rebuilds baselines.
-  s->on_posted(0, 10'000'000, at(92));
-  s->on_completed(0, 10'000'000, false, at(93));
-  s->on_posted(0, 10'000'000, at(94));
-  s->on_completed(0, 10'000'000, true, at(101));
+  pulse(10'000'000, 92, 93, false);
+  pulse(10'000'000, 94, 101, true);
   EXPECT_NEAR(transmit(), expected, expected * 1e-12);
-  s->on_posted(0, 20'000'000, at(102));
-  s->on_completed(0, 20'000'000, true, at(111));
+  pulse(20'000'000, 102, 111, true);
   learn(20e6, 0.009);
   EXPECT_NEAR(transmit(), expected, expected * 1e-12);
   // Clamped at 10× the seed.
-  s->on_posted(0, 1'000'000'000'000, at(112));
-  s->on_completed(0, 1'000'000'000'000, true, at(122));
+  pulse(1'000'000'000'000, 112, 122, true);
   EXPECT_DOUBLE_EQ(transmit(), 10 * kGbps400);
   const NicLoadStats n = stat(*s, 0);
   EXPECT_EQ(n.posted_bytes, 0u);

@@ -10,7 +10,7 @@
 #include "topo/inventory.h"
 #include "topo/location.h"
 
-namespace orbite::comm {
+namespace orbite::proxy {
 
 struct HostTopology {
   topo::Inventory inventory;
@@ -27,4 +27,4 @@ struct HostTopology {
 // come from the file alone. An invalid explicit matrix fails (no fallback to discovery).
 Result<HostTopology> discover_host_topology(const EngineConfig& config);
 
-}  // namespace orbite::comm
+}  // namespace orbite::proxy

@@ -1,10 +1,10 @@
-#include "comm/host_topology.h"
+#include "proxy/host_topology.h"
 
 #include "p2p/cuda/cuda_loader.h"
 #include "p2p/rdma/ibv_loader.h"
 #include "topo/matrix.h"
 
-namespace orbite::comm {
+namespace orbite::proxy {
 
 Result<HostTopology> discover_host_topology(const EngineConfig& config) {
   topo::DiscoveryInput input;
@@ -47,4 +47,4 @@ Result<HostTopology> discover_host_topology(const EngineConfig& config) {
   return host;
 }
 
-}  // namespace orbite::comm
+}  // namespace orbite::proxy
