@@ -239,9 +239,7 @@ Result<Inventory> discover(const DiscoveryInput& in) {
   hwloc_topology_t t = topology->get();
   Inventory inv;
   inv.source = in.hwloc_xml.empty() ? "live machine" : in.hwloc_xml;
-  const unsigned v = hwloc_get_api_version();
-  inv.hwloc_api_version = std::to_string((v >> 16) & 0xff) + "." + std::to_string((v >> 8) & 0xff) +
-                          "." + std::to_string(v & 0xff);
+  inv.hwloc_api_version = hwloc_runtime_version();
   inv.packages = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE);
   inv.cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
   inv.pus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);

@@ -16,9 +16,13 @@ std::string hwloc_build_version() {
   return version_text(HWLOC_API_VERSION);
 }
 
+std::string hwloc_runtime_version() {
+  return version_text(hwloc_get_api_version());
+}
+
 Result<HwlocSummary> summarize_machine(const std::string& xml_path) {
   HwlocSummary s;
-  s.runtime_version = version_text(hwloc_get_api_version());
+  s.runtime_version = hwloc_runtime_version();
   s.build_version = hwloc_build_version();
   hwloc_topology_t topology = nullptr;
   if (hwloc_topology_init(&topology) != 0) {

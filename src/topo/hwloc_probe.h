@@ -18,6 +18,8 @@ struct HwlocSummary {
 };
 
 std::string hwloc_build_version();
+// hwloc_get_api_version() of the library loaded at run time, as "2.8.0".
+std::string hwloc_runtime_version();
 // Loads the live machine's topology (or the XML file given) and counts its objects.
 Result<HwlocSummary> summarize_machine(const std::string& xml_path = {});
 
