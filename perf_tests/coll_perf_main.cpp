@@ -1,6 +1,7 @@
-// One OrbiTE collective in the style of nccl-tests, compiled once per collective with
-// -DORBITE_COLL="all_reduce" (all_reduce_perf), "all_gather", "broadcast", "reduce",
-// "reduce_scatter" or "alltoall". The sweep, check and table are harness/coll_driver's, shared
+// One OrbiTE collective in the style of nccl-tests: compiled once, and each *_perf binary's
+// generated main (perf_tests/CMakeLists.txt) calls run_coll_perf with its collective's name:
+// "all_reduce" (all_reduce_perf), "all_gather", "broadcast", "reduce", "reduce_scatter" or
+// "alltoall". The sweep, check and table are harness/coll_driver's, shared
 // with the Open MPI references (reference/mpi_coll_perf.cpp) and Gloo's
 // (reference/gloo_all_reduce_perf.cpp); scripts/compare-mpi.sh runs them side by side.
 //
@@ -15,10 +16,6 @@
 #include "harness/coll_driver.h"
 #include "harness/harness.h"
 #include "harness/orbite_bench.h"
-
-#ifndef ORBITE_COLL
-#error "compile with -DORBITE_COLL=\"all_reduce\" (or another collective's name)"
-#endif
 
 namespace {
 
@@ -123,12 +120,12 @@ class OrbiteBackend final : public perf::CollBackend {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const auto coll = perf::parse_coll(ORBITE_COLL);
-  if (!coll) perf::fatal(-1, std::string("unknown collective ") + ORBITE_COLL);
+int run_coll_perf(const char* coll_name, int argc, char** argv) {
+  const auto coll = perf::parse_coll(coll_name);
+  if (!coll) perf::fatal(-1, std::string("unknown collective ") + coll_name);
   const std::string name = std::string(perf::coll_name(*coll)) + "_perf";
   perf::Program program{name,
-                        "OrbiTE Communicator::" + std::string(ORBITE_COLL) +
+                        "OrbiTE Communicator::" + std::string(coll_name) +
                             " over all ranks, out-of-place and in-place.\n"
                             "Run under a launcher: orbite-run -n 4 " +
                             name + " [flags]",
