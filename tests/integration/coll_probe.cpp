@@ -504,6 +504,11 @@ void scenario_killed_rank(Context& c) {
   check(!again.ok() && again.status().code() == Errc::ConnectionLost,
         "a collective after the failure: " +
             (again.ok() ? std::string("accepted") : again.status().to_string()));
+  // The failed all_reduce's messages to live peers may still be posted and read or write `data`
+  // until the engine closes (docs/collectives.md, as after an NCCL error), so close it before
+  // `data` goes out of scope. Those messages are cancelled: Unquiesced is the expected answer.
+  const Status closed = comm.engine().close(std::chrono::seconds(1));
+  check(closed.ok() || closed.code() == Errc::Unquiesced, "engine close: " + closed.to_string());
 }
 
 // Floating-point results that are not exact (random inputs) are bit-identical on every rank and
