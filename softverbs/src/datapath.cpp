@@ -245,7 +245,7 @@ void end_message(Device& dev, Conn& c) {
   const bool consumes_recv = h.op == static_cast<uint8_t>(Op::kWriteImm) ||
                              h.op == static_cast<uint8_t>(Op::kSend) ||
                              h.op == static_cast<uint8_t>(Op::kSendImm);
-  if (h.status == IBV_WC_SUCCESS && consumes_recv && qp.rq.empty()) {
+  if (consumes_recv && qp.rq.empty() && h.status != IBV_WC_REM_INV_REQ_ERR) {
     c.hdr.status = IBV_WC_RETRY_EXC_ERR;  // the receive was flushed while the body arrived
   }
   if (h.status == IBV_WC_RETRY_EXC_ERR || h.status == IBV_WC_REM_INV_REQ_ERR) {
