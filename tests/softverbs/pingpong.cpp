@@ -8,6 +8,7 @@
 // socketpair, then bounce a buffer: each side WRITEs into the other's buffer, and the other
 // sees the write land by watching the buffer's last byte. Exit status 0 on success.
 #include <infiniband/verbs.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,8 +72,8 @@ int run(int sock, bool starter, int iters, size_t bytes, const char* want) {
   Info mine{qp->qp_num, {}, reinterpret_cast<uintptr_t>(buf.data()), mr->rkey};
   CHECK(ibv_query_gid(ctx, 1, 0, &mine.gid) == 0, "ibv_query_gid");
   Info peer{};
-  CHECK(write(sock, &mine, sizeof(mine)) == sizeof(mine), "write info");
-  CHECK(read(sock, &peer, sizeof(peer)) == sizeof(peer), "read info");
+  CHECK(write(sock, &mine, sizeof(mine)) == static_cast<ssize_t>(sizeof(mine)), "write info");
+  CHECK(read(sock, &peer, sizeof(peer)) == static_cast<ssize_t>(sizeof(peer)), "read info");
 
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
@@ -114,11 +115,9 @@ int run(int sock, bool starter, int iters, size_t bytes, const char* want) {
     const auto tag = static_cast<unsigned char>(i % 255 + 1);
     const auto prev = static_cast<unsigned char>((i - 1) % 255 + 1);
     if (!starter) {
-      while (*last != tag) {
-      }
+      while (*last != tag) sched_yield();
     } else if (i > 1) {
-      while (*last != prev) {
-      }
+      while (*last != prev) sched_yield();
     }
     std::memset(src, tag, bytes);
     ibv_sge sge{reinterpret_cast<uintptr_t>(src), static_cast<uint32_t>(bytes), mr->lkey};
@@ -134,16 +133,14 @@ int run(int sock, bool starter, int iters, size_t bytes, const char* want) {
     CHECK(ibv_post_send(qp, &wr, &bad) == 0, "ibv_post_send");
     ibv_wc wc{};
     int got = 0;
-    while ((got = ibv_poll_cq(cq, 1, &wc)) == 0) {
-    }
+    while ((got = ibv_poll_cq(cq, 1, &wc)) == 0) sched_yield();
     if (got < 0 || wc.status != IBV_WC_SUCCESS) {
       std::fprintf(stderr, "pingpong: completion %s\n", ibv_wc_status_str(wc.status));
       return 1;
     }
   }
   if (starter) {  // the last WRITE of the peer
-    while (*last != static_cast<unsigned char>(iters % 255 + 1)) {
-    }
+    while (*last != static_cast<unsigned char>(iters % 255 + 1)) sched_yield();
   }
   const double us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();

@@ -5,6 +5,7 @@
 // between the NICs without a call from it.
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,8 +58,8 @@ struct Side {
     if ((qp = ibv_create_qp(pd, &ia)) == nullptr) return false;
     Info mine{qp->qp_num, {}, reinterpret_cast<uintptr_t>(buf.data()), mr->rkey};
     if (ibv_query_gid(ctx, 1, 0, &mine.gid) != 0) return false;
-    if (write(sock, &mine, sizeof(mine)) != sizeof(mine)) return false;
-    if (read(sock, &peer, sizeof(peer)) != sizeof(peer)) return false;
+    if (write(sock, &mine, sizeof(mine)) != static_cast<ssize_t>(sizeof(mine))) return false;
+    if (read(sock, &peer, sizeof(peer)) != static_cast<ssize_t>(sizeof(peer))) return false;
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
@@ -99,14 +100,15 @@ struct Side {
     if (ctx != nullptr) ibv_close_device(ctx);
   }
 
-  // One completion within 10 s; status -1 on timeout.
+  // One completion within 10 s.
   ibv_wc poll() {
     ibv_wc wc{};
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < end) {
       if (ibv_poll_cq(cq, 1, &wc) == 1) return wc;
+      sched_yield();
     }
-    wc.status = static_cast<ibv_wc_status>(-1);
+    wc.status = IBV_WC_RESP_TIMEOUT_ERR;  // stands for "nothing within 10 s"
     return wc;
   }
 
@@ -155,7 +157,7 @@ int child_main(int sock, int mr_access) {
   if (!s.open(sock, mr_access)) return 3;
   std::vector<uint8_t> expect = s.buf;
   Request r{};
-  while (read(sock, &r, sizeof(r)) == sizeof(r)) {
+  while (read(sock, &r, sizeof(r)) == static_cast<ssize_t>(sizeof(r))) {
     Reply rep{0, 0};
     switch (r.cmd) {
       case kFill:  // a local store by the target application
@@ -187,7 +189,7 @@ int child_main(int sock, int mr_access) {
       }
       case kQuit: return 0;
     }
-    if (write(sock, &rep, sizeof(rep)) != sizeof(rep)) return 4;
+    if (write(sock, &rep, sizeof(rep)) != static_cast<ssize_t>(sizeof(rep))) return 4;
   }
   return 0;
 }
@@ -221,8 +223,9 @@ class TwoProcess : public ::testing::Test {
   Reply ask(Cmd c, uint64_t off, uint64_t len, uint32_t seed) {
     Request r{c, seed, off, len};
     Reply rep{-2, 0};
-    if (write(sock_, &r, sizeof(r)) != sizeof(r)) return rep;
-    if (c != kQuit && read(sock_, &rep, sizeof(rep)) != sizeof(rep)) rep.status = -3;
+    if (write(sock_, &r, sizeof(r)) != static_cast<ssize_t>(sizeof(r))) return rep;
+    if (c != kQuit && read(sock_, &rep, sizeof(rep)) != static_cast<ssize_t>(sizeof(rep)))
+      rep.status = -3;
     return rep;
   }
   void fill_local(size_t off, size_t len, uint32_t seed) {
