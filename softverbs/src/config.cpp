@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "internal.h"
@@ -165,30 +166,43 @@ void write_file(const std::string& path, const std::string& text) {
   }
 }
 
-// A small sysfs look-alike so that tools reading <ibdev_path>/device find the configured
-// PCI bus id and NUMA node: <root>/class/infiniband/<name>/device -> ../../../devices/<bus>.
+void make_dirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);
+  }
+}
+
+// A small sysfs look-alike so that code reading <ibdev_path>/device finds the configured PCI
+// bus id and NUMA node: <root>/<key>/class/infiniband/<name>/device -> ../../../devices/<bus>
+// with devices/<bus>/numa_node. <key> hashes what the tree says, so processes with different
+// configurations never rewrite each other's trees. Without a pci_bus_id there is no device
+// link (not a PCI device, NUMA unknown), as for a virtual device.
 void make_sysfs(DeviceConfig& d) {
   const char* env = std::getenv("SOFTVERBS_SYSFS_DIR");
-  const std::string root =
-      env != nullptr ? env : "/tmp/softverbs-" + std::to_string(getuid()) + "/sysfs";
-  const std::string bus = d.pci_bus_id.empty() ? "softverbs:" + d.name : d.pci_bus_id;
+  const std::string base =
+      env != nullptr && *env != '\0' ? env : "/tmp/softverbs-" + std::to_string(getuid());
+  char key[32];
+  std::snprintf(
+      key, sizeof(key), "%016zx",
+      std::hash<std::string>{}(d.name + "|" + d.pci_bus_id + "|" + std::to_string(d.numa_node)));
+  const std::string root = base + "/sysfs-" + key;
   const std::string cls = root + "/class/infiniband/" + d.name;
-  const std::string devdir = root + "/devices/" + bus;
-  for (const std::string& dir : {root.substr(0, root.rfind('/')), root, root + "/class",
-                                 root + "/class/infiniband", cls, root + "/devices", devdir}) {
-    mkdir(dir.c_str(), 0755);
-  }
-  write_file(devdir + "/numa_node", std::to_string(d.numa_node) + "\n");
+  make_dirs(cls);
   write_file(cls + "/node_type", "1: CA\n");
-  write_file(cls + "/fw_ver", "0.1.0\n");
+  write_file(cls + "/fw_ver", "softverbs 0.1\n");
   write_file(cls + "/board_id", "SOFTVERBS\n");
-  const std::string link = cls + "/device";
-  const std::string target = "../../../devices/" + bus;
-  char buf[512];
-  const ssize_t n = readlink(link.c_str(), buf, sizeof(buf) - 1);
-  if (n < 0 || std::string(buf, static_cast<size_t>(n)) != target) {
-    unlink(link.c_str());
-    if (symlink(target.c_str(), link.c_str()) != 0 && errno != EEXIST) return;
+  if (!d.pci_bus_id.empty()) {
+    const std::string devdir = root + "/devices/" + d.pci_bus_id;
+    make_dirs(devdir);
+    write_file(devdir + "/numa_node", std::to_string(d.numa_node) + "\n");
+    const std::string link = cls + "/device";
+    const std::string target = "../../../devices/" + d.pci_bus_id;
+    char buf[512];
+    const ssize_t n = readlink(link.c_str(), buf, sizeof(buf) - 1);
+    if (n < 0 || std::string(buf, static_cast<size_t>(n)) != target) {
+      unlink(link.c_str());
+      if (symlink(target.c_str(), link.c_str()) != 0 && errno != EEXIST) return;
+    }
   }
   d.sysfs_path = cls;
 }
