@@ -22,8 +22,10 @@ constexpr uint32_t kMaxInline = 256;
 constexpr int kMaxRdAtomic = 16;  // ibv_device_attr::max_qp_rd_atom and max_qp_init_rd_atom
 
 ibv_mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  // Optional flags (relaxed ordering, ...) may be ignored by a provider, as here.
+  access &= ~static_cast<int>(IBV_ACCESS_OPTIONAL_RANGE);
   const int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING;
+                    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_HUGETLB;
   // Remote write and atomic access need local write (ibv_reg_mr(3)).
   const bool needs_local = (access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) != 0;
   if (pd == nullptr || (access & ~known) != 0 ||
