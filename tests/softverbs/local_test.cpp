@@ -30,12 +30,24 @@ class Local : public ::testing::Test {
     ASSERT_NE(mr_, nullptr);
   }
   void TearDown() override {
-    if (qp_ != nullptr) EXPECT_EQ(ibv_destroy_qp(qp_), 0);
-    if (cq_ != nullptr) EXPECT_EQ(ibv_destroy_cq(cq_), 0);
-    if (ch_ != nullptr) EXPECT_EQ(ibv_destroy_comp_channel(ch_), 0);
-    if (mr_ != nullptr) EXPECT_EQ(ibv_dereg_mr(mr_), 0);
-    if (pd_ != nullptr) EXPECT_EQ(ibv_dealloc_pd(pd_), 0);
-    if (ctx_ != nullptr) EXPECT_EQ(ibv_close_device(ctx_), 0);
+    if (qp_ != nullptr) {
+      EXPECT_EQ(ibv_destroy_qp(qp_), 0);
+    }
+    if (cq_ != nullptr) {
+      EXPECT_EQ(ibv_destroy_cq(cq_), 0);
+    }
+    if (ch_ != nullptr) {
+      EXPECT_EQ(ibv_destroy_comp_channel(ch_), 0);
+    }
+    if (mr_ != nullptr) {
+      EXPECT_EQ(ibv_dereg_mr(mr_), 0);
+    }
+    if (pd_ != nullptr) {
+      EXPECT_EQ(ibv_dealloc_pd(pd_), 0);
+    }
+    if (ctx_ != nullptr) {
+      EXPECT_EQ(ibv_close_device(ctx_), 0);
+    }
   }
   void make_qp(int cqe = 16) {
     cq_ = ibv_create_cq(ctx_, cqe, this, ch_, 0);
