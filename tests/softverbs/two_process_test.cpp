@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -87,9 +89,15 @@ struct Side {
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.max_rd_atomic = 4;
-    return ibv_modify_qp(qp, &a,
-                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                             IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
+    if (ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
+      return false;
+    }
+    // Both sides RTS before anything is posted: an error WR reaching a responder still on its
+    // way to RTS would move it to ERR and make its RTS transition fail.
+    char go = 1;
+    return write(sock, &go, 1) == 1 && read(sock, &go, 1) == 1;
   }
 
   ~Side() {
@@ -198,6 +206,7 @@ class TwoProcess : public ::testing::Test {
  protected:
   void start(int child_mr_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                    IBV_ACCESS_REMOTE_READ) {
+    signal(SIGPIPE, SIG_IGN);  // a dead child must fail the test, not kill it
     int sv[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     pid_ = fork();
@@ -224,8 +233,16 @@ class TwoProcess : public ::testing::Test {
     Request r{c, seed, off, len};
     Reply rep{-2, 0};
     if (write(sock_, &r, sizeof(r)) != static_cast<ssize_t>(sizeof(r))) return rep;
-    if (c != kQuit && read(sock_, &rep, sizeof(rep)) != static_cast<ssize_t>(sizeof(rep)))
+    if (c != kQuit && read(sock_, &rep, sizeof(rep)) != static_cast<ssize_t>(sizeof(rep))) {
       rep.status = -3;
+      int status = 0;  // the child is gone: say how, and do not wait for it again
+      if (pid_ > 0 && waitpid(pid_, &status, 0) == pid_) {
+        ADD_FAILURE() << "child died: "
+                      << (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                              : "exit " + std::to_string(WEXITSTATUS(status)));
+        pid_ = -1;
+      }
+    }
     return rep;
   }
   void fill_local(size_t off, size_t len, uint32_t seed) {
