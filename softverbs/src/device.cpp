@@ -232,7 +232,8 @@ ibv_context* ibv_open_device(ibv_device* device) {
 
 int ibv_close_device(ibv_context* context) {
   Device* dev = device_of(context);
-  dev->nic.reset();  // joins the NIC thread
+  dev->nic->stop();  // the thread uses dev->nic until it is joined
+  dev->nic.reset();
   close(context->async_fd);
   close(dev->async_write_fd);
   pthread_mutex_destroy(&context->mutex);

@@ -199,6 +199,8 @@ class Nic {
   ~Nic();
   // Binds the first free port in [port_base, port_base + kSlots) and starts the thread.
   int start();
+  // Stops and joins the thread (idempotent); the Nic stays valid for the thread until then.
+  void stop();
   uint32_t slot() const { return slot_; }
   // Blocking connect from an application thread; sends HELLO, then hands the socket over.
   int connect(const std::shared_ptr<Qp>& qp, std::shared_ptr<Conn>* conn);
@@ -250,6 +252,21 @@ inline std::shared_ptr<Qp> qp_of(ibv_qp* qp) {
 }
 
 // ---- data path (datapath.cpp) ----
+
+// The emulated DMA of the NIC thread on registered memory. The application may touch that
+// memory at any time, as with hardware; it learns that bytes are there from a completion or
+// from its peer (through a socket, another process), an order ThreadSanitizer cannot see. So
+// under ThreadSanitizer these accesses are not tracked, as a device's DMA would not be.
+ssize_t dma_recv(int fd, void* dst, size_t n);
+void dma_read(void* dst, const void* src, size_t n);
+
+#if defined(__SANITIZE_THREAD__)
+#define SOFTVERBS_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SOFTVERBS_TSAN 1
+#endif
+#endif
 
 // Appends a completion; a full CQ marks overflow and raises IBV_EVENT_CQ_ERR.
 void push_completion(Cq* cq, const ibv_wc& wc);

@@ -163,7 +163,9 @@ int child_main(int sock, int mr_access) {
   alarm(60);  // never outlive a crashed parent for long
   Side s;
   if (!s.open(sock, mr_access)) return 3;
-  std::vector<uint8_t> expect = s.buf;
+  // What buf holds (not a copy of it: the parent may already be writing into it).
+  std::vector<uint8_t> expect(kBuf);
+  for (size_t i = 0; i < kBuf; ++i) expect[i] = pattern(0, i);
   Request r{};
   while (read(sock, &r, sizeof(r)) == static_cast<ssize_t>(sizeof(r))) {
     Reply rep{0, 0};
