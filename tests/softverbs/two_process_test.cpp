@@ -308,11 +308,19 @@ TEST_F(TwoProcess, SendLandsInThePostedReceive) {
 }
 
 // ibv_post_send(3)/ibv_poll_cq(3): a bad rkey completes with REM_ACCESS_ERR, the QP goes to
-// ERR, later WRs (in the same list and posted afterwards) flush in order, and the responder's
-// QP goes to ERR too, flushing its posted receive. No byte of the target moves.
+// ERR, later WRs (in the same list and posted afterwards) and its receives flush in order, and
+// the responder's QP goes to ERR too, flushing its posted receive. No byte of the target moves.
 TEST_F(TwoProcess, BadRkeyIsRemoteAccessErrorThenFlushOnBothEnds) {
   start();
   ASSERT_EQ(ask(kPostRecv, 0, 64, 0).status, 0);
+  // A receive on the requester too: its RQ flushes as well, after its SQ.
+  ibv_sge rsge{reinterpret_cast<uintptr_t>(me_.buf.data() + 4096), 64, me_.mr->lkey};
+  ibv_recv_wr recv{};
+  recv.wr_id = 50;
+  recv.sg_list = &rsge;
+  recv.num_sge = 1;
+  ibv_recv_wr* bad_recv = nullptr;
+  ASSERT_EQ(ibv_post_recv(me_.qp, &recv, &bad_recv), 0);
   fill_local(0, 256, 5);
   ibv_sge sge{reinterpret_cast<uintptr_t>(me_.buf.data()), 128, me_.mr->lkey};
   ibv_send_wr second{};
@@ -330,7 +338,15 @@ TEST_F(TwoProcess, BadRkeyIsRemoteAccessErrorThenFlushOnBothEnds) {
   wc = me_.poll();
   EXPECT_EQ(wc.wr_id, 2u);
   EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(wc.status);
+  wc = me_.poll();
+  EXPECT_EQ(wc.wr_id, 50u);
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.opcode & IBV_WC_RECV, IBV_WC_RECV);
   EXPECT_EQ(me_.state(), IBV_QPS_ERR);
+  ASSERT_EQ(ibv_post_recv(me_.qp, &recv, &bad_recv), 0);  // posted in ERR: flushed at once
+  wc = me_.poll();
+  EXPECT_EQ(wc.wr_id, 50u);
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
   ASSERT_EQ(me_.post(IBV_WR_RDMA_WRITE, 0, 0, 8, 3), 0);
   wc = me_.poll();
   EXPECT_EQ(wc.wr_id, 3u);
