@@ -1,6 +1,7 @@
 // One process on the default soft_0: device and port attributes, the QP state machine and its
 // masks (ibv_modify_qp(3)), posting in the wrong state (ibv_post_send(3)), a loopback QP with a
 // completion channel, and CQ overflow. Plain verbs, run against softverbs by LD_LIBRARY_PATH.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
@@ -238,6 +239,75 @@ TEST_F(Local, CqOverflowRaisesCqError) {
   EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
   EXPECT_EQ(ev.element.cq, cq_);
   ibv_ack_async_event(&ev);
+}
+
+// Inline SEND with immediate (no lkey: the bytes are taken at post time) and RDMA WRITE with
+// immediate, each consuming a receive on the (loopback) responder.
+TEST_F(Local, InlineSendAndWriteWithImmediateConsumeReceives) {
+  make_qp();
+  to_rts();
+  for (uint64_t id : {11u, 12u}) {
+    ibv_sge rsge{reinterpret_cast<uintptr_t>(buf_.data() + 2048), 64, mr_->lkey};
+    ibv_recv_wr r{};
+    r.wr_id = id;
+    r.sg_list = &rsge;
+    r.num_sge = 1;
+    ibv_recv_wr* bad_r = nullptr;
+    ASSERT_EQ(ibv_post_recv(qp_, &r, &bad_r), 0);
+  }
+  char text[] = "inline hello";
+  ibv_sge sge{reinterpret_cast<uintptr_t>(text), sizeof(text), 0};
+  ibv_send_wr wr{};
+  wr.wr_id = 1;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  wr.imm_data = htonl(0x1234);
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(qp_, &wr, &bad), 0);
+  std::memset(text, 0, sizeof(text));  // inline: the buffer is free once posted
+  bool send_done = false;
+  bool recv_done = false;
+  for (int i = 0; i < 2; ++i) {
+    const ibv_wc wc = poll();
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    if (wc.opcode == IBV_WC_SEND) {
+      send_done = wc.wr_id == 1;
+    } else {
+      EXPECT_EQ(wc.opcode, IBV_WC_RECV);
+      EXPECT_EQ(wc.wr_id, 11u);
+      EXPECT_EQ(wc.byte_len, sizeof(text));
+      EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+      EXPECT_EQ(ntohl(wc.imm_data), 0x1234u);
+      EXPECT_EQ(wc.src_qp, qp_->qp_num);
+      recv_done = true;
+    }
+  }
+  EXPECT_TRUE(send_done && recv_done);
+  EXPECT_STREQ(reinterpret_cast<const char*>(buf_.data() + 2048), "inline hello");
+
+  ibv_sge wsge{reinterpret_cast<uintptr_t>(buf_.data()), 32, mr_->lkey};
+  wr = {};
+  wr.wr_id = 2;
+  wr.sg_list = &wsge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(7);
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf_.data() + 8192);
+  wr.wr.rdma.rkey = mr_->rkey;
+  ASSERT_EQ(ibv_post_send(qp_, &wr, &bad), 0);
+  for (int i = 0; i < 2; ++i) {
+    const ibv_wc wc = poll();
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    if (wc.opcode != IBV_WC_RDMA_WRITE) {
+      EXPECT_EQ(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+      EXPECT_EQ(wc.wr_id, 12u);
+      EXPECT_EQ(ntohl(wc.imm_data), 7u);
+    }
+  }
+  EXPECT_EQ(std::memcmp(buf_.data(), buf_.data() + 8192, 32), 0);
 }
 
 }  // namespace
