@@ -319,13 +319,15 @@ void connection_lost(Conn& c) {
   Qp& qp = *c.qp;
   std::lock_guard lock(qp.mu);
   if (qp.out.get() != &c || qp.state == IBV_QPS_ERR || qp.destroyed) return;
+  qp.connect_error = ECONNRESET;
+  // As on hardware, the QP learns that the peer is gone from a WR whose retries run out: the
+  // oldest in-flight WR now, or else the next one posted (see post_send).
   if (!qp.inflight.empty()) {
     SendWr w = std::move(qp.inflight.front());
     qp.inflight.pop_front();
     complete_send(qp, w, IBV_WC_RETRY_EXC_ERR);
+    enter_error(qp);
   }
-  qp.connect_error = ECONNRESET;
-  enter_error(qp);
 }
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {

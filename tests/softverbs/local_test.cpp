@@ -310,4 +310,51 @@ TEST_F(Local, InlineSendAndWriteWithImmediateConsumeReceives) {
   EXPECT_EQ(std::memcmp(buf_.data(), buf_.data() + 8192, 32), 0);
 }
 
+// ibv_post_send(3): more WRs than max_send_wr is ENOMEM with bad_wr at the first one refused;
+// the WRs before it are posted.
+TEST_F(Local, SendQueueDepthIsEnforced) {
+  make_qp();
+  to_rts();
+  std::vector<ibv_sge> sges(9, ibv_sge{reinterpret_cast<uintptr_t>(buf_.data()), 8, mr_->lkey});
+  std::vector<ibv_send_wr> wrs(9);
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    wrs[i].wr_id = i;
+    wrs[i].sg_list = &sges[i];
+    wrs[i].num_sge = 1;
+    wrs[i].opcode = IBV_WR_RDMA_WRITE;
+    wrs[i].send_flags = IBV_SEND_SIGNALED;
+    wrs[i].wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf_.data() + 4096);
+    wrs[i].wr.rdma.rkey = mr_->rkey;
+    wrs[i].next = i + 1 < wrs.size() ? &wrs[i + 1] : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_send(qp_, wrs.data(), &bad), ENOMEM);  // max_send_wr is 8
+  EXPECT_EQ(bad, &wrs[8]);
+  for (uint64_t i = 0; i < 8; ++i) {
+    const ibv_wc wc = poll();
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.wr_id, i);
+  }
+}
+
+// ibv_poll_cq(3): a bad lkey is a local protection error; the QP goes to ERR.
+TEST_F(Local, BadLkeyIsLocalProtectionError) {
+  make_qp();
+  to_rts();
+  ibv_sge sge{reinterpret_cast<uintptr_t>(buf_.data()), 8, mr_->lkey ^ 0x100};
+  ibv_send_wr wr{};
+  wr.wr_id = 5;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf_.data() + 64);
+  wr.wr.rdma.rkey = mr_->rkey;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(qp_, &wr, &bad), 0);  // unsignaled: errors complete anyway
+  const ibv_wc wc = poll();
+  EXPECT_EQ(wc.wr_id, 5u);
+  EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(qp_->state, IBV_QPS_ERR);
+}
+
 }  // namespace

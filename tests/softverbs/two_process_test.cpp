@@ -147,7 +147,7 @@ struct Side {
 
 // ---- the passive child ----
 
-enum Cmd : uint32_t { kCheck = 1, kFill, kState, kPoll, kPostRecv, kQuit };
+enum Cmd : uint32_t { kCheck = 1, kFill, kState, kPoll, kPostRecv, kQuit, kDie };
 struct Request {
   uint32_t cmd;
   uint32_t seed;
@@ -198,6 +198,7 @@ int child_main(int sock, int mr_access) {
         break;
       }
       case kQuit: return 0;
+      case kDie: _exit(0);  // no teardown: the connections just break
     }
     if (write(sock, &rep, sizeof(rep)) != static_cast<ssize_t>(sizeof(rep))) return 4;
   }
@@ -373,6 +374,37 @@ TEST_F(TwoProcess, ReadWithoutRemoteReadRightIsRemoteAccessError) {
   EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(wc.status);
   EXPECT_TRUE(me_.buf == before);
   EXPECT_EQ(ask(kState, 0, 0, 0).status, IBV_QPS_ERR);
+}
+
+// ibv_poll_cq(3): a SEND longer than the receive: the receive completes with LOC_LEN_ERR, the
+// send with REM_INV_REQ_ERR (softverbs' choice among the NAK codes), both QPs in ERR.
+TEST_F(TwoProcess, SendLongerThanTheReceiveIsLengthError) {
+  start();
+  ASSERT_EQ(ask(kPostRecv, 0, 16, 0).status, 0);
+  ASSERT_EQ(me_.post(IBV_WR_SEND, 0, 0, 100, 1), 0);
+  const ibv_wc wc = me_.poll();
+  EXPECT_EQ(wc.status, IBV_WC_REM_INV_REQ_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(ask(kPoll, 0, 0, 0).status, IBV_WC_LOC_LEN_ERR);
+  EXPECT_EQ(ask(kState, 0, 0, 0).status, IBV_QPS_ERR);
+  EXPECT_EQ(me_.state(), IBV_QPS_ERR);
+}
+
+// A peer that is gone: the next WR fails with RETRY_EXC_ERR (at once here; after the retry
+// timeout on hardware) and the QP goes to ERR.
+TEST_F(TwoProcess, DeadPeerIsRetryExceeded) {
+  start();
+  Request r{kDie, 0, 0, 0};
+  ASSERT_EQ(write(sock_, &r, sizeof(r)), static_cast<ssize_t>(sizeof(r)));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid_, &status, 0), pid_);
+  pid_ = -1;
+  ASSERT_EQ(me_.post(IBV_WR_RDMA_WRITE, 0, 0, 64, 1), 0);
+  ibv_wc wc = me_.poll();
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(me_.state(), IBV_QPS_ERR);
+  ASSERT_EQ(me_.post(IBV_WR_RDMA_WRITE, 0, 0, 64, 2), 0);
+  wc = me_.poll();
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
 }
 
 }  // namespace
