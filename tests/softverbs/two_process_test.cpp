@@ -19,6 +19,8 @@
 namespace {
 
 constexpr size_t kBuf = (2 << 20) + 4096;
+// Registered bytes per side; a test may raise it before start() (the child inherits it).
+size_t g_buf = kBuf;
 
 uint8_t pattern(uint32_t seed, size_t i) {
   return static_cast<uint8_t>((i * 131 + seed * 17 + 1) ^ (i >> 8) ^ (seed >> 3));
@@ -37,11 +39,12 @@ struct Side {
   ibv_cq* cq = nullptr;
   ibv_qp* qp = nullptr;
   ibv_mr* mr = nullptr;
-  std::vector<uint8_t> buf = std::vector<uint8_t>(kBuf);
+  std::vector<uint8_t> buf;
   Info peer{};
 
   // Opens soft_0, registers buf with mr_access and connects an RC QP through sock.
   bool open(int sock, int mr_access) {
+    buf.assign(g_buf, 0);
     int n = 0;
     ibv_device** list = ibv_get_device_list(&n);
     if (list == nullptr || n == 0) return false;
@@ -164,8 +167,8 @@ int child_main(int sock, int mr_access) {
   Side s;
   if (!s.open(sock, mr_access)) return 3;
   // What buf holds (not a copy of it: the parent may already be writing into it).
-  std::vector<uint8_t> expect(kBuf);
-  for (size_t i = 0; i < kBuf; ++i) expect[i] = pattern(0, i);
+  std::vector<uint8_t> expect(g_buf);
+  for (size_t i = 0; i < g_buf; ++i) expect[i] = pattern(0, i);
   Request r{};
   while (read(sock, &r, sizeof(r)) == static_cast<ssize_t>(sizeof(r))) {
     Reply rep{0, 0};
@@ -225,6 +228,7 @@ class TwoProcess : public ::testing::Test {
         << "no soft device? run with LD_LIBRARY_PATH=<build>/softverbs";
   }
   void TearDown() override {
+    g_buf = kBuf;
     if (pid_ > 0) {
       ask(kQuit, 0, 0, 0);
       int status = 0;
@@ -405,6 +409,28 @@ TEST_F(TwoProcess, DeadPeerIsRetryExceeded) {
   ASSERT_EQ(me_.post(IBV_WR_RDMA_WRITE, 0, 0, 64, 2), 0);
   wc = me_.poll();
   EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+}
+
+// The upper size: 64 MiB each way, at unaligned offsets, in one WR.
+TEST_F(TwoProcess, SixtyFourMebibytesEachWay) {
+  g_buf = (64 << 20) + 4096;
+  start();
+  const size_t len = 64 << 20;
+  fill_local(3, len, 77);
+  ASSERT_EQ(me_.post(IBV_WR_RDMA_WRITE, 3, 5, len, 1), 0);
+  ibv_wc wc = me_.poll();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(ask(kCheck, 5, len, 77).status, 0);
+  ASSERT_EQ(ask(kFill, 1, len, 78).status, 0);
+  ASSERT_EQ(me_.post(IBV_WR_RDMA_READ, 2, 1, len, 2), 0);
+  wc = me_.poll();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.byte_len, len);
+  size_t wrong = 0;
+  for (size_t i = 0; i < len; ++i) wrong += me_.buf[2 + i] != pattern(78, i);
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(me_.buf[1], pattern(0, 1));               // below the window: untouched
+  EXPECT_EQ(me_.buf[2 + len], pattern(77, len - 1));  // above it: still the WRITE's source
 }
 
 }  // namespace
