@@ -44,6 +44,10 @@ void complete_recv(Qp& qp, const RecvWr& r, ibv_wc_status status, uint32_t len, 
     wc.imm_data = h->imm;
     if (h->op == static_cast<uint8_t>(Op::kWriteImm)) wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
   }
+  if (h != nullptr && h->op == static_cast<uint8_t>(Op::kSendInv)) {
+    wc.wc_flags = IBV_WC_WITH_INV;
+    wc.invalidated_rkey = h->rkey;
+  }
   push_completion(qp.recv_cq, wc);
 }
 
@@ -55,6 +59,13 @@ bool resolve(Device& dev, uint32_t key, uint64_t addr, uint64_t len, int need, i
   if (addr < mr.iova || len > mr.length || addr - mr.iova > mr.length - len) return false;
   *host = mr.host + (addr - mr.iova);
   return true;
+}
+
+// A remote request's key: a window (type 2B: bound through this QP) or a region.
+bool resolve_remote(Device& dev, Qp& qp, uint32_t key, uint64_t addr, uint64_t len, int need,
+                    char** host) {
+  if (is_mw_key(key)) return resolve_mw(dev, key, addr, len, need, qp.ibv->pd, qpn_of(qp), host);
+  return resolve(dev, key, addr, len, need, qp.ibv->pd, host);
 }
 
 std::vector<char> header(Op op, uint8_t status, uint32_t qpn, uint64_t seq, size_t body) {
@@ -78,16 +89,24 @@ void respond(Device& dev, Conn& c, Op op, uint8_t status) {
 // access-error async event (as hardware reports it).
 void responder_error(Device& dev, Conn& c, Qp& qp, ibv_wc_status nak) {
   respond(dev, c, Op::kNak, static_cast<uint8_t>(nak));
-  if (qp.state != IBV_QPS_ERR) {
+  // A loopback QP is its own requester: the NAK completes the offending WR first, then the
+  // requester side moves the QP to ERR and flushes the rest.
+  const bool loopback = qp.ibv != nullptr && qp.dest_qpn == qp.ibv->qp_num;
+  if (qp.state != IBV_QPS_ERR && !loopback) {
     enter_error(qp);
     if (qp.ibv != nullptr) dev.async_event(IBV_EVENT_QP_ACCESS_ERR, qp.ibv, nullptr);
   }
 }
 
+bool is_send(uint8_t op) {
+  return op == static_cast<uint8_t>(Op::kSend) || op == static_cast<uint8_t>(Op::kSendImm) ||
+         op == static_cast<uint8_t>(Op::kSendInv);
+}
+
 bool is_request(uint8_t op) {
   return op == static_cast<uint8_t>(Op::kWrite) || op == static_cast<uint8_t>(Op::kWriteImm) ||
          op == static_cast<uint8_t>(Op::kReadReq) || op == static_cast<uint8_t>(Op::kSend) ||
-         op == static_cast<uint8_t>(Op::kSendImm);
+         op == static_cast<uint8_t>(Op::kSendImm) || op == static_cast<uint8_t>(Op::kSendInv);
 }
 
 // Receive SGEs as host iovecs covering len bytes; the status is the receive's verdict.
@@ -184,8 +203,7 @@ void begin_message(Device& dev, Conn& c) {
   c.discard = 0;
   size_t body = 0;
   if (h.op == static_cast<uint8_t>(Op::kWrite) || h.op == static_cast<uint8_t>(Op::kWriteImm) ||
-      h.op == static_cast<uint8_t>(Op::kSend) || h.op == static_cast<uint8_t>(Op::kSendImm) ||
-      h.op == static_cast<uint8_t>(Op::kReadResp)) {
+      is_send(h.op) || h.op == static_cast<uint8_t>(Op::kReadResp)) {
     body = h.len;
   }
   c.in_body = body > 0;
@@ -210,9 +228,7 @@ void begin_message(Device& dev, Conn& c) {
     c.hdr.status = IBV_WC_RETRY_EXC_ERR;  // a dead responder: the requester's retries run out
     return;
   }
-  const bool consumes_recv = h.op == static_cast<uint8_t>(Op::kWriteImm) ||
-                             h.op == static_cast<uint8_t>(Op::kSend) ||
-                             h.op == static_cast<uint8_t>(Op::kSendImm);
+  const bool consumes_recv = h.op == static_cast<uint8_t>(Op::kWriteImm) || is_send(h.op);
   // Not yet RTR, or no receive posted (RNR): the request waits, as the requester's retries
   // would make it on hardware.
   if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT || (consumes_recv && qp.rq.empty())) {
@@ -224,14 +240,13 @@ void begin_message(Device& dev, Conn& c) {
     char* host = nullptr;
     if (h.len == 0) return;
     if ((qp.access_flags & IBV_ACCESS_REMOTE_WRITE) == 0 ||
-        !resolve(dev, h.rkey, h.raddr, h.len, IBV_ACCESS_REMOTE_WRITE, qp.ibv->pd, &host)) {
+        !resolve_remote(dev, qp, h.rkey, h.raddr, h.len, IBV_ACCESS_REMOTE_WRITE, &host)) {
       c.discard = body;
       c.hdr.status = IBV_WC_REM_ACCESS_ERR;
       return;
     }
     c.dst.push_back({host, h.len});
-  } else if (h.op == static_cast<uint8_t>(Op::kSend) ||
-             h.op == static_cast<uint8_t>(Op::kSendImm)) {
+  } else if (is_send(h.op)) {
     const ibv_wc_status v = scatter(dev, qp, qp.rq.front(), h.len, &c.dst);
     if (v != IBV_WC_SUCCESS) {
       c.dst.clear();
@@ -258,9 +273,7 @@ void end_message(Device& dev, Conn& c) {
     }
     return;
   }
-  const bool consumes_recv = h.op == static_cast<uint8_t>(Op::kWriteImm) ||
-                             h.op == static_cast<uint8_t>(Op::kSend) ||
-                             h.op == static_cast<uint8_t>(Op::kSendImm);
+  const bool consumes_recv = h.op == static_cast<uint8_t>(Op::kWriteImm) || is_send(h.op);
   if (consumes_recv && qp.rq.empty() && h.status != IBV_WC_REM_INV_REQ_ERR) {
     c.hdr.status = IBV_WC_RETRY_EXC_ERR;  // the receive was flushed while the body arrived
   }
@@ -283,9 +296,16 @@ void end_message(Device& dev, Conn& c) {
       respond(dev, c, Op::kAck, 0);
       return;
     case Op::kSend:
-    case Op::kSendImm: {
+    case Op::kSendImm:
+    case Op::kSendInv: {
       RecvWr r = std::move(qp.rq.front());
       qp.rq.pop_front();
+      // SEND_WITH_INV: the named window must be bound through this QP (softverbs' verdict
+      // otherwise: LOC_PROT_ERR on the receive, REM_OP_ERR for the sender).
+      if (h.status == IBV_WC_SUCCESS && h.op == static_cast<uint8_t>(Op::kSendInv) &&
+          !invalidate(dev, qp.ibv->pd, qpn_of(qp), h.rkey)) {
+        c.hdr.status = IBV_WC_LOC_PROT_ERR;
+      }
       if (h.status != IBV_WC_SUCCESS) {
         complete_recv(qp, r, static_cast<ibv_wc_status>(h.status), 0, nullptr);
         responder_error(
@@ -301,7 +321,7 @@ void end_message(Device& dev, Conn& c) {
       char* host = nullptr;
       if (h.len != 0 &&
           ((qp.access_flags & IBV_ACCESS_REMOTE_READ) == 0 ||
-           !resolve(dev, h.rkey, h.raddr, h.len, IBV_ACCESS_REMOTE_READ, qp.ibv->pd, &host))) {
+           !resolve_remote(dev, qp, h.rkey, h.raddr, h.len, IBV_ACCESS_REMOTE_READ, &host))) {
         responder_error(dev, c, qp, IBV_WC_REM_ACCESS_ERR);
         return;
       }
@@ -374,7 +394,34 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
         op = Op::kReadReq;
         w.opcode = IBV_WC_RDMA_READ;
         break;
+      case IBV_WR_SEND_WITH_INV:
+        op = Op::kSendInv;
+        w.opcode = IBV_WC_SEND;
+        break;
+      case IBV_WR_BIND_MW:  // local operations: no message
+        op = Op::kAck;
+        w.opcode = IBV_WC_BIND_MW;
+        break;
+      case IBV_WR_LOCAL_INV:
+        op = Op::kAck;
+        w.opcode = IBV_WC_LOCAL_INV;
+        break;
       default: *bad = wr; return EINVAL;
+    }
+    if (wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV) {
+      // Executed by the SQ itself: applied now, completed in order after the WRs before it.
+      if (qp.state == IBV_QPS_ERR || qp.sq_blocked) {
+        w.pre_status = IBV_WC_WR_FLUSH_ERR;
+      } else if (wr->opcode == IBV_WR_BIND_MW) {
+        w.pre_status = bind_now(qp, *wr);
+      } else {  // type 2B: only through the QP the window is bound to (softverbs' choice)
+        w.pre_status = invalidate(dev, ibqp->pd, ibqp->qp_num, wr->invalidate_rkey)
+                           ? IBV_WC_SUCCESS
+                           : IBV_WC_LOC_QP_OP_ERR;
+      }
+      if (w.pre_status != IBV_WC_SUCCESS) qp.sq_blocked = true;
+      qp.inflight.push_back(std::move(w));
+      continue;
     }
     const bool inl = (wr->send_flags & IBV_SEND_INLINE) != 0 && op != Op::kReadReq;
     uint64_t total = 0;
@@ -416,6 +463,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
       h->raddr = wr->wr.rdma.remote_addr;
       h->rkey = wr->wr.rdma.rkey;
     }
+    if (op == Op::kSendInv) h->rkey = wr->invalidate_rkey;
     if (op == Op::kReadReq) {
       w.local = std::move(local);
     } else {

@@ -66,7 +66,9 @@ void fill_device_attr(const DeviceConfig& cfg, ibv_device_attr* a) {
   a->hw_ver = 1;
   a->max_qp = 1 << 15;
   a->max_qp_wr = 1 << 14;
-  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+  a->max_mw = 1 << 20;
   a->max_sge = 32;
   a->max_sge_rd = 32;
   a->max_cq = 1 << 16;
@@ -218,6 +220,9 @@ ibv_context* ibv_open_device(ibv_device* device) {
   c.ops.req_notify_cq = softverbs::req_notify_cq;
   c.ops.post_send = softverbs::post_send;
   c.ops.post_recv = softverbs::post_recv;
+  c.ops.alloc_mw = softverbs::alloc_mw;
+  c.ops.bind_mw = softverbs::bind_mw_type1;
+  c.ops.dealloc_mw = softverbs::dealloc_mw;
   dev->nic = std::make_unique<Nic>(dev);
   if (int err = dev->nic->start(); err != 0) {
     close(fds[0]);

@@ -64,6 +64,7 @@ enum class Op : uint8_t {
   kAck,        // seq acknowledged
   kNak,        // status = ibv_wc_status for the requester
   kReadResp,   // len bytes follow
+  kSendInv,    // as kSend, plus rkey: the target's window to invalidate
 };
 
 struct WireHdr {
@@ -102,6 +103,19 @@ struct MrInfo {
   size_t length = 0;
   int access = 0;
   ibv_pd* pd = nullptr;
+};
+
+// A type-2B memory window (mw.cpp); index = rkey >> 8, at or above kMwIndexBase.
+inline constexpr uint32_t kMwIndexBase = 0x800000;
+struct MwInfo {
+  ibv_pd* pd = nullptr;
+  bool bound = false;
+  uint32_t rkey = 0;  // the current key; only this exact value is accepted
+  uint32_t qpn = 0;   // the QP it was bound through: the only one remote requests may use
+  uint64_t iova = 0;
+  uint64_t length = 0;
+  int access = 0;
+  uint32_t mr_key = 0;
 };
 
 struct ChannelBox {
@@ -233,6 +247,8 @@ struct Device {
   std::shared_mutex mr_mu;
   std::unordered_map<uint32_t, MrInfo> mrs;  // key: lkey == rkey
   uint32_t next_mr_index = 1;
+  std::unordered_map<uint32_t, MwInfo> mws;  // by index, under mr_mu as well
+  uint32_t next_mw_index = kMwIndexBase;
   std::mutex qp_mu;
   std::unordered_map<uint32_t, std::shared_ptr<Qp>> qps;
   uint32_t next_qp_index = 0x10;
@@ -250,6 +266,21 @@ inline Cq* cq_of(ibv_cq* cq) {
 inline std::shared_ptr<Qp> qp_of(ibv_qp* qp) {
   return reinterpret_cast<QpBox*>(qp)->qp;
 }
+
+// ---- memory windows (mw.cpp) ----
+
+bool is_mw_key(uint32_t key);
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int dealloc_mw(ibv_mw* mw);
+int bind_mw_type1(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
+// Executes an IBV_WR_BIND_MW of qp (caller holds qp.mu); the status is the WR's completion.
+ibv_wc_status bind_now(Qp& qp, const ibv_send_wr& wr);
+// Invalidates the window named by rkey if it is bound through QP qpn of PD pd.
+bool invalidate(Device& dev, const ibv_pd* pd, uint32_t qpn, uint32_t rkey);
+// A remote request's [addr, addr + len) through a window: bound, exact key, same PD, bound
+// through QP qpn, rights, range; then translated through the window's MR.
+bool resolve_mw(Device& dev, uint32_t key, uint64_t addr, uint64_t len, int need, const ibv_pd* pd,
+                uint32_t qpn, char** host);
 
 // ---- data path (datapath.cpp) ----
 
