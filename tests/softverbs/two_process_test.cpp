@@ -150,7 +150,7 @@ struct Side {
 
 // ---- the passive child ----
 
-enum Cmd : uint32_t { kCheck = 1, kFill, kState, kPoll, kPostRecv, kQuit, kDie };
+enum Cmd : uint32_t { kCheck = 1, kFill, kState, kPoll, kPostRecv, kQuit, kDie, kBindMw };
 struct Request {
   uint32_t cmd;
   uint32_t seed;
@@ -160,11 +160,13 @@ struct Request {
 struct Reply {
   int32_t status;
   uint32_t value;
+  uint32_t flags = 0;  // kPoll: wc_flags; kBindMw: unused
 };
 
 int child_main(int sock, int mr_access) {
   alarm(60);  // never outlive a crashed parent for long
   Side s;
+  ibv_mw* mw = nullptr;
   if (!s.open(sock, mr_access)) return 3;
   // What buf holds (not a copy of it: the parent may already be writing into it).
   std::vector<uint8_t> expect(g_buf);
@@ -187,6 +189,7 @@ int child_main(int sock, int mr_access) {
         const ibv_wc wc = s.poll();
         rep.status = wc.status;
         rep.value = wc.byte_len;
+        rep.flags = wc.wc_flags;
         break;
       }
       case kPostRecv: {
@@ -200,7 +203,25 @@ int child_main(int sock, int mr_access) {
         rep.status = ibv_post_recv(s.qp, &wr, &bad);
         break;
       }
-      case kQuit: return 0;
+      case kBindMw: {  // bind a type-2B window over [off, off + len) with rights seed
+        if (mw == nullptr && (mw = ibv_alloc_mw(s.pd, IBV_MW_TYPE_2)) == nullptr) return 5;
+        ibv_send_wr wr{};
+        wr.opcode = IBV_WR_BIND_MW;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.bind_mw.mw = mw;
+        wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+        wr.bind_mw.bind_info = {s.mr, reinterpret_cast<uintptr_t>(s.buf.data() + r.off), r.len,
+                                r.seed};
+        ibv_send_wr* bad = nullptr;
+        rep.status = ibv_post_send(s.qp, &wr, &bad);
+        if (rep.status == 0) rep.status = s.poll().status;
+        mw->rkey = wr.bind_mw.rkey;
+        rep.value = mw->rkey;
+        break;
+      }
+      case kQuit:
+        if (mw != nullptr) ibv_dealloc_mw(mw);
+        return 0;
       case kDie: _exit(0);  // no teardown: the connections just break
     }
     if (write(sock, &rep, sizeof(rep)) != static_cast<ssize_t>(sizeof(rep))) return 4;
@@ -431,6 +452,46 @@ TEST_F(TwoProcess, SixtyFourMebibytesEachWay) {
   EXPECT_EQ(wrong, 0u);
   EXPECT_EQ(me_.buf[1], pattern(0, 1));               // below the window: untouched
   EXPECT_EQ(me_.buf[2 + len], pattern(77, len - 1));  // above it: still the WRITE's source
+}
+
+// The owner binds a window for its peer (OrbiTE's grant), the peer writes through it, then
+// invalidates it remotely with SEND_WITH_INV; a later WRITE is refused and no byte outside the
+// window ever moved (rdma-core tests/test_mr.py: remote invalidation, WRITE after invalidation).
+TEST_F(TwoProcess, WindowGrantedThenInvalidatedBySendWithInv) {
+  start(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+        IBV_ACCESS_MW_BIND);
+  const Reply bound = ask(kBindMw, 4096, 8192, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  ASSERT_EQ(bound.status, IBV_WC_SUCCESS);
+  const uint32_t rkey = bound.value;
+  fill_local(0, 100, 31);
+  ASSERT_EQ(me_.post(IBV_WR_RDMA_WRITE, 0, 4096 + 50, 100, 1, me_.peer.rkey ^ rkey), 0);
+  ibv_wc wc = me_.poll();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(ask(kCheck, 4096 + 50, 100, 31).status, 0);
+
+  ASSERT_EQ(ask(kPostRecv, 20000, 64, 0).status, 0);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(me_.buf.data()), 8, me_.mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = 2;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.invalidate_rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(me_.qp, &wr, &bad), 0);
+  wc = me_.poll();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  const Reply recv = ask(kPoll, 0, 0, 0);
+  EXPECT_EQ(recv.status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(recv.flags & IBV_WC_WITH_INV);
+  EXPECT_EQ(ask(kCheck, 20000, 8, 31).status, 0);  // the SEND's 8 bytes, nothing else
+
+  ASSERT_EQ(me_.post(IBV_WR_RDMA_WRITE, 0, 4096 + 50, 100, 3, me_.peer.rkey ^ rkey), 0);
+  wc = me_.poll();
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(ask(kState, 0, 0, 0).status, IBV_QPS_ERR);
+  EXPECT_EQ(ask(kCheck, 0, 0, 0).status, 0);  // nothing moved since the last check
 }
 
 }  // namespace
