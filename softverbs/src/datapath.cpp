@@ -64,7 +64,8 @@ bool resolve(Device& dev, uint32_t key, uint64_t addr, uint64_t len, int need, i
 // A remote request's key: a window (type 2B: bound through this QP) or a region.
 bool resolve_remote(Device& dev, Qp& qp, uint32_t key, uint64_t addr, uint64_t len, int need,
                     char** host) {
-  if (is_mw_key(key)) return resolve_mw(dev, key, addr, len, need, qp.ibv->pd, qpn_of(qp), host);
+  if (is_mw_key(dev, key))
+    return resolve_mw(dev, key, addr, len, need, qp.ibv->pd, qpn_of(qp), host);
   return resolve(dev, key, addr, len, need, qp.ibv->pd, host);
 }
 
@@ -414,10 +415,10 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
         w.pre_status = IBV_WC_WR_FLUSH_ERR;
       } else if (wr->opcode == IBV_WR_BIND_MW) {
         w.pre_status = bind_now(qp, *wr);
-      } else {  // type 2B: only through the QP the window is bound to (softverbs' choice)
+      } else {  // type 2B: only through the QP the window is bound to (MwType2 oracle)
         w.pre_status = invalidate(dev, ibqp->pd, ibqp->qp_num, wr->invalidate_rkey)
                            ? IBV_WC_SUCCESS
-                           : IBV_WC_LOC_QP_OP_ERR;
+                           : IBV_WC_MW_BIND_ERR;
       }
       if (w.pre_status != IBV_WC_SUCCESS) qp.sq_blocked = true;
       qp.inflight.push_back(std::move(w));

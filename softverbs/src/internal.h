@@ -105,7 +105,9 @@ struct MrInfo {
   ibv_pd* pd = nullptr;
 };
 
-// A type-2B memory window (mw.cpp); index = rkey >> 8, at or above kMwIndexBase.
+// A type-2B memory window (mw.cpp). Its index is fixed at allocation (the unbound rkey is
+// index << 8, indices from kMwIndexBase); a bind gives it the rkey the bind WR names, any value
+// not in use, as rdma-unit-test's MwType2 cases expect.
 inline constexpr uint32_t kMwIndexBase = 0x800000;
 struct MwInfo {
   ibv_pd* pd = nullptr;
@@ -247,7 +249,8 @@ struct Device {
   std::shared_mutex mr_mu;
   std::unordered_map<uint32_t, MrInfo> mrs;  // key: lkey == rkey
   uint32_t next_mr_index = 1;
-  std::unordered_map<uint32_t, MwInfo> mws;  // by index, under mr_mu as well
+  std::unordered_map<uint32_t, MwInfo> mws;         // by index, under mr_mu as well
+  std::unordered_map<uint32_t, uint32_t> mw_rkeys;  // rkey of a bound window -> index
   uint32_t next_mw_index = kMwIndexBase;
   std::mutex qp_mu;
   std::unordered_map<uint32_t, std::shared_ptr<Qp>> qps;
@@ -269,13 +272,18 @@ inline std::shared_ptr<Qp> qp_of(ibv_qp* qp) {
 
 // ---- memory windows (mw.cpp) ----
 
-bool is_mw_key(uint32_t key);
+// True when rkey names a bound window (then resolve_mw decides); false for anything else.
+bool is_mw_key(Device& dev, uint32_t rkey);
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+// Busy checks of dereg_mr (caller holds mr_mu) and destroy_qp (MwType2 DeregMrWhenBound,
+// DestroyWithType2Bound: EBUSY).
+bool mr_has_bound_window(Device& dev, uint32_t mr_key);
+bool qp_has_bound_window(Device& dev, uint32_t qpn);
 int dealloc_mw(ibv_mw* mw);
 int bind_mw_type1(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
 // Executes an IBV_WR_BIND_MW of qp (caller holds qp.mu); the status is the WR's completion.
 ibv_wc_status bind_now(Qp& qp, const ibv_send_wr& wr);
-// Invalidates the window named by rkey if it is bound through QP qpn of PD pd.
+// Invalidates the window named by rkey if it is bound through QP qpn of PD pd (type 2B).
 bool invalidate(Device& dev, const ibv_pd* pd, uint32_t qpn, uint32_t rkey);
 // A remote request's [addr, addr + len) through a window: bound, exact key, same PD, bound
 // through QP qpn, rights, range; then translated through the window's MR.

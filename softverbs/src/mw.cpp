@@ -1,8 +1,9 @@
 // Type-2B memory windows: ibv_alloc_mw/ibv_dealloc_mw (through the context's ops, as the
 // inline verbs call them), binds and local invalidations posted on a QP's SQ, remote
-// invalidation by SEND_WITH_INV, and the rkey checks of remote requests that name a window.
-// A window's rkey is (index << 8 | key): the index is fixed at allocation, the 8-bit key comes
-// from each bind WR (bind_mw.rkey, usually ibv_inc_rkey of the previous one).
+// invalidation by SEND_WITH_INV, and the checks of remote requests that name a window.
+// A bound window's rkey is the one its bind WR names (bind_mw.rkey: often ibv_inc_rkey of the
+// previous one, but any value not in use by another window or region), and the bind updates
+// mw->rkey to it. Outcomes follow rdma-unit-test's unit MwType2 cases where they name one.
 #include <cerrno>
 #include <new>
 
@@ -10,8 +11,9 @@
 
 namespace softverbs {
 
-bool is_mw_key(uint32_t key) {
-  return (key >> 8) >= kMwIndexBase;
+bool is_mw_key(Device& dev, uint32_t rkey) {
+  std::shared_lock lock(dev.mr_mu);
+  return dev.mw_rkeys.count(rkey) != 0;
 }
 
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
@@ -39,7 +41,7 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
   mw->context = pd->context;
   mw->pd = pd;
   mw->rkey = info.rkey;
-  mw->handle = index;
+  mw->handle = index;  // softverbs finds the window by handle; the rkey changes with binds
   mw->type = type;
   return mw;
 }
@@ -48,7 +50,11 @@ int dealloc_mw(ibv_mw* mw) {
   Device* dev = device_of(mw->context);
   {
     std::unique_lock lock(dev->mr_mu);
-    dev->mws.erase(mw->rkey >> 8);  // a bound window is invalidated with it
+    auto it = dev->mws.find(mw->handle);
+    if (it != dev->mws.end()) {
+      if (it->second.bound) dev->mw_rkeys.erase(it->second.rkey);  // invalidated with it
+      dev->mws.erase(it);
+    }
   }
   delete mw;
   return 0;
@@ -60,22 +66,24 @@ int bind_mw_type1(ibv_qp*, ibv_mw*, ibv_mw_bind*) {
 
 ibv_wc_status bind_now(Qp& qp, const ibv_send_wr& wr) {
   Device& dev = *qp.dev;
-  const ibv_mw* mw = wr.bind_mw.mw;
+  ibv_mw* mw = wr.bind_mw.mw;
   const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
   if (mw == nullptr || mw->type != IBV_MW_TYPE_2) return IBV_WC_MW_BIND_ERR;
   std::unique_lock lock(dev.mr_mu);
-  auto it = dev.mws.find(mw->rkey >> 8);
-  // The new rkey keeps the window's index; the window must be free (type 2: invalidate first).
-  if (it == dev.mws.end() || (wr.bind_mw.rkey >> 8) != it->first || it->second.bound ||
-      it->second.pd != qp.ibv->pd) {
-    return IBV_WC_MW_BIND_ERR;
-  }
+  auto it = dev.mws.find(mw->handle);
+  if (it == dev.mws.end() || it->second.pd != qp.ibv->pd) return IBV_WC_MW_BIND_ERR;
   MwInfo& w = it->second;
-  const int remote = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  if ((b.mw_access_flags & ~static_cast<unsigned>(remote | IBV_ACCESS_ZERO_BASED)) != 0 ||
-      (b.mw_access_flags & IBV_ACCESS_ZERO_BASED) != 0) {
+  // A bound window rebinds only through its own QP (MwType2 Rebind, CrossQpBind); the new rkey
+  // must not name another window or a region (BindRKeyReuse, InUseRkey).
+  if (w.bound && w.qpn != qp.ibv->qp_num) return IBV_WC_MW_BIND_ERR;
+  const uint32_t rkey = wr.bind_mw.rkey;
+  auto used = dev.mw_rkeys.find(rkey);
+  if ((used != dev.mw_rkeys.end() && used->second != it->first) || dev.mrs.count(rkey) != 0) {
     return IBV_WC_MW_BIND_ERR;
   }
+  const unsigned remote =
+      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  if ((b.mw_access_flags & ~remote) != 0) return IBV_WC_MW_BIND_ERR;  // zero-based: no
   uint32_t mr_key = 0;
   if (b.length != 0 || b.mr != nullptr) {
     if (b.mr == nullptr) return IBV_WC_MW_BIND_ERR;
@@ -95,42 +103,60 @@ ibv_wc_status bind_now(Qp& qp, const ibv_send_wr& wr) {
     }
     mr_key = b.mr->lkey;
   }
+  if (w.bound) dev.mw_rkeys.erase(w.rkey);
+  dev.mw_rkeys[rkey] = it->first;
   w.bound = true;
-  w.rkey = wr.bind_mw.rkey;
+  w.rkey = rkey;
   w.qpn = qp.ibv->qp_num;
   w.iova = b.addr;
   w.length = b.length;
   w.access = static_cast<int>(b.mw_access_flags);
   w.mr_key = mr_key;
+  mw->rkey = rkey;  // the bind runs at post time, in the caller's thread
   return IBV_WC_SUCCESS;
 }
 
 bool invalidate(Device& dev, const ibv_pd* pd, uint32_t qpn, uint32_t rkey) {
-  if (!is_mw_key(rkey)) return false;  // MRs cannot be invalidated here
   std::unique_lock lock(dev.mr_mu);
-  auto it = dev.mws.find(rkey >> 8);
-  if (it == dev.mws.end() || !it->second.bound || it->second.rkey != rkey || it->second.pd != pd ||
-      it->second.qpn != qpn) {
-    return false;
-  }
+  auto k = dev.mw_rkeys.find(rkey);  // regions cannot be invalidated here
+  if (k == dev.mw_rkeys.end()) return false;
+  auto it = dev.mws.find(k->second);
+  // Type 2B: only through the QP it is bound through (MwType2 CrossQpInvalidate).
+  if (it == dev.mws.end() || it->second.pd != pd || it->second.qpn != qpn) return false;
   it->second.bound = false;
+  dev.mw_rkeys.erase(k);
   return true;
 }
 
 bool resolve_mw(Device& dev, uint32_t key, uint64_t addr, uint64_t len, int need, const ibv_pd* pd,
                 uint32_t qpn, char** host) {
   std::shared_lock lock(dev.mr_mu);
-  auto it = dev.mws.find(key >> 8);
+  auto k = dev.mw_rkeys.find(key);
+  if (k == dev.mw_rkeys.end()) return false;
+  auto it = dev.mws.find(k->second);
   if (it == dev.mws.end()) return false;
   const MwInfo& w = it->second;
-  if (!w.bound || w.rkey != key || w.pd != pd || w.qpn != qpn || (w.access & need) != need) {
-    return false;
-  }
+  if (!w.bound || w.pd != pd || w.qpn != qpn || (w.access & need) != need) return false;
   if (addr < w.iova || len > w.length || addr - w.iova > w.length - len) return false;
   auto m = dev.mrs.find(w.mr_key);
   if (m == dev.mrs.end()) return false;  // the region went away under the window
   *host = m->second.host + (addr - m->second.iova);
   return true;
+}
+
+bool mr_has_bound_window(Device& dev, uint32_t mr_key) {
+  for (const auto& kv : dev.mws) {
+    if (kv.second.bound && kv.second.mr_key == mr_key && kv.second.length != 0) return true;
+  }
+  return false;
+}
+
+bool qp_has_bound_window(Device& dev, uint32_t qpn) {
+  std::shared_lock lock(dev.mr_mu);
+  for (const auto& kv : dev.mws) {
+    if (kv.second.bound && kv.second.qpn == qpn) return true;
+  }
+  return false;
 }
 
 }  // namespace softverbs

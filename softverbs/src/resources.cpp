@@ -172,6 +172,9 @@ int ibv_dealloc_pd(ibv_pd* pd) {
     for (const auto& kv : dev->mrs) {
       if (kv.second.pd == pd) return EBUSY;
     }
+    for (const auto& kv : dev->mws) {
+      if (kv.second.pd == pd) return EBUSY;  // MwTest DeallocPdWithOutstandingMw
+    }
   }
   free(pd);
   return 0;
@@ -194,6 +197,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
   Device* dev = device_of(mr->context);
   {
     std::unique_lock lock(dev->mr_mu);
+    if (mr_has_bound_window(*dev, mr->lkey)) return EBUSY;
     dev->mrs.erase(mr->lkey);
   }
   delete reinterpret_cast<MrBox*>(mr);
@@ -438,6 +442,7 @@ int ibv_query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
 int ibv_destroy_qp(ibv_qp* ibqp) {
   std::shared_ptr<Qp> qp = qp_of(ibqp);
   Device* dev = qp->dev;
+  if (qp_has_bound_window(*dev, ibqp->qp_num)) return EBUSY;
   {
     std::lock_guard lock(dev->qp_mu);
     dev->qps.erase(ibqp->qp_num);
