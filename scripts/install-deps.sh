@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev
   libgtest-dev googletest
   libibverbs-dev
+  ibverbs-utils       # ibv_devices/ibv_devinfo, run against softverbs by its tests
   libopenmpi-dev openmpi-bin
   clang-format clang-tidy
   libgloo-dev         # the Gloo all_reduce reference of the collective benchmarks

@@ -1,0 +1,328 @@
+// softverbs internals: the configuration, the objects behind the verbs structs, and the
+// emulated NIC. Every verbs struct handed to an application is the first member of a box
+// (CtxBox, CqBox, QpBox, ...) so the inline verbs of <infiniband/verbs.h> work unchanged and
+// the library finds its own state from the pointer the application passes back.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace softverbs {
+
+// ---- configuration (config.cpp) ----
+
+struct DeviceConfig {
+  std::string name;                // soft_<index>
+  std::string bind = "127.0.0.1";  // IPv4 address the NIC listens on
+  uint32_t bind_ip = 0;            // network byte order
+  double rate_gbps = 100.0;
+  int numa_node = -1;
+  std::string pci_bus_id;
+  ibv_port_state port_state = IBV_PORT_ACTIVE;
+  std::vector<ibv_gid> gids;  // index 0 is always the IPv4-mapped bind address
+  uint16_t port_base = 0;     // top-level setting: NICs listen on port_base + slot
+  uint8_t active_speed = 0;   // IB speed and width codes that multiply to rate_gbps
+  uint8_t active_width = 0;
+  uint64_t guid = 0;       // host order
+  std::string sysfs_path;  // fake ibdev_path (class/infiniband/<name>) or empty
+};
+
+// Every opened context runs one NIC, which listens on bind:(port_base + slot) with the first
+// free slot; its QP numbers are slot << kQpIndexBits | index, so a peer finds the NIC of a QP
+// from its GID (the IPv4 address) and its QP number (the port).
+inline constexpr int kSlots = 1024;
+inline constexpr uint32_t kQpIndexBits = 14;
+
+// The devices, loaded once from SOFTVERBS_CONFIG (or the default). On a bad file the list is
+// empty and the reason is printed once on stderr.
+const std::vector<DeviceConfig>& devices();
+// IPv4-mapped GID (::ffff:a.b.c.d) of an address in network byte order.
+ibv_gid ipv4_gid(uint32_t ip_be);
+// The IPv4 address (network order) inside an IPv4-mapped GID; false for any other GID.
+bool gid_to_ipv4(const ibv_gid& gid, uint32_t* ip_be);
+
+// ---- wire format (nic.cpp, datapath.cpp) ----
+
+enum class Op : uint8_t {
+  kHello = 1,  // qpn = destination QP, imm = source QP
+  kWrite,      // raddr, rkey, len bytes follow
+  kWriteImm,   // as kWrite, plus imm and a receive consumed at the target
+  kReadReq,    // raddr, rkey, len requested; no body
+  kSend,       // len bytes follow
+  kSendImm,    // as kSend, plus imm
+  kAck,        // seq acknowledged
+  kNak,        // status = ibv_wc_status for the requester
+  kReadResp,   // len bytes follow
+  kSendInv,    // as kSend, plus rkey: the target's window to invalidate
+};
+
+struct WireHdr {
+  uint32_t magic;
+  uint8_t op;
+  uint8_t status;
+  uint16_t reserved;
+  uint32_t qpn;  // destination QP number
+  uint32_t imm;  // immediate (network order as posted)
+  uint32_t rkey;
+  uint32_t len;
+  uint64_t raddr;
+  uint64_t seq;  // requester's sequence number, echoed by the response
+};
+inline constexpr uint32_t kMagic = 0x53565231;  // "SVR1"
+
+// ---- objects ----
+
+struct Device;
+struct Qp;
+struct Conn;
+
+struct CtxBox {
+  verbs_context v;  // v.context is the ibv_context the application sees
+  Device* dev;
+};
+
+struct MrBox {
+  ibv_mr ibv;
+  int access;
+};
+
+struct MrInfo {
+  uint64_t iova = 0;  // addresses in SGEs and remote requests are in this space
+  char* host = nullptr;
+  size_t length = 0;
+  int access = 0;
+  ibv_pd* pd = nullptr;
+};
+
+// A type-2B memory window (mw.cpp). Its index is fixed at allocation (the unbound rkey is
+// index << 8, indices from kMwIndexBase); a bind gives it the rkey the bind WR names, any value
+// not in use, as rdma-unit-test's MwType2 cases expect.
+inline constexpr uint32_t kMwIndexBase = 0x800000;
+struct MwInfo {
+  ibv_pd* pd = nullptr;
+  bool bound = false;
+  uint32_t rkey = 0;  // the current key; only this exact value is accepted
+  uint32_t qpn = 0;   // the QP it was bound through: the only one remote requests may use
+  uint64_t iova = 0;
+  uint64_t length = 0;
+  int access = 0;
+  uint32_t mr_key = 0;
+};
+
+struct ChannelBox {
+  ibv_comp_channel ibv;  // ibv.fd is the read end of a pipe of ibv_cq pointers
+  int write_fd;
+};
+
+struct Cq {
+  ibv_cq* ibv = nullptr;
+  Device* dev = nullptr;
+  std::mutex mu;
+  std::deque<ibv_wc> entries;
+  size_t capacity = 0;
+  bool armed = false;
+  bool solicited_only = false;
+  bool overflowed = false;
+  std::atomic<int> users{0};  // QPs using this CQ
+};
+
+struct CqBox {
+  ibv_cq ibv;
+  Cq* cq;
+};
+
+struct SendWr {
+  uint64_t seq = 0;
+  uint64_t wr_id = 0;
+  ibv_wc_opcode opcode = IBV_WC_SEND;
+  bool signaled = false;
+  uint32_t byte_len = 0;
+  std::vector<iovec> local;  // RDMA_READ: where the response lands
+  int pre_status = -1;       // >= 0: completes with this status without going on the wire
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  std::vector<ibv_sge> sges;
+};
+
+struct Qp {
+  ibv_qp* ibv = nullptr;
+  Device* dev = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  std::mutex mu;  // order: Qp::mu before Cq::mu
+  ibv_qp_state state = IBV_QPS_RESET;
+  ibv_qp_cap cap{};
+  bool sq_sig_all = false;
+  int access_flags = 0;
+  uint16_t pkey_index = 0;
+  uint8_t port_num = 1;
+  ibv_qp_attr attr{};  // everything last set by modify_qp, returned by query_qp
+  uint32_t dest_qpn = 0;
+  uint32_t dest_ip = 0;
+  uint16_t dest_port = 0;
+  uint64_t next_seq = 1;
+  bool sq_blocked = false;  // a locally failed WR is queued: later WRs must not go out
+  std::deque<SendWr> inflight;
+  std::deque<RecvWr> rq;
+  std::shared_ptr<Conn> out;  // requester connection (to the peer's NIC)
+  int connect_error = 0;
+  bool destroyed = false;
+};
+
+struct QpBox {
+  ibv_qp ibv;
+  std::shared_ptr<Qp> qp;
+};
+
+// One connection of the NIC. Outgoing ones carry this side's requests and the peer's
+// responses; incoming ones carry the peer's requests and this side's responses.
+struct Conn {
+  int fd = -1;
+  bool incoming = false;
+  std::shared_ptr<Qp> qp;  // the local QP (bound by HELLO for incoming connections)
+  // Input state, touched by the NIC thread only.
+  WireHdr hdr{};
+  size_t hdr_got = 0;
+  bool in_body = false;
+  bool blocked = false;  // a request waits for a receive WR or for the QP to reach RTR
+  std::vector<iovec> dst;
+  size_t dst_i = 0;
+  size_t discard = 0;        // body bytes to drop after dst
+  std::vector<char> staged;  // small bodies kept until the message ends (SEND scatter)
+  // Output: pending is filled under Nic::mu by any thread, out by the NIC thread.
+  std::deque<std::vector<char>> pending;
+  std::deque<std::vector<char>> out;
+  size_t out_off = 0;
+  bool closing = false;
+};
+
+class Nic {
+ public:
+  explicit Nic(Device* dev) : dev_(dev) {}
+  ~Nic();
+  // Binds the first free port in [port_base, port_base + kSlots) and starts the thread.
+  int start();
+  // Stops and joins the thread (idempotent); the Nic stays valid for the thread until then.
+  void stop();
+  uint32_t slot() const { return slot_; }
+  // Blocking connect from an application thread; sends HELLO, then hands the socket over.
+  int connect(const std::shared_ptr<Qp>& qp, std::shared_ptr<Conn>* conn);
+  void send(Conn& conn, std::vector<char> bytes);
+  void close(const std::shared_ptr<Conn>& conn);
+  void wake();
+
+ private:
+  void run();
+  void accept_one();
+  bool read_some(const std::shared_ptr<Conn>& c);
+  bool write_some(Conn& c);
+  void drop(const std::shared_ptr<Conn>& c);
+
+  Device* dev_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;
+  uint32_t slot_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<std::shared_ptr<Conn>> added_;  // handed over, not yet polled
+  std::vector<std::shared_ptr<Conn>> conns_;  // NIC thread only
+};
+
+struct Device {
+  const DeviceConfig* cfg = nullptr;
+  CtxBox* box = nullptr;
+  int async_write_fd = -1;
+  std::shared_mutex mr_mu;
+  std::unordered_map<uint32_t, MrInfo> mrs;  // key: lkey == rkey
+  uint32_t next_mr_index = 1;
+  std::unordered_map<uint32_t, MwInfo> mws;         // by index, under mr_mu as well
+  std::unordered_map<uint32_t, uint32_t> mw_rkeys;  // rkey of a bound window -> index
+  uint32_t next_mw_index = kMwIndexBase;
+  std::mutex qp_mu;
+  std::unordered_map<uint32_t, std::shared_ptr<Qp>> qps;
+  uint32_t next_qp_index = 0x10;
+  std::unique_ptr<Nic> nic;
+
+  void async_event(ibv_event_type type, ibv_qp* qp, ibv_cq* cq);
+  bool lookup_mr(uint32_t key, MrInfo* out);
+  std::shared_ptr<Qp> find_qp(uint32_t qpn);
+};
+
+Device* device_of(ibv_context* ctx);
+inline Cq* cq_of(ibv_cq* cq) {
+  return reinterpret_cast<CqBox*>(cq)->cq;
+}
+inline std::shared_ptr<Qp> qp_of(ibv_qp* qp) {
+  return reinterpret_cast<QpBox*>(qp)->qp;
+}
+
+// ---- memory windows (mw.cpp) ----
+
+// True when rkey names a bound window (then resolve_mw decides); false for anything else.
+bool is_mw_key(Device& dev, uint32_t rkey);
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+// Busy checks of dereg_mr (caller holds mr_mu) and destroy_qp (MwType2 DeregMrWhenBound,
+// DestroyWithType2Bound: EBUSY).
+bool mr_has_bound_window(Device& dev, uint32_t mr_key);
+bool qp_has_bound_window(Device& dev, uint32_t qpn);
+int dealloc_mw(ibv_mw* mw);
+int bind_mw_type1(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
+// Executes an IBV_WR_BIND_MW of qp (caller holds qp.mu); the status is the WR's completion.
+ibv_wc_status bind_now(Qp& qp, const ibv_send_wr& wr);
+// Invalidates the window named by rkey if it is bound through QP qpn of PD pd (type 2B).
+bool invalidate(Device& dev, const ibv_pd* pd, uint32_t qpn, uint32_t rkey);
+// A remote request's [addr, addr + len) through a window: bound, exact key, same PD, bound
+// through QP qpn, rights, range; then translated through the window's MR.
+bool resolve_mw(Device& dev, uint32_t key, uint64_t addr, uint64_t len, int need, const ibv_pd* pd,
+                uint32_t qpn, char** host);
+
+// ---- data path (datapath.cpp) ----
+
+// The emulated DMA of the NIC thread on registered memory. The application may touch that
+// memory at any time, as with hardware; it learns that bytes are there from a completion or
+// from its peer (through a socket, another process), an order ThreadSanitizer cannot see. So
+// under ThreadSanitizer these accesses are not tracked, as a device's DMA would not be.
+ssize_t dma_recv(int fd, void* dst, size_t n);
+void dma_read(void* dst, const void* src, size_t n);
+
+#if defined(__SANITIZE_THREAD__)
+#define SOFTVERBS_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SOFTVERBS_TSAN 1
+#endif
+#endif
+
+// Appends a completion; a full CQ marks overflow and raises IBV_EVENT_CQ_ERR.
+void push_completion(Cq* cq, const ibv_wc& wc);
+// Moves the QP to ERR and flushes both queues in order (caller holds qp.mu).
+void enter_error(Qp& qp);
+// Completes the send WRs at the head of the queue that need no response (caller holds qp.mu).
+void drain_local(Qp& qp);
+// NIC thread: a header was read. Sets c.dst/c.discard, or c.blocked to retry later.
+void begin_message(Device& dev, Conn& c);
+// NIC thread: the whole body has arrived.
+void end_message(Device& dev, Conn& c);
+// NIC thread: the connection broke; its in-flight WRs fail with RETRY_EXC_ERR.
+void connection_lost(Conn& c);
+
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+int req_notify_cq(ibv_cq* cq, int solicited_only);
+
+}  // namespace softverbs

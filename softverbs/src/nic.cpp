@@ -1,0 +1,319 @@
+// The emulated NIC: one thread per opened context that owns a listening socket and every TCP
+// connection of the context's QPs, reads requests and responses, and writes what the
+// application threads queued. Sockets are non-blocking so two NICs writing large messages to
+// each other never deadlock.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "internal.h"
+
+namespace softverbs {
+namespace {
+
+constexpr size_t kReadBudget = 8 << 20;  // bytes per connection per loop turn
+
+void tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  int buf = 4 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+}
+
+bool write_all(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t w = ::send(fd, c, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+#if SOFTVERBS_TSAN
+extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
+#endif
+
+ssize_t dma_recv(int fd, void* dst, size_t n) {
+#if SOFTVERBS_TSAN
+  AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+#endif
+  const ssize_t r = ::recv(fd, dst, n, 0);
+#if SOFTVERBS_TSAN
+  AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+#endif
+  return r;
+}
+
+void Nic::stop() {
+  stop_ = true;
+  if (wake_fd_ >= 0) wake();
+  if (thread_.joinable()) thread_.join();
+}
+
+Nic::~Nic() {
+  stop();
+  for (auto& c : conns_) {
+    if (c->fd >= 0) ::close(c->fd);
+  }
+  for (auto& c : added_) {
+    if (c->fd >= 0) ::close(c->fd);
+  }
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+int Nic::start() {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return errno;
+  for (int slot = 0; slot < kSlots; ++slot) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return errno;
+    int one = 1;  // exclusive still (no SO_REUSEPORT), but not kept out by TIME_WAIT
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = dev_->cfg->bind_ip;
+    a.sin_port = htons(static_cast<uint16_t>(dev_->cfg->port_base + slot));
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && listen(fd, 128) == 0) {
+      listen_fd_ = fd;
+      slot_ = static_cast<uint32_t>(slot);
+      break;
+    }
+    const int err = errno;
+    ::close(fd);
+    if (err != EADDRINUSE) return err;
+  }
+  if (listen_fd_ < 0) return EADDRINUSE;
+  thread_ = std::thread([this] { run(); });
+  return 0;
+}
+
+void Nic::wake() {
+  const uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof(one)) < 0) {
+    // The counter is saturated only if the thread is far behind; it wakes anyway.
+  }
+}
+
+int Nic::connect(const std::shared_ptr<Qp>& qp, std::shared_ptr<Conn>* out) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = qp->dest_ip;
+  a.sin_port = htons(qp->dest_port);
+  // Source address: this device's bind address, so a cut rail breaks only its own traffic.
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  src.sin_addr.s_addr = dev_->cfg->bind_ip;
+  int err = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    err = errno;
+  }
+  WireHdr h{};
+  h.magic = kMagic;
+  h.op = static_cast<uint8_t>(Op::kHello);
+  h.qpn = qp->dest_qpn;
+  h.imm = qp->ibv != nullptr ? qp->ibv->qp_num : 0;
+  if (err == 0 && !write_all(fd, &h, sizeof(h))) err = errno != 0 ? errno : EPIPE;
+  if (err != 0) {
+    ::close(fd);
+    return err;
+  }
+  tune(fd);
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  auto c = std::make_shared<Conn>();
+  c->fd = fd;
+  c->qp = qp;
+  {
+    std::lock_guard lock(mu_);
+    added_.push_back(c);
+  }
+  wake();
+  *out = c;
+  return 0;
+}
+
+void Nic::send(Conn& conn, std::vector<char> bytes) {
+  {
+    std::lock_guard lock(mu_);
+    conn.pending.push_back(std::move(bytes));
+  }
+  wake();
+}
+
+void Nic::close(const std::shared_ptr<Conn>& conn) {
+  {
+    std::lock_guard lock(mu_);
+    conn->closing = true;
+  }
+  wake();
+}
+
+void Nic::accept_one() {
+  const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) return;
+  tune(fd);
+  auto c = std::make_shared<Conn>();
+  c->fd = fd;
+  c->incoming = true;
+  conns_.push_back(c);
+}
+
+void Nic::drop(const std::shared_ptr<Conn>& c) {
+  if (c->fd >= 0) ::close(c->fd);
+  c->fd = -1;
+  connection_lost(*c);
+}
+
+// Reads what is available; false when the connection is finished.
+bool Nic::read_some(const std::shared_ptr<Conn>& cp) {
+  Conn& c = *cp;
+  size_t budget = kReadBudget;
+  char scratch[64 << 10];
+  while (budget > 0) {
+    if (c.blocked) {
+      begin_message(*dev_, c);  // retry: a receive WR or RTR may have come
+      if (c.blocked) return true;
+      if (!c.in_body) end_message(*dev_, c);
+      continue;
+    }
+    if (!c.in_body) {
+      auto* h = reinterpret_cast<char*>(&c.hdr);
+      const ssize_t n = ::recv(c.fd, h + c.hdr_got, sizeof(WireHdr) - c.hdr_got, 0);
+      if (n == 0) return false;
+      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      c.hdr_got += static_cast<size_t>(n);
+      if (c.hdr_got < sizeof(WireHdr)) continue;
+      c.hdr_got = 0;
+      if (c.hdr.magic != kMagic) return false;
+      if (c.incoming && !c.qp && c.hdr.op == static_cast<uint8_t>(Op::kHello)) {
+        c.qp = dev_->find_qp(c.hdr.qpn);
+        if (!c.qp) return false;
+        continue;
+      }
+      if (!c.qp) return false;
+      begin_message(*dev_, c);
+      if (c.blocked) return true;
+      if (!c.in_body) end_message(*dev_, c);
+      continue;
+    }
+    // Body: into the destination iovecs, then whatever must be discarded.
+    ssize_t n = 0;
+    if (c.dst_i < c.dst.size()) {
+      iovec& v = c.dst[c.dst_i];
+      const size_t want = std::min(v.iov_len, budget);
+      n = dma_recv(c.fd, v.iov_base, want);
+      if (n > 0) {
+        v.iov_base = static_cast<char*>(v.iov_base) + n;
+        v.iov_len -= static_cast<size_t>(n);
+        if (v.iov_len == 0) ++c.dst_i;
+      }
+    } else if (c.discard > 0) {
+      n = ::recv(c.fd, scratch, std::min(c.discard, sizeof(scratch)), 0);
+      if (n > 0) c.discard -= static_cast<size_t>(n);
+    }
+    if (n == 0 && (c.dst_i < c.dst.size() || c.discard > 0)) return false;
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    budget -= std::min(budget, static_cast<size_t>(n));
+    if (c.dst_i >= c.dst.size() && c.discard == 0) {
+      c.in_body = false;
+      end_message(*dev_, c);
+    }
+  }
+  return true;
+}
+
+bool Nic::write_some(Conn& c) {
+  while (!c.out.empty()) {
+    std::vector<char>& b = c.out.front();
+    const ssize_t n = ::send(c.fd, b.data() + c.out_off, b.size() - c.out_off, MSG_NOSIGNAL);
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    c.out_off += static_cast<size_t>(n);
+    if (c.out_off == b.size()) {
+      c.out.pop_front();
+      c.out_off = 0;
+    }
+  }
+  return true;
+}
+
+void Nic::run() {
+  std::vector<pollfd> fds;
+  while (!stop_) {
+    {
+      std::lock_guard lock(mu_);
+      for (auto& c : added_) conns_.push_back(std::move(c));
+      added_.clear();
+      for (auto& c : conns_) {
+        while (!c->pending.empty()) {
+          c->out.push_back(std::move(c->pending.front()));
+          c->pending.pop_front();
+        }
+      }
+    }
+    // Close what the application closed once its output has gone out.
+    for (size_t i = 0; i < conns_.size();) {
+      Conn& c = *conns_[i];
+      bool closing = false;
+      {
+        std::lock_guard lock(mu_);
+        closing = c.closing;
+      }
+      if (c.fd < 0 || (closing && c.out.empty())) {
+        if (c.fd >= 0) ::close(c.fd);
+        c.fd = -1;
+        conns_.erase(conns_.begin() + static_cast<ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    fds.clear();
+    fds.push_back({wake_fd_, POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    bool retry = false;
+    for (auto& c : conns_) {
+      short ev = c->blocked ? 0 : POLLIN;
+      if (!c->out.empty()) ev |= POLLOUT;
+      if (c->blocked) retry = true;
+      fds.push_back({c->fd, ev, 0});
+    }
+    // Blocked connections are retried on every wake-up; a short timeout covers races.
+    const int timeout = retry ? 1 : -1;
+    if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
+    if (fds[0].revents & POLLIN) {
+      uint64_t v;
+      while (read(wake_fd_, &v, sizeof(v)) > 0) {
+      }
+    }
+    if (fds[1].revents & POLLIN) accept_one();
+    const size_t n = conns_.size();
+    for (size_t i = 0; i < n && i + 2 < fds.size(); ++i) {
+      std::shared_ptr<Conn> c = conns_[i];
+      const short re = fds[i + 2].revents;
+      bool ok = true;
+      if (c->blocked || (re & (POLLIN | POLLHUP | POLLERR))) ok = read_some(c);
+      if (ok && (re & POLLOUT)) ok = write_some(*c);
+      if (!ok || (re & POLLNVAL)) drop(c);
+    }
+  }
+}
+
+}  // namespace softverbs
