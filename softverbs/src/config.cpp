@@ -3,9 +3,12 @@
 //
 // {"devices": [{"bind": "127.0.0.1", "rate_gbps": 100, "numa_node": 0,
 //               "pci_bus_id": "0000:17:00.0", "port_state": "ACTIVE",
-//               "gids": ["::ffff:10.0.0.1", "fe80::1"]}],
+//               "gids": ["::ffff:10.0.0.1", "fe80::1"], "netns": "rail_a",
+//               "faults": ["delay 50", "disable mw"]}],
 //  "port_base": 21000}
-// port_base (default 21000) is shared by all devices: see kSlots in internal.h.
+// port_base (default 21000) is shared by all devices: see kSlots in internal.h. "netns" puts
+// the device's sockets in a network namespace (/var/run/netns/<name>, or an absolute path).
+// "faults" are control commands (control.cpp) without the device name, run at first use.
 //
 // Devices are named soft_<index> in file order. GID 0 is always the IPv4-mapped bind address
 // (as RoCEv2 builds it from the interface address); "gids" adds entries after it.
@@ -34,25 +37,6 @@ struct Code {
 constexpr Code kSpeeds[] = {{1, 2.5},   {2, 5.0},   {4, 10.0},   {16, 14.0},
                             {32, 25.0}, {64, 50.0}, {128, 100.0}};
 constexpr Code kWidths[] = {{2, 4}, {1, 1}, {16, 2}, {4, 8}, {8, 12}};  // 4x preferred
-
-// The speed and width whose product is the rate, or else the largest product below it.
-void encode_rate(DeviceConfig& d) {
-  double best = -1.0;
-  for (const Code& w : kWidths) {
-    for (const Code& s : kSpeeds) {
-      const double r = s.value * w.value;
-      if (r <= d.rate_gbps + 1e-9 && r > best + 1e-9) {
-        best = r;
-        d.active_speed = s.code;
-        d.active_width = w.code;
-      }
-    }
-  }
-  if (best < 0) {  // below 2.5 Gb/s: report SDR 1x
-    d.active_speed = 1;
-    d.active_width = 1;
-  }
-}
 
 bool parse_gid(const std::string& text, ibv_gid* gid) {
   in_addr v4{};
@@ -89,7 +73,19 @@ bool finish(DeviceConfig& d, int index, std::string* err) {
     *err = d.name + ": rate_gbps must be positive";
     return false;
   }
-  encode_rate(d);
+  encode_rate(d.rate_gbps, &d.active_speed, &d.active_width);
+  for (size_t i = 0; i < d.faults.size(); ++i) {
+    // Written without the device: "delay 100" is run as "delay soft_N 100".
+    const std::string& f = d.faults[i];
+    const size_t sp = f.find(' ');
+    const std::string cmd =
+        sp == std::string::npos ? f + " " + d.name : f.substr(0, sp) + " " + d.name + f.substr(sp);
+    if (std::string e = check_command(cmd); !e.empty()) {
+      *err = d.name + ": faults[" + std::to_string(i) + "] \"" + f + "\": " + e;
+      return false;
+    }
+    d.faults[i] = cmd;
+  }
   d.gids.insert(d.gids.begin(), ipv4_gid(d.bind_ip));
   if (d.port_base == 0) d.port_base = 21000;
   if (d.port_base + kSlots > 65535) {
@@ -136,6 +132,8 @@ bool parse_file(const char* path, std::vector<DeviceConfig>* out, std::string* e
                "INIT or ARMED";
         return false;
       }
+      if (jd.contains("netns")) d.netns = jd.at("netns").get<std::string>();
+      if (jd.contains("faults")) d.faults = jd.at("faults").get<std::vector<std::string>>();
       if (jd.contains("gids")) {
         for (const auto& g : jd.at("gids")) {
           ibv_gid gid{};
@@ -229,9 +227,29 @@ std::vector<DeviceConfig> load() {
 
 }  // namespace
 
+// The speed and width whose product is the rate, or else the largest product below it.
+void encode_rate(double gbps, uint8_t* speed, uint8_t* width) {
+  double best = -1.0;
+  for (const Code& w : kWidths) {
+    for (const Code& s : kSpeeds) {
+      const double r = s.value * w.value;
+      if (r <= gbps + 1e-9 && r > best + 1e-9) {
+        best = r;
+        *speed = s.code;
+        *width = w.code;
+      }
+    }
+  }
+  if (best < 0) {  // below 2.5 Gb/s: report SDR 1x
+    *speed = 1;
+    *width = 1;
+  }
+}
+
+// Never destroyed: the control thread and the device state use it until the process ends.
 const std::vector<DeviceConfig>& devices() {
-  static const std::vector<DeviceConfig> list = load();
-  return list;
+  static const auto* list = new std::vector<DeviceConfig>(load());
+  return *list;
 }
 
 ibv_gid ipv4_gid(uint32_t ip_be) {

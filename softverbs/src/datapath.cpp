@@ -4,6 +4,7 @@
 // to ERR and every later WR on both of their queues is flushed with WR_FLUSH_ERR.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -13,6 +14,8 @@ namespace softverbs {
 namespace {
 
 constexpr uint32_t kMaxMsg = 1U << 30;  // ibv_port_attr::max_msg_sz
+// Payloads from this size on are sent from registered memory without a copy.
+constexpr uint64_t kZeroCopyMin = 16 << 10;
 
 uint32_t qpn_of(const Qp& qp) {
   return qp.ibv != nullptr ? qp.ibv->qp_num : 0;
@@ -69,8 +72,9 @@ bool resolve_remote(Device& dev, Qp& qp, uint32_t key, uint64_t addr, uint64_t l
   return resolve(dev, key, addr, len, need, qp.ibv->pd, host);
 }
 
-std::vector<char> header(Op op, uint8_t status, uint32_t qpn, uint64_t seq, size_t body) {
-  std::vector<char> b(sizeof(WireHdr) + body);
+// A message whose head holds the header and room for a copied body of `body` bytes.
+OutMsg header(Op op, uint8_t status, uint32_t qpn, uint64_t seq, size_t body) {
+  OutMsg b = make_out(sizeof(WireHdr) + body);
   WireHdr h{};
   h.magic = kMagic;
   h.op = static_cast<uint8_t>(op);
@@ -78,7 +82,7 @@ std::vector<char> header(Op op, uint8_t status, uint32_t qpn, uint64_t seq, size
   h.qpn = qpn;
   h.seq = seq;
   h.len = static_cast<uint32_t>(body);
-  std::memcpy(b.data(), &h, sizeof(h));
+  std::memcpy(b.head.get(), &h, sizeof(h));
   return b;
 }
 
@@ -145,8 +149,9 @@ void dma_read(void* dst, const void* src, size_t n) {
 #endif
 }
 
-void push_completion(Cq* cq, const ibv_wc& wc) {
-  std::lock_guard lock(cq->mu);
+namespace {
+
+void push_now(Cq* cq, const ibv_wc& wc) {
   if (cq->overflowed) return;
   if (cq->entries.size() >= cq->capacity) {
     cq->overflowed = true;
@@ -167,7 +172,43 @@ void push_completion(Cq* cq, const ibv_wc& wc) {
   }
 }
 
+}  // namespace
+
+uint64_t release_due(Cq* cq, uint64_t now) {
+  while (!cq->delayed.empty() && cq->delayed.front().first <= now) {
+    push_now(cq, cq->delayed.front().second);
+    cq->delayed.pop_front();
+  }
+  return cq->delayed.empty() ? 0 : cq->delayed.front().first;
+}
+
+void push_completion(Cq* cq, const ibv_wc& wc) {
+  const uint64_t delay = cq->dev->st->delay_ns.load(std::memory_order_relaxed);
+  {
+    std::lock_guard lock(cq->mu);
+    if (delay == 0 && cq->delayed.empty()) {
+      push_now(cq, wc);
+      return;
+    }
+    // Late, never reordered: an entry is due no earlier than the one before it.
+    uint64_t due = now_ns() + delay;
+    if (!cq->delayed.empty()) due = std::max(due, cq->delayed.back().first);
+    cq->delayed.emplace_back(due, wc);
+    if (cq->delayed.size() > 1) return;  // already on the NIC's list
+  }
+  // The NIC thread releases it when due (lock order: Device::delay_mu before Cq::mu).
+  Device* dev = cq->dev;
+  std::lock_guard dl(dev->delay_mu);
+  if (std::find(dev->delayed_cqs.begin(), dev->delayed_cqs.end(), cq) == dev->delayed_cqs.end()) {
+    dev->delayed_cqs.push_back(cq);
+  }
+  dev->nic->wake();
+}
+
 void enter_error(Qp& qp) {
+  // First take back the output that still points into the WRs' memory: once a WR is flushed
+  // the application may free it.
+  if (qp.out) qp.dev->nic->abort(qp.out);
   qp.state = IBV_QPS_ERR;
   qp.attr.qp_state = IBV_QPS_ERR;
   if (qp.ibv != nullptr) qp.ibv->state = IBV_QPS_ERR;
@@ -224,9 +265,10 @@ void begin_message(Device& dev, Conn& c) {
     c.hdr.status = IBV_WC_REM_INV_REQ_ERR;
     return;
   }
-  if (qp.destroyed || qp.state == IBV_QPS_ERR) {
+  // A dead responder or a port that is down: the requester's retries run out.
+  if (qp.destroyed || qp.state == IBV_QPS_ERR || !dev.st->active.load()) {
     c.discard = body;
-    c.hdr.status = IBV_WC_RETRY_EXC_ERR;  // a dead responder: the requester's retries run out
+    c.hdr.status = IBV_WC_RETRY_EXC_ERR;
     return;
   }
   const bool consumes_recv = h.op == static_cast<uint8_t>(Op::kWriteImm) || is_send(h.op);
@@ -326,8 +368,9 @@ void end_message(Device& dev, Conn& c) {
         responder_error(dev, c, qp, IBV_WC_REM_ACCESS_ERR);
         return;
       }
-      std::vector<char> b = header(Op::kReadResp, 0, qp.dest_qpn, h.seq, h.len);
-      if (h.len != 0) dma_read(b.data() + sizeof(WireHdr), host, h.len);
+      // Copied at once: the owner may deregister the region as soon as this returns.
+      OutMsg b = header(Op::kReadResp, 0, qp.dest_qpn, h.seq, h.len);
+      if (h.len != 0) dma_read(b.head.get() + sizeof(WireHdr), host, h.len);
       dev.nic->send(c, std::move(b));
       return;
     }
@@ -409,6 +452,20 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
         break;
       default: *bad = wr; return EINVAL;
     }
+    // Features a provider may lack (config or control "disable"): refused as EFA refuses them.
+    if (((wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV) &&
+         dev.st->mw_disabled.load()) ||
+        (wr->opcode == IBV_WR_SEND_WITH_INV && dev.st->send_inv_disabled.load())) {
+      *bad = wr;
+      return EINVAL;
+    }
+    // An armed fail_wr fault: this WR completes with the fault's status, as a local error.
+    if (const int fault = take_wr_fault(*dev.st, ibqp->qp_num); fault >= 0) {
+      w.pre_status = qp.state == IBV_QPS_ERR || qp.sq_blocked ? IBV_WC_WR_FLUSH_ERR : fault;
+      qp.sq_blocked = true;
+      qp.inflight.push_back(std::move(w));
+      continue;
+    }
     if (wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV) {
       // Executed by the SQ itself: applied now, completed in order after the WRs before it.
       if (qp.state == IBV_QPS_ERR || qp.sq_blocked) {
@@ -436,8 +493,8 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.pre_status = IBV_WC_WR_FLUSH_ERR;
     } else if (total > kMaxMsg) {
       w.pre_status = IBV_WC_LOC_LEN_ERR;
-    } else if (qp.connect_error != 0 || !qp.out) {
-      w.pre_status = IBV_WC_RETRY_EXC_ERR;
+    } else if (qp.connect_error != 0 || !qp.out || !dev.st->active.load()) {
+      w.pre_status = IBV_WC_RETRY_EXC_ERR;  // no peer, or the port is down: retries run out
     }
     std::vector<iovec> local;
     const int need = op == Op::kReadReq ? IBV_ACCESS_LOCAL_WRITE : 0;
@@ -455,9 +512,10 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
       qp.inflight.push_back(std::move(w));
       continue;
     }
-    const size_t body = op == Op::kReadReq ? 0 : total;
-    std::vector<char> b = header(op, 0, qp.dest_qpn, w.seq, body);
-    auto* h = reinterpret_cast<WireHdr*>(b.data());
+    const bool zero_copy = op != Op::kReadReq && !inl && total >= kZeroCopyMin;
+    const size_t copied = op == Op::kReadReq || zero_copy ? 0 : total;
+    OutMsg b = header(op, 0, qp.dest_qpn, w.seq, copied);
+    auto* h = reinterpret_cast<WireHdr*>(b.head.get());
     h->len = static_cast<uint32_t>(total);
     h->imm = wr->imm_data;
     if (op == Op::kWrite || op == Op::kWriteImm || op == Op::kReadReq) {
@@ -467,8 +525,11 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     if (op == Op::kSendInv) h->rkey = wr->invalidate_rkey;
     if (op == Op::kReadReq) {
       w.local = std::move(local);
+    } else if (zero_copy) {
+      b.body = std::move(local);
+      b.size += total;
     } else {
-      char* p = b.data() + sizeof(WireHdr);
+      char* p = b.head.get() + sizeof(WireHdr);
       for (const iovec& v : local) {
         std::memcpy(p, v.iov_base, v.iov_len);
         p += v.iov_len;
@@ -516,6 +577,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
   Cq* cq = cq_of(ibcq);
   std::lock_guard lock(cq->mu);
+  if (!cq->delayed.empty()) release_due(cq, now_ns());
   int got = 0;
   while (got < n && !cq->entries.empty()) {
     wc[got++] = cq->entries.front();

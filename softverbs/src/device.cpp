@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -54,7 +55,8 @@ const DeviceConfig& config_of(ibv_device* d) {
   return devices()[static_cast<size_t>(reinterpret_cast<DeviceBox*>(d)->index)];
 }
 
-void fill_device_attr(const DeviceConfig& cfg, ibv_device_attr* a) {
+void fill_device_attr(DeviceState& st, ibv_device_attr* a) {
+  const DeviceConfig& cfg = *st.cfg;
   std::memset(a, 0, sizeof(*a));
   std::snprintf(a->fw_ver, sizeof(a->fw_ver), "softverbs 0.1");
   a->node_guid = htobe64(cfg.guid);
@@ -69,6 +71,10 @@ void fill_device_attr(const DeviceConfig& cfg, ibv_device_attr* a) {
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
                         IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_mw = 1 << 20;
+  if (st.mw_disabled.load()) {
+    a->device_cap_flags &= ~(IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+    a->max_mw = 0;
+  }
   a->max_sge = 32;
   a->max_sge_rd = 32;
   a->max_cq = 1 << 16;
@@ -84,26 +90,33 @@ void fill_device_attr(const DeviceConfig& cfg, ibv_device_attr* a) {
   a->phys_port_cnt = 1;
 }
 
-void fill_port_attr(const DeviceConfig& cfg, ibv_port_attr* p) {
+void fill_port_attr(DeviceState& st, ibv_port_attr* p) {
   std::memset(p, 0, sizeof(*p));
-  p->state = cfg.port_state;
+  const ibv_port_state state = st.port_state();
+  p->state = state;
   p->max_mtu = IBV_MTU_4096;
   p->active_mtu = IBV_MTU_4096;
-  p->gid_tbl_len = static_cast<int>(cfg.gids.size());
+  {
+    std::lock_guard lock(st.gid_mu);
+    p->gid_tbl_len = static_cast<int>(st.gids.size());
+  }
   p->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
   p->max_msg_sz = 1U << 30;
   p->pkey_tbl_len = 1;
   p->max_vl_num = 1;
-  p->active_width = cfg.active_width;
-  p->active_speed = cfg.active_speed;
-  p->phys_state = cfg.port_state == IBV_PORT_ACTIVE ? 5 : 3;  // LinkUp : Disabled
+  {
+    std::lock_guard lock(st.mu);
+    p->active_width = st.active_width;
+    p->active_speed = st.active_speed;
+  }
+  p->phys_state = state == IBV_PORT_ACTIVE ? 5 : 3;  // LinkUp : Disabled
   p->link_layer = IBV_LINK_LAYER_ETHERNET;
 }
 
 int query_port_ext(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len) {
   if (port != 1) return EINVAL;
   ibv_port_attr full;
-  fill_port_attr(*device_of(ctx)->cfg, &full);
+  fill_port_attr(*device_of(ctx)->st, &full);
   std::memcpy(attr, &full, len < sizeof(full) ? len : sizeof(full));
   return 0;
 }
@@ -113,7 +126,7 @@ int query_device_ext(ibv_context* ctx, const ibv_query_device_ex_input* input,
   if (input != nullptr && input->comp_mask != 0) return EINVAL;
   if (size < sizeof(attr->orig_attr)) return EINVAL;
   std::memset(attr, 0, size < sizeof(*attr) ? size : sizeof(*attr));
-  fill_device_attr(*device_of(ctx)->cfg, &attr->orig_attr);
+  fill_device_attr(*device_of(ctx)->st, &attr->orig_attr);
   return 0;
 }
 
@@ -203,6 +216,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
   }
   fcntl(fds[1], F_SETFL, O_NONBLOCK);
   dev->cfg = &config_of(device);
+  dev->st = &device_state(reinterpret_cast<DeviceBox*>(device)->index);
   dev->box = box;
   dev->async_write_fd = fds[1];
   box->dev = dev;
@@ -232,11 +246,20 @@ ibv_context* ibv_open_device(ibv_device* device) {
     errno = err;
     return nullptr;
   }
+  {
+    std::lock_guard lock(dev->st->mu);
+    dev->st->open.push_back(dev);
+  }
   return &c;
 }
 
 int ibv_close_device(ibv_context* context) {
   Device* dev = device_of(context);
+  {
+    std::lock_guard lock(dev->st->mu);
+    auto& v = dev->st->open;
+    v.erase(std::remove(v.begin(), v.end(), dev), v.end());
+  }
   dev->nic->stop();  // the thread uses dev->nic until it is joined
   dev->nic.reset();
   close(context->async_fd);
@@ -249,7 +272,7 @@ int ibv_close_device(ibv_context* context) {
 }
 
 int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
-  fill_device_attr(*device_of(context)->cfg, attr);
+  fill_device_attr(*device_of(context)->st, attr);
   return 0;
 }
 
@@ -260,19 +283,21 @@ int ibv_query_port(ibv_context* context, uint8_t port_num, _compat_ibv_port_attr
 }
 
 int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
-  const DeviceConfig& cfg = *device_of(context)->cfg;
-  if (port_num != 1 || index < 0 || static_cast<size_t>(index) >= cfg.gids.size()) {
+  DeviceState& st = *device_of(context)->st;
+  std::lock_guard lock(st.gid_mu);
+  if (port_num != 1 || index < 0 || static_cast<size_t>(index) >= st.gids.size()) {
     errno = EINVAL;
     return -1;
   }
-  *gid = cfg.gids[static_cast<size_t>(index)];
+  *gid = st.gids[static_cast<size_t>(index)];
   return 0;
 }
 
 int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
                        ibv_gid_type_sysfs* type) {
-  const DeviceConfig& cfg = *device_of(context)->cfg;
-  if (port_num != 1 || index >= cfg.gids.size()) {
+  DeviceState& st = *device_of(context)->st;
+  std::lock_guard lock(st.gid_mu);
+  if (port_num != 1 || index >= st.gids.size()) {
     errno = EINVAL;
     return -1;
   }
@@ -282,11 +307,12 @@ int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int inde
 
 int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
                       ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
-  const DeviceConfig& cfg = *device_of(context)->cfg;
+  DeviceState& st = *device_of(context)->st;
   if (flags != 0 || entry_size < sizeof(ibv_gid_entry)) return EINVAL;
-  if (port_num != 1 || gid_index >= cfg.gids.size()) return ENODATA;
+  std::lock_guard lock(st.gid_mu);
+  if (port_num != 1 || gid_index >= st.gids.size()) return ENODATA;
   std::memset(entry, 0, entry_size);
-  entry->gid = cfg.gids[gid_index];
+  entry->gid = st.gids[gid_index];
   entry->gid_index = gid_index;
   entry->port_num = 1;
   entry->gid_type = IBV_GID_TYPE_ROCE_V2;
@@ -295,15 +321,20 @@ int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_inde
 
 ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
                              uint32_t flags, size_t entry_size) {
-  const DeviceConfig& cfg = *device_of(context)->cfg;
+  DeviceState& st = *device_of(context)->st;
   if (flags != 0 || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
-  if (max_entries < cfg.gids.size()) return -EINVAL;
+  size_t count = 0;
+  {
+    std::lock_guard lock(st.gid_mu);
+    count = st.gids.size();
+  }
+  if (max_entries < count) return -EINVAL;
   auto* p = reinterpret_cast<char*>(entries);
-  for (uint32_t i = 0; i < cfg.gids.size(); ++i) {
+  for (uint32_t i = 0; i < count; ++i) {
     _ibv_query_gid_ex(context, 1, i, reinterpret_cast<ibv_gid_entry*>(p + i * entry_size), 0,
                       entry_size);
   }
-  return static_cast<ssize_t>(cfg.gids.size());
+  return static_cast<ssize_t>(count);
 }
 
 int ibv_query_pkey(ibv_context*, uint8_t port_num, int index, __be16* pkey) {

@@ -18,6 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "token_bucket.h"
+
 namespace softverbs {
 
 // ---- configuration (config.cpp) ----
@@ -36,6 +38,8 @@ struct DeviceConfig {
   uint8_t active_width = 0;
   uint64_t guid = 0;       // host order
   std::string sysfs_path;  // fake ibdev_path (class/infiniband/<name>) or empty
+  std::string netns;       // network namespace of the bind address ("" = the process's own)
+  std::vector<std::string> faults;  // control commands applied when the device is first used
 };
 
 // Every opened context runs one NIC, which listens on bind:(port_base + slot) with the first
@@ -47,6 +51,8 @@ inline constexpr uint32_t kQpIndexBits = 14;
 // The devices, loaded once from SOFTVERBS_CONFIG (or the default). On a bad file the list is
 // empty and the reason is printed once on stderr.
 const std::vector<DeviceConfig>& devices();
+// The IB speed and width codes whose product is the rate (or the largest product below it).
+void encode_rate(double gbps, uint8_t* speed, uint8_t* width);
 // IPv4-mapped GID (::ffff:a.b.c.d) of an address in network byte order.
 ibv_gid ipv4_gid(uint32_t ip_be);
 // The IPv4 address (network order) inside an IPv4-mapped GID; false for any other GID.
@@ -135,6 +141,8 @@ struct Cq {
   bool solicited_only = false;
   bool overflowed = false;
   std::atomic<int> users{0};  // QPs using this CQ
+  // Completions held back by a "delay" fault: (due time in steady-clock ns, entry), in order.
+  std::deque<std::pair<uint64_t, ibv_wc>> delayed;
 };
 
 struct CqBox {
@@ -187,6 +195,17 @@ struct QpBox {
   std::shared_ptr<Qp> qp;
 };
 
+// One message to write: a header (and small or copied bodies) in head, then body: iovecs that
+// point into the application's registered memory (large WRITE/SEND payloads, sent without a
+// copy; the WR cannot complete before they are written, and abort() drops them first).
+struct OutMsg {
+  std::unique_ptr<char[]> head;
+  size_t head_len = 0;
+  std::vector<iovec> body;
+  size_t size = 0;  // head_len + body bytes
+};
+OutMsg make_out(size_t head_len);
+
 // One connection of the NIC. Outgoing ones carry this side's requests and the peer's
 // responses; incoming ones carry the peer's requests and this side's responses.
 struct Conn {
@@ -202,11 +221,13 @@ struct Conn {
   size_t dst_i = 0;
   size_t discard = 0;        // body bytes to drop after dst
   std::vector<char> staged;  // small bodies kept until the message ends (SEND scatter)
-  // Output: pending is filled under Nic::mu by any thread, out by the NIC thread.
-  std::deque<std::vector<char>> pending;
-  std::deque<std::vector<char>> out;
+  // Output: pending is filled under Nic::mu by any thread, out by the NIC thread (under
+  // Nic::io_mu while it writes, so that abort() can take back references to user memory).
+  std::deque<OutMsg> pending;
+  std::deque<OutMsg> out;
   size_t out_off = 0;
   bool closing = false;
+  bool aborted = false;  // output discarded; the NIC thread drops the connection
 };
 
 class Nic {
@@ -220,16 +241,22 @@ class Nic {
   uint32_t slot() const { return slot_; }
   // Blocking connect from an application thread; sends HELLO, then hands the socket over.
   int connect(const std::shared_ptr<Qp>& qp, std::shared_ptr<Conn>* conn);
-  void send(Conn& conn, std::vector<char> bytes);
+  void send(Conn& conn, OutMsg msg);
+  // Graceful: closed once its output has gone out.
   void close(const std::shared_ptr<Conn>& conn);
+  // Abortive: the output is discarded before this returns (so no reference to user memory is
+  // left), and the NIC thread drops the connection, failing its in-flight WRs.
+  void abort(const std::shared_ptr<Conn>& conn);
   void wake();
 
  private:
   void run();
   void accept_one();
   bool read_some(const std::shared_ptr<Conn>& c);
-  bool write_some(Conn& c);
+  bool write_some(Conn& c, uint64_t now_ns);
   void drop(const std::shared_ptr<Conn>& c);
+  // Periodic duties: the link check, delayed completions; returns ns until the next one.
+  uint64_t housekeeping(uint64_t now_ns);
 
   Device* dev_;
   int listen_fd_ = -1;
@@ -238,12 +265,78 @@ class Nic {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
+  std::mutex io_mu_;              // held while writing from OutMsg bodies
+  uint64_t throttled_until_ = 0;  // the device's token bucket is empty until then
+  uint64_t next_link_check_ = 0;
   std::vector<std::shared_ptr<Conn>> added_;  // handed over, not yet polled
   std::vector<std::shared_ptr<Conn>> conns_;  // NIC thread only
 };
 
+// ---- live device state (port.cpp, control.cpp) ----
+
+// A fault armed by "fail_wr": the countdown-th send WR posted on QP qpn (0: any QP of the
+// device) completes with status instead of executing.
+struct WrFault {
+  uint32_t qpn = 0;
+  uint64_t countdown = 1;
+  ibv_wc_status status = IBV_WC_GENERAL_ERR;
+};
+
+// What can change while a device is in use, shared by every context opened on it in this
+// process: the port, the GID table, the rate (and its token bucket) and the armed faults.
+struct DeviceState {
+  int index = 0;
+  const DeviceConfig* cfg = nullptr;
+  // Lock order: mu before Device::qp_mu, Qp::mu and the NIC's locks; gid_mu and fault_mu are
+  // leaves (taken under Qp::mu by modify_qp and post_send).
+  std::mutex mu;  // admin_state, link_up, rate, open, ifname, link_fd
+  ibv_port_state admin_state = IBV_PORT_ACTIVE;  // config or control ("port up/down")
+  bool link_up = true;                           // the bind address's interface is up
+  std::atomic<bool> active{true};                // admin ACTIVE and link up
+  std::mutex gid_mu;
+  std::vector<ibv_gid> gids;
+  double rate_gbps = 0;
+  uint8_t active_speed = 0;
+  uint8_t active_width = 0;
+  std::atomic<bool> mw_disabled{false};
+  std::atomic<bool> send_inv_disabled{false};
+  std::atomic<uint64_t> delay_ns{0};
+  std::mutex fault_mu;
+  std::vector<WrFault> wr_faults;
+  std::atomic<bool> have_wr_faults{false};
+  std::vector<Device*> open;  // contexts to notify of port and GID changes
+  std::string ifname;         // interface holding the bind address ("" until found)
+  int link_fd = -1;           // a socket in the device's namespace, for SIOCGIFFLAGS
+  bool link_probed = false;
+  TokenBucket bucket;
+
+  ibv_port_state port_state() {
+    std::lock_guard lock(mu);
+    return link_up ? admin_state : IBV_PORT_DOWN;
+  }
+};
+
+// The state of configured device index (created on first use, with the config's faults).
+DeviceState& device_state(int index);
+uint64_t now_ns();
+// Port changes (port.cpp): raise PORT_ERR/PORT_ACTIVE on every open context; going down fails
+// in-flight WRs with RETRY_EXC_ERR (their QPs go to ERR) and aborts their connections.
+void set_admin_state(DeviceState& st, ibv_port_state state);
+void set_link_up(DeviceState& st, bool up);
+// Re-reads the interface flags of the bind address (NIC threads call it periodically).
+void check_link(DeviceState& st);
+// Creates a socket in the device's network namespace (errno-style error as -errno).
+int device_socket(const DeviceConfig& cfg, int type);
+// An armed fail_wr fault for a WR of qpn: the status to complete it with, or -1.
+int take_wr_fault(DeviceState& st, uint32_t qpn);
+// Validates a control command (without running it); "" when it is well formed.
+std::string check_command(const std::string& command);
+// Runs a control command; 0 with "ok..." in reply, or an errno value with "error: ...".
+int run_command(const std::string& command, std::string* reply);
+
 struct Device {
   const DeviceConfig* cfg = nullptr;
+  DeviceState* st = nullptr;
   CtxBox* box = nullptr;
   int async_write_fd = -1;
   std::shared_mutex mr_mu;
@@ -256,6 +349,8 @@ struct Device {
   std::unordered_map<uint32_t, std::shared_ptr<Qp>> qps;
   uint32_t next_qp_index = 0x10;
   std::unique_ptr<Nic> nic;
+  std::mutex delay_mu;
+  std::vector<Cq*> delayed_cqs;  // CQs holding delayed completions
 
   void async_event(ibv_event_type type, ibv_qp* qp, ibv_cq* cq);
   bool lookup_mr(uint32_t key, MrInfo* out);
@@ -307,8 +402,12 @@ void dma_read(void* dst, const void* src, size_t n);
 #endif
 #endif
 
-// Appends a completion; a full CQ marks overflow and raises IBV_EVENT_CQ_ERR.
+// Appends a completion (after the device's "delay", if any); a full CQ marks overflow and
+// raises IBV_EVENT_CQ_ERR.
 void push_completion(Cq* cq, const ibv_wc& wc);
+// Moves a CQ's delayed completions that are due into it (caller holds cq->mu); returns the
+// due time of the next one, or 0.
+uint64_t release_due(Cq* cq, uint64_t now);
 // Moves the QP to ERR and flushes both queues in order (caller holds qp.mu).
 void enter_error(Qp& qp);
 // Completes the send WRs at the head of the queue that need no response (caller holds qp.mu).

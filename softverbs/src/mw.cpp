@@ -22,6 +22,10 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
     return nullptr;
   }
   Device* dev = device_of(pd->context);
+  if (dev->st->mw_disabled.load()) {  // "disable mw": a provider without windows (EFA)
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
   auto* mw = new (std::nothrow) ibv_mw();
   if (mw == nullptr) {
     errno = ENOMEM;

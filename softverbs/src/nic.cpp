@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,8 @@ namespace softverbs {
 namespace {
 
 constexpr size_t kReadBudget = 8 << 20;  // bytes per connection per loop turn
+constexpr size_t kMaxIov = 64;           // iovecs per sendmsg
+constexpr uint64_t kLinkCheckNs = 100'000'000;
 
 void tune(int fd) {
   int one = 1;
@@ -47,7 +50,29 @@ bool write_all(int fd, const void* p, size_t n) {
 #if SOFTVERBS_TSAN
 extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
 extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
 #endif
+
+OutMsg make_out(size_t head_len) {
+  OutMsg m;
+  m.head.reset(new char[head_len]);
+  m.head_len = head_len;
+  m.size = head_len;
+  return m;
+}
+
+// The NIC reading registered memory for a WRITE or SEND payload (see dma_recv).
+ssize_t dma_sendmsg(int fd, const msghdr* msg) {
+#if SOFTVERBS_TSAN
+  AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+#endif
+  const ssize_t r = ::sendmsg(fd, msg, MSG_NOSIGNAL);
+#if SOFTVERBS_TSAN
+  AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+#endif
+  return r;
+}
 
 ssize_t dma_recv(int fd, void* dst, size_t n) {
 #if SOFTVERBS_TSAN
@@ -82,8 +107,8 @@ int Nic::start() {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return errno;
   for (int slot = 0; slot < kSlots; ++slot) {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return errno;
+    const int fd = device_socket(*dev_->cfg, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return -fd;
     int one = 1;  // exclusive still (no SO_REUSEPORT), but not kept out by TIME_WAIT
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     sockaddr_in a{};
@@ -112,8 +137,8 @@ void Nic::wake() {
 }
 
 int Nic::connect(const std::shared_ptr<Qp>& qp, std::shared_ptr<Conn>* out) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return errno;
+  const int fd = device_socket(*dev_->cfg, SOCK_STREAM | SOCK_CLOEXEC);
+  if (fd < 0) return -fd;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = qp->dest_ip;
@@ -151,10 +176,23 @@ int Nic::connect(const std::shared_ptr<Qp>& qp, std::shared_ptr<Conn>* out) {
   return 0;
 }
 
-void Nic::send(Conn& conn, std::vector<char> bytes) {
+void Nic::send(Conn& conn, OutMsg msg) {
   {
     std::lock_guard lock(mu_);
-    conn.pending.push_back(std::move(bytes));
+    if (conn.aborted) return;
+    conn.pending.push_back(std::move(msg));
+  }
+  wake();
+}
+
+void Nic::abort(const std::shared_ptr<Conn>& conn) {
+  {
+    std::lock_guard lock(mu_);
+    conn->aborted = true;
+    conn->pending.clear();
+    std::lock_guard io(io_mu_);  // waits for a sendmsg reading the bodies
+    conn->out.clear();
+    conn->out_off = 0;
   }
   wake();
 }
@@ -241,18 +279,89 @@ bool Nic::read_some(const std::shared_ptr<Conn>& cp) {
   return true;
 }
 
-bool Nic::write_some(Conn& c) {
+// Writes what the token bucket allows, several messages per sendmsg; false when the
+// connection is broken.
+bool Nic::write_some(Conn& c, uint64_t now) {
+  std::lock_guard io(io_mu_);
+  TokenBucket& bucket = dev_->st->bucket;
   while (!c.out.empty()) {
-    std::vector<char>& b = c.out.front();
-    const ssize_t n = ::send(c.fd, b.data() + c.out_off, b.size() - c.out_off, MSG_NOSIGNAL);
-    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-    c.out_off += static_cast<size_t>(n);
-    if (c.out_off == b.size()) {
-      c.out.pop_front();
-      c.out_off = 0;
+    iovec iov[kMaxIov];
+    size_t n_iov = 0;
+    size_t want = 0;
+    size_t skip = c.out_off;
+    for (const OutMsg& m : c.out) {
+      auto add = [&](void* base, size_t len) {
+        if (skip >= len) {
+          skip -= len;
+          return;
+        }
+        if (n_iov < kMaxIov) {
+          iov[n_iov++] = {static_cast<char*>(base) + skip, len - skip};
+          want += len - skip;
+        }
+        skip = 0;
+      };
+      add(m.head.get(), m.head_len);
+      for (const iovec& v : m.body) add(v.iov_base, v.iov_len);
+      if (n_iov == kMaxIov) break;
     }
+    const size_t grant = bucket.take(now, want);
+    if (grant == 0) {
+      throttled_until_ = now + bucket.wait_ns(now, want);
+      return true;
+    }
+    size_t left = grant;  // trim the iovecs to the grant
+    for (size_t i = 0; i < n_iov; ++i) {
+      if (left < iov[i].iov_len) {
+        iov[i].iov_len = left;
+        n_iov = left > 0 ? i + 1 : i;
+        break;
+      }
+      left -= iov[i].iov_len;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n_iov;
+    const ssize_t w = dma_sendmsg(c.fd, &msg);
+    if (w < 0) {
+      bucket.give_back(grant);
+      return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    }
+    bucket.give_back(grant - static_cast<size_t>(w));
+    size_t done = static_cast<size_t>(w) + c.out_off;
+    while (!c.out.empty() && done >= c.out.front().size) {
+      done -= c.out.front().size;
+      c.out.pop_front();
+    }
+    c.out_off = done;
+    if (static_cast<size_t>(w) < grant) return true;  // the socket is full
   }
   return true;
+}
+
+uint64_t Nic::housekeeping(uint64_t now) {
+  uint64_t next = UINT64_MAX;
+  if (now >= next_link_check_) {
+    check_link(*dev_->st);
+    next_link_check_ = now + kLinkCheckNs;
+  }
+  next = next_link_check_ - now;
+  std::lock_guard lock(dev_->delay_mu);
+  auto& cqs = dev_->delayed_cqs;
+  for (size_t i = 0; i < cqs.size();) {
+    uint64_t due = 0;
+    {
+      std::lock_guard cl(cqs[i]->mu);
+      due = release_due(cqs[i], now);
+    }
+    if (due == 0) {
+      cqs.erase(cqs.begin() + static_cast<ptrdiff_t>(i));
+    } else {
+      next = std::min(next, due > now ? due - now : 0);
+      ++i;
+    }
+  }
+  return next;
 }
 
 void Nic::run() {
@@ -262,6 +371,7 @@ void Nic::run() {
       std::lock_guard lock(mu_);
       for (auto& c : added_) conns_.push_back(std::move(c));
       added_.clear();
+      std::lock_guard io(io_mu_);
       for (auto& c : conns_) {
         while (!c->pending.empty()) {
           c->out.push_back(std::move(c->pending.front()));
@@ -269,48 +379,64 @@ void Nic::run() {
         }
       }
     }
-    // Close what the application closed once its output has gone out.
+    // Close what the application closed once its output has gone out; drop what it aborted.
     for (size_t i = 0; i < conns_.size();) {
-      Conn& c = *conns_[i];
+      std::shared_ptr<Conn> c = conns_[i];
       bool closing = false;
+      bool aborted = false;
+      bool idle = false;
       {
         std::lock_guard lock(mu_);
-        closing = c.closing;
+        closing = c->closing;
+        aborted = c->aborted;
+        std::lock_guard io(io_mu_);
+        idle = c->out.empty();
       }
-      if (c.fd < 0 || (closing && c.out.empty())) {
-        if (c.fd >= 0) ::close(c.fd);
-        c.fd = -1;
+      if (c->fd >= 0 && aborted) drop(c);
+      if (c->fd < 0 || (closing && idle)) {
+        if (c->fd >= 0) ::close(c->fd);
+        c->fd = -1;
         conns_.erase(conns_.begin() + static_cast<ptrdiff_t>(i));
       } else {
         ++i;
       }
     }
+    uint64_t now = now_ns();
+    uint64_t wait = housekeeping(now);
+    const bool throttled = throttled_until_ > now;
+    if (throttled) wait = std::min(wait, throttled_until_ - now);
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
-    bool retry = false;
-    for (auto& c : conns_) {
-      short ev = c->blocked ? 0 : POLLIN;
-      if (!c->out.empty()) ev |= POLLOUT;
-      if (c->blocked) retry = true;
-      fds.push_back({c->fd, ev, 0});
+    {
+      std::lock_guard io(io_mu_);
+      for (auto& c : conns_) {
+        short ev = c->blocked ? 0 : POLLIN;
+        if (!c->out.empty() && !throttled) ev |= POLLOUT;
+        // Blocked connections are retried on every wake-up; a short timeout covers races.
+        if (c->blocked) wait = std::min<uint64_t>(wait, 1'000'000);
+        fds.push_back({c->fd, ev, 0});
+      }
     }
-    // Blocked connections are retried on every wake-up; a short timeout covers races.
-    const int timeout = retry ? 1 : -1;
-    if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
+    timespec ts{static_cast<time_t>(wait / 1'000'000'000), static_cast<long>(wait % 1'000'000'000)};
+    const int r = ppoll(fds.data(), fds.size(), &ts, nullptr);
+    if (r < 0 && errno != EINTR) break;
     if (fds[0].revents & POLLIN) {
       uint64_t v;
       while (read(wake_fd_, &v, sizeof(v)) > 0) {
       }
     }
     if (fds[1].revents & POLLIN) accept_one();
+    now = now_ns();
+    const bool may_write = throttled_until_ <= now;
     const size_t n = conns_.size();
     for (size_t i = 0; i < n && i + 2 < fds.size(); ++i) {
       std::shared_ptr<Conn> c = conns_[i];
       const short re = fds[i + 2].revents;
       bool ok = true;
       if (c->blocked || (re & (POLLIN | POLLHUP | POLLERR))) ok = read_some(c);
-      if (ok && (re & POLLOUT)) ok = write_some(*c);
+      // POLLOUT was not asked while throttled: try once the bucket has refilled.
+      if (ok && may_write && ((re & POLLOUT) || throttled)) ok = write_some(*c, now);
       if (!ok || (re & POLLNVAL)) drop(c);
     }
   }

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -134,7 +135,10 @@ int check_modify(const Qp& qp, const ibv_qp_attr& a, int mask, ibv_qp_state to) 
     uint32_t ip = 0;
     // softverbs is RoCE-like: the address vector must carry the peer's IPv4-mapped GID.
     if (!a.ah_attr.is_global || !gid_to_ipv4(a.ah_attr.grh.dgid, &ip)) return EINVAL;
-    if (static_cast<size_t>(a.ah_attr.grh.sgid_index) >= qp.dev->cfg->gids.size()) return EINVAL;
+    {
+      std::lock_guard lock(qp.dev->st->gid_mu);
+      if (a.ah_attr.grh.sgid_index >= qp.dev->st->gids.size()) return EINVAL;
+    }
     if (a.ah_attr.port_num != 0 && a.ah_attr.port_num != 1) return EINVAL;
   }
   return 0;
@@ -145,8 +149,8 @@ void reset_qp(Qp& qp) {
   qp.rq.clear();
   qp.sq_blocked = false;
   qp.connect_error = 0;
-  if (qp.out) {
-    qp.dev->nic->close(qp.out);
+  if (qp.out) {  // the WRs are gone: their output must not be read from their memory
+    qp.dev->nic->abort(qp.out);
     qp.out.reset();
   }
 }
@@ -265,6 +269,11 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
 int ibv_destroy_cq(ibv_cq* cq) {
   Cq* c = cq_of(cq);
   if (c->users.load() != 0) return EBUSY;
+  {
+    std::lock_guard lock(c->dev->delay_mu);
+    auto& v = c->dev->delayed_cqs;
+    v.erase(std::remove(v.begin(), v.end(), c), v.end());
+  }
   if (cq->channel != nullptr) __atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_SEQ_CST);
   pthread_mutex_destroy(&cq->mutex);
   pthread_cond_destroy(&cq->cond);

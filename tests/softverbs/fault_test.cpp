@@ -1,0 +1,320 @@
+// Fault injection and port events through softverbs' control API (include/softverbs/control.h):
+// port down/up with PORT_ERR/PORT_ACTIVE, WRs failing with RETRY_EXC_ERR while the port is
+// down, GID changes with GID_CHANGE, an error CQE on the Nth WR, a dropped connection, late
+// completions, disabled memory windows and SEND_WITH_INV, the rate; and the control socket with
+// softverbs-ctl. The device state is process-wide, so every test puts it back in TearDown.
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include <softverbs/control.h>
+
+#include "local_fixture.h"
+
+namespace softverbs_test {
+namespace {
+
+std::string run(const std::string& cmd) {
+  std::string reply;
+  const int err = softverbs::control(cmd, &reply);
+  EXPECT_EQ(err, 0) << cmd << ": " << reply;
+  return reply;
+}
+
+class Control : public Local {
+ protected:
+  void TearDown() override {
+    for (const char* c : {"port soft_0 up", "delay soft_0 0", "rate soft_0 100", "enable soft_0 mw",
+                          "enable soft_0 send_inv"}) {
+      run(c);
+    }
+    release_big();
+    Local::TearDown();
+  }
+  // The next async event of the context within 10 s (IBV_EVENT_DEVICE_FATAL stands for none).
+  ibv_event_type next_event() {
+    pollfd p{ctx_->async_fd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) != 1) return IBV_EVENT_DEVICE_FATAL;
+    ibv_async_event e{};
+    if (ibv_get_async_event(ctx_, &e) != 0) return IBV_EVENT_DEVICE_FATAL;
+    const ibv_event_type t = e.event_type;
+    ibv_ack_async_event(&e);
+    return t;
+  }
+  ibv_qp_state qp_state() {
+    ibv_qp_attr a{};
+    ibv_qp_init_attr ia{};
+    EXPECT_EQ(ibv_query_qp(qp_, &a, IBV_QP_STATE, &ia), 0);
+    return a.qp_state;
+  }
+  // A loopback RC QP over a big region (4 MiB), for WRITEs that stay in flight at a low rate.
+  void big_region() {
+    big_.assign(4 << 20, 0x5a);
+    big_mr_ =
+        ibv_reg_mr(pd_, big_.data(), big_.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_NE(big_mr_, nullptr);
+  }
+  int write_big(uint64_t id) {
+    const size_t half = big_.size() / 2;
+    ibv_sge sge{reinterpret_cast<uintptr_t>(big_.data()), static_cast<uint32_t>(half),
+                big_mr_->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(big_.data() + half);
+    wr.wr.rdma.rkey = big_mr_->rkey;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(qp_, &wr, &bad);
+  }
+  void release_big() {
+    if (big_mr_ != nullptr) {
+      EXPECT_EQ(ibv_dereg_mr(big_mr_), 0);
+    }
+    big_mr_ = nullptr;
+  }
+
+  std::vector<uint8_t> big_;
+  ibv_mr* big_mr_ = nullptr;
+};
+
+TEST_F(Control, PortDownAndUpRaiseEventsAndShowInQueryPort) {
+  ASSERT_TRUE(softverbs::loaded());
+  run("port soft_0 down");
+  EXPECT_EQ(next_event(), IBV_EVENT_PORT_ERR);
+  ibv_port_attr pa{};
+  ASSERT_EQ(ibv_query_port(ctx_, 1, &pa), 0);
+  EXPECT_EQ(pa.state, IBV_PORT_DOWN);
+  EXPECT_EQ(pa.phys_state, 3);  // Disabled
+  run("port soft_0 down");      // no change, no event
+  run("port soft_0 up");
+  EXPECT_EQ(next_event(), IBV_EVENT_PORT_ACTIVE);
+  ASSERT_EQ(ibv_query_port(ctx_, 1, &pa), 0);
+  EXPECT_EQ(pa.state, IBV_PORT_ACTIVE);
+  EXPECT_EQ(pa.phys_state, 5);  // LinkUp
+}
+
+// ibv_post_send(3): a WR that cannot reach its peer completes with RETRY_EXC_ERR once the
+// transport retries run out; the QP goes to ERR and later WRs are flushed.
+TEST_F(Control, WrPostedWhilePortDownFailsWithRetryExceeded) {
+  make_qp();
+  to_rts();
+  run("port soft_0 down");
+  ASSERT_EQ(write(0, 64, 1), 0);
+  EXPECT_EQ(poll().status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_EQ(qp_state(), IBV_QPS_ERR);
+  ASSERT_EQ(write(0, 64, 2), 0);
+  const ibv_wc wc = poll();
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(wc.wr_id, 2u);
+}
+
+TEST_F(Control, InFlightWriteFailsWhenPortGoesDown) {
+  big_region();
+  make_qp();
+  to_rts();
+  run("rate soft_0 0.01");  // 2 MiB at 1.25 MB/s: in flight for over a second
+  ASSERT_EQ(write_big(7), 0);
+  ASSERT_EQ(write(0, 64, 8), 0);
+  run("port soft_0 down");
+  ibv_wc wc = poll();
+  EXPECT_EQ(wc.wr_id, 7u);
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+  wc = poll();
+  EXPECT_EQ(wc.wr_id, 8u);
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(qp_state(), IBV_QPS_ERR);
+  EXPECT_EQ(next_event(), IBV_EVENT_PORT_ERR);
+  release_big();
+}
+
+TEST_F(Control, GidChangeRaisesEventAndUpdatesTheTable) {
+  run("gid soft_0 1 fe80::5");
+  EXPECT_EQ(next_event(), IBV_EVENT_GID_CHANGE);
+  ibv_gid g{};
+  ASSERT_EQ(ibv_query_gid(ctx_, 1, 1, &g), 0);
+  EXPECT_EQ(g.raw[0], 0xfe);
+  EXPECT_EQ(g.raw[1], 0x80);
+  EXPECT_EQ(g.raw[15], 0x05);
+  ibv_port_attr pa{};
+  ASSERT_EQ(ibv_query_port(ctx_, 1, &pa), 0);
+  EXPECT_EQ(pa.gid_tbl_len, 2);
+  run("gid soft_0 1 delete");
+  EXPECT_EQ(next_event(), IBV_EVENT_GID_CHANGE);
+  ASSERT_EQ(ibv_query_port(ctx_, 1, &pa), 0);
+  EXPECT_EQ(pa.gid_tbl_len, 1);
+  EXPECT_NE(ibv_query_gid(ctx_, 1, 1, &g), 0);
+}
+
+TEST_F(Control, ErrorCompletionOnTheNthWr) {
+  make_qp();
+  to_rts();
+  run("fail_wr soft_0 " + std::to_string(qp_->qp_num) + " 3 REM_OP_ERR");
+  for (uint64_t id = 1; id <= 4; ++id) ASSERT_EQ(write(0, 64, id), 0);
+  const ibv_wc_status want[] = {IBV_WC_SUCCESS, IBV_WC_SUCCESS, IBV_WC_REM_OP_ERR,
+                                IBV_WC_WR_FLUSH_ERR};
+  for (uint64_t id = 1; id <= 4; ++id) {
+    const ibv_wc wc = poll();
+    EXPECT_EQ(wc.wr_id, id);
+    EXPECT_EQ(wc.status, want[id - 1]) << "wr " << id;
+  }
+  EXPECT_EQ(qp_state(), IBV_QPS_ERR);
+}
+
+TEST_F(Control, DroppedConnectionFailsTheInFlightWr) {
+  big_region();
+  make_qp();
+  to_rts();
+  run("rate soft_0 0.01");
+  ASSERT_EQ(write_big(3), 0);
+  run("drop soft_0 " + std::to_string(qp_->qp_num));
+  const ibv_wc wc = poll();
+  EXPECT_EQ(wc.wr_id, 3u);
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_EQ(qp_state(), IBV_QPS_ERR);
+  release_big();
+}
+
+// Late completions keep their order and still wake a completion channel. The delay is a lower
+// bound the emulation guarantees, so asserting it cannot flake on a slow machine.
+TEST_F(Control, DelayedCompletionsArriveLateInOrderAndWakeTheChannel) {
+  ch_ = ibv_create_comp_channel(ctx_);
+  ASSERT_NE(ch_, nullptr);
+  make_qp();
+  to_rts();
+  run("delay soft_0 50000");
+  ASSERT_EQ(ibv_req_notify_cq(cq_, 0), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t id = 1; id <= 3; ++id) ASSERT_EQ(write(0, 64, id), 0);
+  pollfd p{ch_->fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1) << "no completion event";
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  ASSERT_EQ(ibv_get_cq_event(ch_, &ev_cq, &ev_ctx), 0);
+  EXPECT_EQ(ev_cq, cq_);
+  ibv_ack_cq_events(cq_, 1);
+  for (uint64_t id = 1; id <= 3; ++id) {
+    const ibv_wc wc = poll();
+    EXPECT_EQ(wc.wr_id, id);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(50));
+}
+
+// A provider without memory windows (EFA): no capability, alloc_mw and BIND_MW refused.
+TEST_F(Control, DisabledMemoryWindows) {
+  run("disable soft_0 mw");
+  ibv_device_attr da{};
+  ASSERT_EQ(ibv_query_device(ctx_, &da), 0);
+  EXPECT_EQ(da.max_mw, 0);
+  EXPECT_EQ(da.device_cap_flags & (IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B), 0u);
+  errno = 0;
+  EXPECT_EQ(ibv_alloc_mw(pd_, IBV_MW_TYPE_2), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  make_qp();
+  to_rts();
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_LOCAL_INV;
+  wr.invalidate_rkey = 0x1234;
+  ibv_send_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_send(qp_, &wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
+  run("enable soft_0 mw");
+  ibv_mw* mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+}
+
+TEST_F(Control, DisabledSendWithInvalidate) {
+  make_qp();
+  to_rts();
+  run("disable soft_0 send_inv");
+  ibv_sge sge{reinterpret_cast<uintptr_t>(buf_.data()), 8, mr_->lkey};
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.invalidate_rkey = 0x1234;
+  ibv_send_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_send(qp_, &wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
+  EXPECT_EQ(qp_state(), IBV_QPS_RTS);  // refused at post: nothing changed
+}
+
+TEST_F(Control, RateChangesThePortSpeedCodes) {
+  run("rate soft_0 25");
+  ibv_port_attr pa{};
+  ASSERT_EQ(ibv_query_port(ctx_, 1, &pa), 0);
+  EXPECT_EQ(pa.active_speed, 32);  // EDR, 25 Gb/s per lane
+  EXPECT_EQ(pa.active_width, 1);   // 1x
+  run("rate soft_0 100");
+  ASSERT_EQ(ibv_query_port(ctx_, 1, &pa), 0);
+  EXPECT_EQ(pa.active_speed, 32);
+  EXPECT_EQ(pa.active_width, 2);  // 4x
+}
+
+TEST_F(Control, BadCommandsNameTheFieldAndChangeNothing) {
+  const std::string before = run("show soft_0");
+  const struct {
+    const char* cmd;
+    int err;
+    const char* names;
+  } cases[] = {
+      {"port soft_9 down", EINVAL, "no device 'soft_9'"},
+      {"port soft_0 sideways", EINVAL, "'sideways'"},
+      {"fail_wr soft_0 * 0", EINVAL, "NTH '0'"},
+      {"fail_wr soft_0 * 1 BOGUS", EINVAL, "status 'BOGUS'"},
+      {"gid soft_0 0 ::1", EINVAL, "index '0'"},
+      {"gid soft_0 1 nonsense", EINVAL, "'nonsense'"},
+      {"rate soft_0 -3", EINVAL, "'-3'"},
+      {"delay soft_0 soon", EINVAL, "'soon'"},
+      {"disable soft_0 atomics", EINVAL, "'atomics'"},
+      {"drop soft_0 1234", ENOENT, "no QP 1234"},
+      {"reboot soft_0", EINVAL, "unknown command 'reboot'"},
+      {"", EINVAL, "empty command"},
+  };
+  for (const auto& c : cases) {
+    std::string reply;
+    EXPECT_EQ(softverbs::control(c.cmd, &reply), c.err) << c.cmd;
+    EXPECT_EQ(reply.rfind("error: ", 0), 0u) << reply;
+    EXPECT_NE(reply.find(c.names), std::string::npos) << c.cmd << " -> " << reply;
+  }
+  EXPECT_EQ(run("show soft_0"), before);
+}
+
+#if defined(SOFTVERBS_CTL)
+// Another process's view: SOFTVERBS_CONTROL_SOCKET (set by the ctest) and softverbs-ctl.
+TEST_F(Control, SocketAndCommandLineTool) {
+  const char* env = std::getenv("SOFTVERBS_CONTROL_SOCKET");
+  if (env == nullptr) GTEST_SKIP() << "SOFTVERBS_CONTROL_SOCKET is not set";
+  std::string path = env;
+  path.replace(path.find("%p"), 2, std::to_string(getpid()));
+  auto ctl = [&](const std::string& args, int* status) {
+    std::string out;
+    FILE* f = popen((std::string(SOFTVERBS_CTL) + " " + path + " " + args + " 2>&1").c_str(), "r");
+    if (f == nullptr) return out;
+    char buf[256];
+    while (std::fgets(buf, sizeof(buf), f) != nullptr) out += buf;
+    *status = pclose(f);
+    return out;
+  };
+  int status = -1;
+  EXPECT_EQ(ctl("show soft_0", &status).rfind("ok soft_0 port ACTIVE", 0), 0u);
+  EXPECT_EQ(status, 0);
+  ctl("port soft_0 down", &status);
+  EXPECT_EQ(status, 0);
+  ibv_port_attr pa{};
+  ASSERT_EQ(ibv_query_port(ctx_, 1, &pa), 0);
+  EXPECT_EQ(pa.state, IBV_PORT_DOWN);
+  EXPECT_NE(ctl("port soft_0 maybe", &status).find("'maybe'"), std::string::npos);
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  std::remove(path.c_str());
+}
+#endif
+
+}  // namespace
+}  // namespace softverbs_test
