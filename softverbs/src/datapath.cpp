@@ -403,14 +403,19 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     *bad = wr;
     return EINVAL;
   }
+  // A refused WR: the WRs before it stay posted, and those the SQ already executed (binds,
+  // invalidations, local errors: no message) must still complete.
+  auto refuse = [&](ibv_send_wr* w, int err) {
+    *bad = w;
+    drain_local(qp);
+    return err;
+  };
   for (; wr != nullptr; wr = wr->next) {
     if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp.cap.max_send_sge) {
-      *bad = wr;
-      return EINVAL;
+      return refuse(wr, EINVAL);
     }
     if (qp.inflight.size() >= qp.cap.max_send_wr) {
-      *bad = wr;
-      return ENOMEM;
+      return refuse(wr, ENOMEM);
     }
     SendWr w;
     w.wr_id = wr->wr_id;
@@ -450,7 +455,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
         op = Op::kAck;
         w.opcode = IBV_WC_LOCAL_INV;
         break;
-      default: *bad = wr; return EINVAL;
+      default: return refuse(wr, EINVAL);
     }
     // Features a provider may lack (config or control "disable"): refused as EFA refuses them.
     if (((wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV) &&
@@ -485,8 +490,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     uint64_t total = 0;
     for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
     if (inl && total > qp.cap.max_inline_data) {
-      *bad = wr;
-      return EINVAL;
+      return refuse(wr, EINVAL);
     }
     w.byte_len = static_cast<uint32_t>(total);
     if (qp.state == IBV_QPS_ERR || qp.sq_blocked) {

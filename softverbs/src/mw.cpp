@@ -73,6 +73,11 @@ ibv_wc_status bind_now(Qp& qp, const ibv_send_wr& wr) {
   ibv_mw* mw = wr.bind_mw.mw;
   const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
   if (mw == nullptr || mw->type != IBV_MW_TYPE_2) return IBV_WC_MW_BIND_ERR;
+  // Window and region must be objects of this QP's PD (so of its context): handles and keys
+  // are numbered per context, and another context's may name one of this context's objects.
+  if (mw->pd != qp.ibv->pd || (b.mr != nullptr && b.mr->pd != qp.ibv->pd)) {
+    return IBV_WC_MW_BIND_ERR;
+  }
   std::unique_lock lock(dev.mr_mu);
   auto it = dev.mws.find(mw->handle);
   if (it == dev.mws.end() || it->second.pd != qp.ibv->pd) return IBV_WC_MW_BIND_ERR;
@@ -87,7 +92,11 @@ ibv_wc_status bind_now(Qp& qp, const ibv_send_wr& wr) {
   }
   const unsigned remote =
       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  if ((b.mw_access_flags & ~remote) != 0) return IBV_WC_MW_BIND_ERR;  // zero-based: no
+  // Local flags in a window's rights mean nothing and are ignored (rdma-unit-test MWBindTest
+  // AllPermissions/WriteOnly/ReadOnly, rdma-core test_mr.py's REMOTE_WRITE | LOCAL_WRITE
+  // windows); zero-based windows are not emulated, other bits are unknown.
+  const unsigned ignored = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
+  if ((b.mw_access_flags & ~(remote | ignored)) != 0) return IBV_WC_MW_BIND_ERR;
   uint32_t mr_key = 0;
   if (b.length != 0 || b.mr != nullptr) {
     if (b.mr == nullptr) return IBV_WC_MW_BIND_ERR;
@@ -114,7 +123,7 @@ ibv_wc_status bind_now(Qp& qp, const ibv_send_wr& wr) {
   w.qpn = qp.ibv->qp_num;
   w.iova = b.addr;
   w.length = b.length;
-  w.access = static_cast<int>(b.mw_access_flags);
+  w.access = static_cast<int>(b.mw_access_flags & remote);
   w.mr_key = mr_key;
   mw->rkey = rkey;  // the bind runs at post time, in the caller's thread
   return IBV_WC_SUCCESS;

@@ -13,6 +13,58 @@
 
 namespace softverbs_test {
 
+// An RC QP of pd whose queues use cq, connected to itself and moved to RTS (the loopback
+// setup of rdma-unit-test's SetUpSelfConnectedRcQp); nullptr if any step fails.
+inline ibv_qp* loopback_qp(ibv_pd* pd, ibv_cq* cq) {
+  ibv_qp_init_attr ia{};
+  ia.send_cq = cq;
+  ia.recv_cq = cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap = {8, 8, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(pd, &ia);
+  if (qp == nullptr) return nullptr;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  bool ok = ibv_modify_qp(
+                qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0;
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = qp->qp_num;
+  a.max_dest_rd_atomic = 1;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.port_num = 1;
+  ok = ok && ibv_query_gid(pd->context, 1, 0, &a.ah_attr.grh.dgid) == 0 &&
+       ibv_modify_qp(qp, &a,
+                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0;
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.max_rd_atomic = 1;
+  ok = ok && ibv_modify_qp(qp, &a,
+                           IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                               IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
+  if (!ok) {
+    ibv_destroy_qp(qp);
+    return nullptr;
+  }
+  return qp;
+}
+
+// One completion of cq within 10 s; status RESP_TIMEOUT_ERR stands for "nothing".
+inline ibv_wc poll_one(ibv_cq* cq) {
+  ibv_wc wc{};
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < end) {
+    if (ibv_poll_cq(cq, 1, &wc) == 1) return wc;
+    sched_yield();
+  }
+  wc.status = IBV_WC_RESP_TIMEOUT_ERR;
+  return wc;
+}
+
 class Local : public ::testing::Test {
  protected:
   void SetUp() override {

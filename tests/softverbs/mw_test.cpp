@@ -3,72 +3,11 @@
 // tests/test_mr.py (type-2 bind, remote and local invalidation, dealloc while bound, access
 // after invalidation fails with a remote access error) and rdma-unit-test's MwType2 cases
 // (cases/mw_test.cc in the repository; the issue calls it unit/mw_test.cc).
-#include "local_fixture.h"
+#include "mw_fixture.h"
 
 namespace {
 
-using softverbs_test::Local;
-
-class Mw : public Local {
- protected:
-  void SetUp() override {
-    Local::SetUp();
-    if (HasFatalFailure()) return;
-    bind_mr_ = ibv_reg_mr(pd_, buf_.data(), buf_.size(),
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND);
-    ASSERT_NE(bind_mr_, nullptr);
-    mw_ = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
-    ASSERT_NE(mw_, nullptr);
-    EXPECT_EQ(mw_->type, IBV_MW_TYPE_2);
-    make_qp();
-    to_rts();
-  }
-  void TearDown() override {
-    if (mw_ != nullptr) {
-      EXPECT_EQ(ibv_dealloc_mw(mw_), 0);
-    }
-    if (bind_mr_ != nullptr) {
-      EXPECT_EQ(ibv_dereg_mr(bind_mr_), 0);
-    }
-    Local::TearDown();
-  }
-  // Posts a bind of [off, off + len) of bind_mr_ with a fresh key; returns the new rkey.
-  uint32_t bind(ibv_mr* mr, size_t off, size_t len, unsigned access) {
-    ibv_send_wr wr{};
-    wr.wr_id = 100;
-    wr.opcode = IBV_WR_BIND_MW;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.bind_mw.mw = mw_;
-    wr.bind_mw.rkey = ibv_inc_rkey(mw_->rkey);
-    wr.bind_mw.bind_info.mr = mr;
-    wr.bind_mw.bind_info.addr = reinterpret_cast<uintptr_t>(buf_.data() + off);
-    wr.bind_mw.bind_info.length = len;
-    wr.bind_mw.bind_info.mw_access_flags = access;
-    ibv_send_wr* bad = nullptr;
-    EXPECT_EQ(ibv_post_send(qp_, &wr, &bad), 0);
-    return wr.bind_mw.rkey;
-  }
-  ibv_wc rdma(ibv_wr_opcode op, size_t local_off, uint64_t raddr, uint32_t rkey, size_t len) {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(buf_.data() + local_off), static_cast<uint32_t>(len),
-                mr_->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = 200;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = op;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = raddr;
-    wr.wr.rdma.rkey = rkey;
-    ibv_send_wr* bad = nullptr;
-    EXPECT_EQ(ibv_post_send(qp_, &wr, &bad), 0);
-    return poll();
-  }
-  uint64_t at(size_t off) { return reinterpret_cast<uintptr_t>(buf_.data() + off); }
-
-  ibv_mr* bind_mr_ = nullptr;
-  ibv_mw* mw_ = nullptr;
-};
+using softverbs_test::Mw;
 
 TEST_F(Mw, BindWriteReadThenLocalInvalidateRevokes) {
   const uint32_t rkey =
