@@ -461,8 +461,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     if (((wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV) &&
          dev.st->mw_disabled.load()) ||
         (wr->opcode == IBV_WR_SEND_WITH_INV && dev.st->send_inv_disabled.load())) {
-      *bad = wr;
-      return EINVAL;
+      return refuse(wr, EINVAL);
     }
     // An armed fail_wr fault: this WR completes with the fault's status, as a local error.
     if (const int fault = take_wr_fault(*dev.st, ibqp->qp_num); fault >= 0) {
