@@ -10,6 +10,7 @@ packages=(
   libgtest-dev googletest
   libibverbs-dev
   ibverbs-utils       # ibv_devices/ibv_devinfo, run against softverbs by its tests
+  iproute2            # ip netns/link: softverbs' rail test cuts a veth link
   libopenmpi-dev openmpi-bin
   clang-format clang-tidy
   libgloo-dev         # the Gloo all_reduce reference of the collective benchmarks
