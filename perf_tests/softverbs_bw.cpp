@@ -10,11 +10,10 @@
 //   LD_LIBRARY_PATH=build/softverbs build/perf_tests/softverbs_bw [-b 4K] [-e 64M] [-f 4]
 //       [-n 20] [-w 2] [--window 16] [--cq-events 0|1] [--json FILE]
 //
-// It forks itself (rank 0, the parent: sender, requester, timer and printer; rank 1: receiver and
-// target) instead of running under orbite-run: the raw stream and the QPs need two processes and
-// a side channel anyway, and one command keeps the four measurements in one run. The fork comes
-// before anything starts a thread (OrbiTE's engine, softverbs' NIC threads). Linked against the
-// system libibverbs like tests/softverbs/pingpong.cpp; without a soft_* device it exits 2.
+// It forks (rank 0, the parent: sender, requester, clock; rank 1: receiver, target) instead of
+// running under orbite-run: the raw stream and the QPs need two processes and a side channel
+// anyway. The fork precedes every thread (OrbiTE's engine, softverbs' NIC threads). Linked to
+// the system libibverbs like tests/softverbs/pingpong.cpp; without a soft_* device it exits 2.
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -164,11 +163,7 @@ double raw_stream(int fd, const Memory& m, std::uint64_t size, int count, bool t
       read_all(fd, last ? m.last() : m.dst(), size, "raw stream receive");
     }
   }
-  if (g_rank == 0) {
-    read_all(fd, &ack, 1, "raw stream ack");
-  } else {
-    write_all(fd, &ack, 1, "raw stream ack");
-  }
+  g_rank == 0 ? read_all(fd, &ack, 1, "raw stream ack") : write_all(fd, &ack, 1, "raw stream ack");
   return perf::micros_since(start);
 }
 
@@ -384,9 +379,8 @@ double verbs_stream(Verbs& v, const Memory& m, ibv_wr_opcode op, std::uint64_t s
       wr.sg_list = &sge;
       wr.num_sge = 1;
       wr.opcode = op;
-      if ((posted + 1) % signal_every == 0 || posted == count - 1) {
-        wr.send_flags = IBV_SEND_SIGNALED;
-      }
+      wr.send_flags =
+          (posted + 1) % signal_every == 0 || posted == count - 1 ? IBV_SEND_SIGNALED : 0;
       wr.wr.rdma.remote_addr = v.peer.addr + offset(remote);
       wr.wr.rdma.rkey = v.peer.rkey;
       if (int e = ibv_post_send(v.qp, &wr, &bad); e != 0) verbs_fail("ibv_post_send", e);
@@ -396,9 +390,8 @@ double verbs_stream(Verbs& v, const Memory& m, ibv_wr_opcode op, std::uint64_t s
     if (got < 0) verbs_fail("ibv_poll_cq", EIO);
     for (int i = 0; i < got; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) {
-        perf::fatal(g_rank, std::string(op == IBV_WR_RDMA_WRITE ? "WRITE" : "READ") + " of " +
-                                std::to_string(size) +
-                                " bytes completed with: " + ibv_wc_status_str(wc[i].status));
+        perf::fatal(g_rank, std::string(op == IBV_WR_RDMA_WRITE ? "WRITE: " : "READ: ") +
+                                ibv_wc_status_str(wc[i].status));
       }
       done = std::max(done, static_cast<int>(wc[i].wr_id) + 1);
     }
@@ -538,12 +531,10 @@ int run_rank(const Settings& s, int ctl_fd) {
 // The first soft_* device, or "" (the loader found rdma-core's library or no device at all).
 std::string find_soft_device() {
   int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
+  ibv_device** list = ibv_get_device_list(&n);  // n stays 0 on failure
   std::string name;
-  for (int i = 0; list != nullptr && i < n && name.empty(); ++i) {
-    if (std::string_view(ibv_get_device_name(list[i])).starts_with("soft_")) {
-      name = ibv_get_device_name(list[i]);
-    }
+  for (int i = 0; i < n && name.empty(); ++i) {
+    if (std::string d = ibv_get_device_name(list[i]); d.starts_with("soft_")) name = d;
   }
   if (list != nullptr) ibv_free_device_list(list);
   return name;
@@ -559,17 +550,18 @@ int main(int argc, char** argv) {
       "WRITE and READ. Run with LD_LIBRARY_PATH=<build>/softverbs.",
       {perf::int_flag("--window", "messages in flight per stream (default 16)", &s.window, 1, 256),
        perf::int_flag("--cq-events",
-                      "1: wait for completions on a completion channel (default); 0: poll "
-                      "with sched_yield",
+                      "1: wait for completions on a completion channel (default);\n"
+                      "0: poll the CQ, yielding the core between empty polls",
                       &s.cq_events, 0, 1)},
       "ignored: the last message of every timed stream is always checked",
-      "ignored: the OrbiTE column always uses tcp"};
+      "tcp only: the OrbiTE column always measures tcp"};
   perf::Options defaults;
   defaults.min_bytes = 4 * perf::kKiB;
   defaults.max_bytes = 64 * perf::kMiB;
   defaults.step_factor = 4;
   defaults.iters = 20;
   defaults.warmup_iters = 2;
+  defaults.check = true;
   s.o = perf::parse_options(argc, argv, program, true, defaults);
   s.o.check = true;  // the header then says so, and finish() reports the wrong bytes
   if (!s.o.transports.empty() && s.o.transports != std::vector<std::string>{"tcp"}) {
