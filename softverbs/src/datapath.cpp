@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <shared_mutex>
 
 #include "internal.h"
 
@@ -239,6 +240,7 @@ void begin_message(Device& dev, Conn& c) {
   Qp& qp = *c.qp;
   std::lock_guard lock(qp.mu);
   const WireHdr& h = c.hdr;
+  c.dst_gen = dev.dereg_gen.load();  // before resolving: a later dereg makes read_some recheck
   c.blocked = false;
   c.dst.clear();
   c.dst_i = 0;
@@ -299,6 +301,32 @@ void begin_message(Device& dev, Conn& c) {
   }
 }
 
+void revalidate_dst(Device& dev, Conn& c) {
+  bool ok = true;
+  {
+    std::shared_lock lock(dev.mr_mu);
+    for (size_t i = c.dst_i; i < c.dst.size() && ok; ++i) {
+      const char* p = static_cast<const char*>(c.dst[i].iov_base);
+      bool inside = false;
+      for (const auto& [key, mr] : dev.mrs) {
+        if (p >= mr.host && p + c.dst[i].iov_len <= mr.host + mr.length) {
+          inside = true;
+          break;
+        }
+      }
+      ok = inside;
+    }
+  }
+  c.dst_gen = dev.dereg_gen.load();
+  if (ok) return;
+  for (size_t i = c.dst_i; i < c.dst.size(); ++i) c.discard += c.dst[i].iov_len;
+  c.dst_i = c.dst.size();
+  // The responder's verdict (incoming) or the READ's own (a response on an outgoing connection).
+  const bool write = c.hdr.op == static_cast<uint8_t>(Op::kWrite) ||
+                     c.hdr.op == static_cast<uint8_t>(Op::kWriteImm);
+  c.hdr.status = c.incoming && write ? IBV_WC_REM_ACCESS_ERR : IBV_WC_LOC_PROT_ERR;
+}
+
 void end_message(Device& dev, Conn& c) {
   Qp& qp = *c.qp;
   std::lock_guard lock(qp.mu);
@@ -307,7 +335,8 @@ void end_message(Device& dev, Conn& c) {
     if (qp.inflight.empty() || qp.inflight.front().seq != h.seq) return;  // flushed meanwhile
     SendWr w = std::move(qp.inflight.front());
     qp.inflight.pop_front();
-    if (h.op == static_cast<uint8_t>(Op::kNak)) {
+    if (h.op == static_cast<uint8_t>(Op::kNak) || h.status != IBV_WC_SUCCESS) {
+      // A NAK, or a READ response whose landing region was deregistered meanwhile.
       complete_send(qp, w, static_cast<ibv_wc_status>(h.status));
       if (qp.state != IBV_QPS_ERR) enter_error(qp);
     } else {
@@ -361,6 +390,7 @@ void end_message(Device& dev, Conn& c) {
       return;
     }
     case Op::kReadReq: {
+      std::shared_lock dma(dev.dma_mu);  // no ibv_dereg_mr between resolving and queuing
       char* host = nullptr;
       if (h.len != 0 &&
           ((qp.access_flags & IBV_ACCESS_REMOTE_READ) == 0 ||
@@ -368,9 +398,17 @@ void end_message(Device& dev, Conn& c) {
         responder_error(dev, c, qp, IBV_WC_REM_ACCESS_ERR);
         return;
       }
-      // Copied at once: the owner may deregister the region as soon as this returns.
-      OutMsg b = header(Op::kReadResp, 0, qp.dest_qpn, h.seq, h.len);
-      if (h.len != 0) dma_read(b.head.get() + sizeof(WireHdr), host, h.len);
+      // Large responses are sent from the region itself (ibv_dereg_mr drops them if the owner
+      // deregisters first); small ones are copied.
+      const bool zero_copy = h.len >= kZeroCopyMin;
+      OutMsg b = header(Op::kReadResp, 0, qp.dest_qpn, h.seq, zero_copy ? 0 : h.len);
+      reinterpret_cast<WireHdr*>(b.head.get())->len = h.len;
+      if (zero_copy) {
+        b.body.push_back({host, h.len});
+        b.size += h.len;
+      } else if (h.len != 0) {
+        dma_read(b.head.get() + sizeof(WireHdr), host, h.len);
+      }
       dev.nic->send(c, std::move(b));
       return;
     }
@@ -399,6 +437,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Qp& qp = *sp;
   Device& dev = *qp.dev;
   std::lock_guard lock(qp.mu);
+  std::shared_lock dma(dev.dma_mu);  // zero-copy payloads: see ibv_dereg_mr
   if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_ERR) {
     *bad = wr;
     return EINVAL;

@@ -219,6 +219,7 @@ struct Conn {
   bool blocked = false;  // a request waits for a receive WR or for the QP to reach RTR
   std::vector<iovec> dst;
   size_t dst_i = 0;
+  uint64_t dst_gen = 0;      // Device::dereg_gen when dst was resolved
   size_t discard = 0;        // body bytes to drop after dst
   std::vector<char> staged;  // small bodies kept until the message ends (SEND scatter)
   // Output: pending is filled under Nic::mu by any thread, out by the NIC thread (under
@@ -247,6 +248,9 @@ class Nic {
   // Abortive: the output is discarded before this returns (so no reference to user memory is
   // left), and the NIC thread drops the connection, failing its in-flight WRs.
   void abort(const std::shared_ptr<Conn>& conn);
+  // Aborts every connection whose unsent output points into [lo, lo + len): the memory of a
+  // region being deregistered (ibv_dereg_mr, under Device::dma_mu held exclusively).
+  void forget_range(const char* lo, size_t len);
   void wake();
 
  private:
@@ -269,7 +273,7 @@ class Nic {
   uint64_t throttled_until_ = 0;  // the device's token bucket is empty until then
   uint64_t next_link_check_ = 0;
   std::vector<std::shared_ptr<Conn>> added_;  // handed over, not yet polled
-  std::vector<std::shared_ptr<Conn>> conns_;  // NIC thread only
+  std::vector<std::shared_ptr<Conn>> conns_;  // changed by the NIC thread under mu_
 };
 
 // ---- live device state (port.cpp, control.cpp) ----
@@ -339,6 +343,10 @@ struct Device {
   DeviceState* st = nullptr;
   CtxBox* box = nullptr;
   int async_write_fd = -1;
+  // Shared while output that points into registered memory is queued (zero-copy WRITE/SEND
+  // payloads, READ responses); exclusive in ibv_dereg_mr, which then drops such output.
+  std::shared_mutex dma_mu;
+  std::atomic<uint64_t> dereg_gen{0};  // ibv_dereg_mr calls so far (see Conn::dst_gen)
   std::shared_mutex mr_mu;
   std::unordered_map<uint32_t, MrInfo> mrs;  // key: lkey == rkey
   uint32_t next_mr_index = 1;
@@ -414,6 +422,10 @@ void enter_error(Qp& qp);
 void drain_local(Qp& qp);
 // NIC thread: a header was read. Sets c.dst/c.discard, or c.blocked to retry later.
 void begin_message(Device& dev, Conn& c);
+// NIC thread, under Device::dma_mu (shared): a region was deregistered since c.dst was
+// resolved; the rest of the body is discarded, and the message fails, unless c.dst still lies
+// in registered memory.
+void revalidate_dst(Device& dev, Conn& c);
 // NIC thread: the whole body has arrived.
 void end_message(Device& dev, Conn& c);
 // NIC thread: the connection broke; its in-flight WRs fail with RETRY_EXC_ERR.

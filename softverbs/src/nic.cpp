@@ -205,6 +205,34 @@ void Nic::close(const std::shared_ptr<Conn>& conn) {
   wake();
 }
 
+void Nic::forget_range(const char* lo, size_t len) {
+  auto points_in = [lo, len](const std::deque<OutMsg>& q) {
+    for (const OutMsg& m : q) {
+      for (const iovec& v : m.body) {
+        const char* p = static_cast<const char*>(v.iov_base);
+        if (p < lo + len && lo < p + v.iov_len) return true;
+      }
+    }
+    return false;
+  };
+  bool any = false;
+  {
+    std::lock_guard lock(mu_);
+    std::lock_guard io(io_mu_);
+    for (const auto& list : {&added_, &conns_}) {
+      for (const auto& c : *list) {
+        if (c->aborted || !(points_in(c->pending) || points_in(c->out))) continue;
+        c->aborted = true;  // the message may be half sent: the connection cannot go on
+        c->pending.clear();
+        c->out.clear();
+        c->out_off = 0;
+        any = true;
+      }
+    }
+  }
+  if (any) wake();
+}
+
 void Nic::accept_one() {
   const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd < 0) return;
@@ -212,6 +240,7 @@ void Nic::accept_one() {
   auto c = std::make_shared<Conn>();
   c->fd = fd;
   c->incoming = true;
+  std::lock_guard lock(mu_);
   conns_.push_back(c);
 }
 
@@ -255,16 +284,25 @@ bool Nic::read_some(const std::shared_ptr<Conn>& cp) {
     }
     // Body: into the destination iovecs, then whatever must be discarded.
     ssize_t n = 0;
+    bool received = false;
     if (c.dst_i < c.dst.size()) {
-      iovec& v = c.dst[c.dst_i];
-      const size_t want = std::min(v.iov_len, budget);
-      n = dma_recv(c.fd, v.iov_base, want);
-      if (n > 0) {
-        v.iov_base = static_cast<char*>(v.iov_base) + n;
-        v.iov_len -= static_cast<size_t>(n);
-        if (v.iov_len == 0) ++c.dst_i;
+      // The region cannot be deregistered during the recv; if it was since the message began,
+      // the destination is checked again first.
+      std::shared_lock dma(dev_->dma_mu);
+      if (c.dst_gen != dev_->dereg_gen.load()) revalidate_dst(*dev_, c);
+      if (c.dst_i < c.dst.size()) {
+        iovec& v = c.dst[c.dst_i];
+        const size_t want = std::min(v.iov_len, budget);
+        n = dma_recv(c.fd, v.iov_base, want);
+        received = true;
+        if (n > 0) {
+          v.iov_base = static_cast<char*>(v.iov_base) + n;
+          v.iov_len -= static_cast<size_t>(n);
+          if (v.iov_len == 0) ++c.dst_i;
+        }
       }
-    } else if (c.discard > 0) {
+    }
+    if (!received && c.discard > 0) {
       n = ::recv(c.fd, scratch, std::min(c.discard, sizeof(scratch)), 0);
       if (n > 0) c.discard -= static_cast<size_t>(n);
     }
@@ -396,6 +434,7 @@ void Nic::run() {
       if (c->fd < 0 || (closing && idle)) {
         if (c->fd >= 0) ::close(c->fd);
         c->fd = -1;
+        std::lock_guard lock(mu_);
         conns_.erase(conns_.begin() + static_cast<ptrdiff_t>(i));
       } else {
         ++i;

@@ -199,11 +199,19 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
 
 int ibv_dereg_mr(ibv_mr* mr) {
   Device* dev = device_of(mr->context);
+  // As on hardware, the NIC touches none of the region's memory once this returns: output that
+  // still points into it is dropped (the WR or READ it belonged to fails).
+  std::unique_lock dma(dev->dma_mu);
+  MrInfo info;
   {
     std::unique_lock lock(dev->mr_mu);
     if (mr_has_bound_window(*dev, mr->lkey)) return EBUSY;
+    auto it = dev->mrs.find(mr->lkey);
+    if (it != dev->mrs.end()) info = it->second;
     dev->mrs.erase(mr->lkey);
+    dev->dereg_gen.fetch_add(1);  // bodies being received into it are checked again
   }
+  if (info.host != nullptr) dev->nic->forget_range(info.host, info.length);
   delete reinterpret_cast<MrBox*>(mr);
   return 0;
 }

@@ -52,8 +52,8 @@ class Control : public Local {
   // A loopback RC QP over a big region (4 MiB), for WRITEs that stay in flight at a low rate.
   void big_region() {
     big_.assign(4 << 20, 0x5a);
-    big_mr_ =
-        ibv_reg_mr(pd_, big_.data(), big_.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    big_mr_ = ibv_reg_mr(pd_, big_.data(), big_.size(),
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
     ASSERT_NE(big_mr_, nullptr);
   }
   int write_big(uint64_t id) {
@@ -284,6 +284,53 @@ TEST_F(Control, BadCommandsNameTheFieldAndChangeNothing) {
     EXPECT_NE(reply.find(c.names), std::string::npos) << c.cmd << " -> " << reply;
   }
   EXPECT_EQ(run("show soft_0"), before);
+}
+
+// ibv_dereg_mr(3) with a WR still using the region: the NIC reads none of it afterwards (the
+// memory is freed at once, so AddressSanitizer would catch a late read); the WR fails.
+TEST_F(Control, DeregisteringTheSourceOfAWriteInFlightFailsTheWrite) {
+  big_region();
+  make_qp();
+  to_rts();
+  run("rate soft_0 0.01");
+  ASSERT_EQ(write_big(5), 0);
+  release_big();
+  big_ = std::vector<uint8_t>();  // freed
+  const ibv_wc wc = poll();
+  EXPECT_EQ(wc.wr_id, 5u);
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wc.status);
+}
+
+TEST_F(Control, DeregisteringTheSourceOfAReadInFlightFailsTheRead) {
+  big_region();
+  std::vector<uint8_t> dst(2 << 20);
+  ibv_mr* dst_mr = ibv_reg_mr(pd_, dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(dst_mr, nullptr);
+  make_qp();
+  to_rts();
+  run("rate soft_0 0.01");  // the response leaves the responder at 1.25 MB/s
+  ibv_sge sge{reinterpret_cast<uintptr_t>(dst.data()), static_cast<uint32_t>(dst.size()),
+              dst_mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = 6;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(big_.data());
+  wr.wr.rdma.rkey = big_mr_->rkey;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(qp_, &wr, &bad), 0);
+  // Deregister once the responder has queued the response (its first bytes have landed).
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (dst[0] != 0x5a && std::chrono::steady_clock::now() < end) sched_yield();
+  ASSERT_EQ(dst[0], 0x5a) << "the response never started";
+  release_big();
+  big_ = std::vector<uint8_t>();  // freed
+  const ibv_wc wc = poll();
+  EXPECT_EQ(wc.wr_id, 6u);
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(ibv_dereg_mr(dst_mr), 0);
 }
 
 #if defined(SOFTVERBS_CTL)
