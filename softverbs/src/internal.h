@@ -410,6 +410,17 @@ void dma_read(void* dst, const void* src, size_t n);
 #endif
 #endif
 
+inline constexpr uint32_t kMaxMsg = 1U << 30;  // ibv_port_attr::max_msg_sz
+// Payloads from this size on are sent from registered memory without a copy.
+inline constexpr uint64_t kZeroCopyMin = 16 << 10;
+
+// A message whose head holds the header and room for a copied body of `body` bytes.
+OutMsg header(Op op, uint8_t status, uint32_t qpn, uint64_t seq, size_t body);
+// Resolves [addr, addr + len) of a key to host memory, with the rights and the PD checked.
+bool resolve(Device& dev, uint32_t key, uint64_t addr, uint64_t len, int need, ibv_pd* pd,
+             char** host);
+// Completes a receive (h: the message, for immediates and invalidations; may be null).
+void complete_recv(Qp& qp, const RecvWr& r, ibv_wc_status status, uint32_t len, const WireHdr* h);
 // Appends a completion (after the device's "delay", if any); a full CQ marks overflow and
 // raises IBV_EVENT_CQ_ERR.
 void push_completion(Cq* cq, const ibv_wc& wc);
