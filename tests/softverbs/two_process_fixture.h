@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "rc_connect.h"
+
 namespace softverbs_test {
 
 inline constexpr size_t kBuf = (2 << 20) + 4096;
@@ -67,38 +69,7 @@ struct Side {
     if (ibv_query_gid(ctx, 1, 0, &mine.gid) != 0) return false;
     if (write(sock, &mine, sizeof(mine)) != static_cast<ssize_t>(sizeof(mine))) return false;
     if (read(sock, &peer, sizeof(peer)) != static_cast<ssize_t>(sizeof(peer))) return false;
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    if (ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-      return false;
-    }
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_4096;
-    a.dest_qp_num = peer.qpn;
-    a.max_dest_rd_atomic = 4;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = peer.gid;
-    a.ah_attr.port_num = 1;
-    if (ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
-      return false;
-    }
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 4;
-    if (ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
-      return false;
-    }
+    if (!softverbs_test::rc_connect(qp, peer.qpn, peer.gid, 4)) return false;
     // Both sides RTS before anything is posted: an error WR reaching a responder still on its
     // way to RTS would move it to ERR and make its RTS transition fail.
     char go = 1;
