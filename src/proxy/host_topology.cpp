@@ -3,6 +3,7 @@
 #include "p2p/cuda/cuda_loader.h"
 #include "p2p/rdma/ibv_loader.h"
 #include "topo/matrix.h"
+#include "topo/port_rate.h"
 
 namespace orbite::proxy {
 
@@ -23,6 +24,13 @@ Result<HostTopology> discover_host_topology(const EngineConfig& config) {
         d.name = r.name;
         d.pci = topo::PciAddress::parse(r.pci_bus_id);
         d.numa = r.numa;
+        for (const auto& p : r.ports) {
+          topo::PortInfo port;
+          port.number = p.number;
+          port.state = topo::port_state_name(static_cast<std::uint64_t>(p.state));
+          port.rate_gbps = topo::port_rate_gbps(p.speed_code, p.width_code);
+          d.ports.push_back(std::move(port));
+        }
         list.push_back(std::move(d));
       }
       input.verbs = std::move(list);

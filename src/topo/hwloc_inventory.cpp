@@ -101,10 +101,8 @@ std::vector<PortInfo> ports_of(hwloc_obj_t osdev) {
     const std::string_view key = name.substr(digits_end);
     if (key == "State") {
       // ibv_port_state values as the kernel reports them.
-      static constexpr const char* kStates[] = {"NOP",   "DOWN",   "INIT",
-                                                "ARMED", "ACTIVE", "ACTIVE_DEFER"};
       const auto s = parse_uint64(value);
-      port.state = s && *s < std::size(kStates) ? kStates[*s] : std::string(value);
+      port.state = s ? port_state_name(*s) : std::string(value);
     } else if (key.substr(0, 3) == "GID") {
       port.gids.emplace_back(value);
     }

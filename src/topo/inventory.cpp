@@ -85,4 +85,10 @@ bool Inventory::has_numa_node(int os_index) const {
                      [&](const NumaNode& n) { return n.os_index == os_index; });
 }
 
+std::string port_state_name(std::uint64_t state) {
+  static constexpr const char* kStates[] = {"NOP",   "DOWN",   "INIT",
+                                            "ARMED", "ACTIVE", "ACTIVE_DEFER"};
+  return state < std::size(kStates) ? kStates[state] : std::to_string(state);
+}
+
 }  // namespace orbite::topo

@@ -48,6 +48,9 @@ struct NumaNode {
   std::uint64_t memory_bytes = 0;
 };
 
+// The name of an ibv_port_state value (4 → "ACTIVE"); the number itself when unknown.
+[[nodiscard]] std::string port_state_name(std::uint64_t state);
+
 struct PortInfo {
   std::uint32_t number = 1;
   std::string state;       // "ACTIVE", "DOWN", ...; empty when unknown

@@ -175,6 +175,31 @@ TEST(OrbiteTopo, JsonFormIsStableAndHonoursTheConfiguration) {
   EXPECT_TRUE(found) << o.out;
 }
 
+#if defined(SOFTVERBS_DIR)
+// On a verbs provider (softverbs here), discovery opens each device and queries its ports, so
+// the inventory and the selector see the configured rates and states.
+TEST(OrbiteTopo, SeesThePortStateAndRateOfTheProvidersDevices) {
+  TempDir dir;
+  const std::string sv = write_file(
+      dir, "softverbs.json",
+      R"({"devices": [{"rate_gbps": 200}, {"bind": "127.0.0.2", "rate_gbps": 25, "port_state": "DOWN"}]})");
+  Outcome o = run_program({kBin + "/orbite-topo", "--json"}, std::chrono::seconds(60),
+                          {{"LD_LIBRARY_PATH", SOFTVERBS_DIR}, {"SOFTVERBS_CONFIG", sv}});
+  ASSERT_EQ(o.status, 0) << o.err;
+  auto j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  ASSERT_EQ(j["nics"].size(), 2U) << o.out;
+  EXPECT_EQ(j["nics"][0]["name"], "soft_0");
+  ASSERT_EQ(j["nics"][0]["ports"].size(), 1U) << o.out;
+  EXPECT_EQ(j["nics"][0]["ports"][0]["state"], "ACTIVE");
+  EXPECT_DOUBLE_EQ(j["nics"][0]["ports"][0]["rate_gbps"].get<double>(), 200.0);  // HDR 4x
+  EXPECT_EQ(j["nics"][1]["name"], "soft_1");
+  ASSERT_EQ(j["nics"][1]["ports"].size(), 1U) << o.out;
+  EXPECT_EQ(j["nics"][1]["ports"][0]["state"], "DOWN");
+  EXPECT_DOUBLE_EQ(j["nics"][1]["ports"][0]["rate_gbps"].get<double>(), 25.0);  // EDR 1x
+}
+#endif
+
 TEST(OrbiteTopo, BadInputsFailNamingThem) {
   Outcome missing = run_program({kBin + "/orbite-topo", "--xml", "/nonexistent/topo.xml"});
   EXPECT_EQ(missing.status, 1);

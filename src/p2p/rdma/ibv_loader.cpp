@@ -121,7 +121,24 @@ Result<std::vector<VerbsDeviceRecord>> describe_verbs_devices() {
         std::string(kLibrary) + ": ibv_get_device_list failed: " + std::strerror(err));
   }
   std::vector<VerbsDeviceRecord> records;
-  for (int i = 0; i < n; ++i) records.push_back(sysfs_record(devices[i], *api));
+  for (int i = 0; i < n; ++i) {
+    VerbsDeviceRecord r = sysfs_record(devices[i], *api);
+    // The ports' state and rate, for the selector's link rates. A device that cannot be opened
+    // (permissions, a provider error) keeps no ports: its rate stays unknown.
+    if (ibv_context* ctx = api->open_device(devices[i])) {
+      ibv_device_attr attr{};
+      if (api->query_device(ctx, &attr) == 0) {
+        for (std::uint32_t p = 1; p <= attr.phys_port_cnt; ++p) {
+          ibv_port_attr port{};
+          if (api->query_port(ctx, static_cast<std::uint8_t>(p), &port) != 0) continue;
+          r.ports.push_back(
+              {p, static_cast<int>(port.state), port.active_speed, port.active_width});
+        }
+      }
+      api->close_device(ctx);
+    }
+    records.push_back(std::move(r));
+  }
   api->free_device_list(devices);
   return records;
 }

@@ -5,6 +5,7 @@
 
 #include <orbite/status.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -53,12 +54,20 @@ Result<const IbvApi*> load_ibverbs();
 
 // Names of the verbs devices the loaded library reports (Unavailable without RDMA support).
 Result<std::vector<std::string>> list_verbs_devices();
+struct VerbsPortRecord {
+  std::uint32_t number = 1;
+  int state = 0;                 // ibv_port_state (4: ACTIVE)
+  std::uint32_t speed_code = 0;  // ibv_port_attr::active_speed
+  std::uint8_t width_code = 0;   // ibv_port_attr::active_width
+};
 struct VerbsDeviceRecord {
   std::string name;
   std::string pci_bus_id;  // from sysfs (<ibdev_path>/device); empty when not a PCI device
   int numa = -1;           // <ibdev_path>/device/numa_node; -1 when unknown
+  std::vector<VerbsPortRecord> ports;  // empty when the device could not be opened
 };
-// The devices with what sysfs says about their place; opens none of them.
+// The devices with what sysfs says about their place, and their ports' state and speed (each
+// device is opened for ibv_query_device/ibv_query_port and closed again; nothing else).
 Result<std::vector<VerbsDeviceRecord>> describe_verbs_devices();
 // Where libibverbs.so.1 was loaded from (empty when it could not be loaded).
 std::string ibverbs_path();
