@@ -426,11 +426,16 @@ void connection_lost(Conn& c) {
   qp.connect_error = ECONNRESET;
   // As on hardware, the QP learns that the peer is gone from a WR whose retries run out: the
   // oldest in-flight WR now, or else the next one posted (see post_send).
-  if (!qp.inflight.empty()) {
-    SendWr w = std::move(qp.inflight.front());
-    qp.inflight.pop_front();
-    complete_send(qp, w, IBV_WC_RETRY_EXC_ERR);
-    enter_error(qp);
+  fail_oldest_on_wire(qp);
+}
+
+void fail_oldest_on_wire(Qp& qp) {
+  for (SendWr& w : qp.inflight) {
+    if (w.pre_status < 0) {
+      w.pre_status = IBV_WC_RETRY_EXC_ERR;
+      drain_local(qp);  // completes it in SQ order; the QP goes to ERR and flushes the rest
+      return;
+    }
   }
 }
 

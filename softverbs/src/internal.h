@@ -441,6 +441,10 @@ void revalidate_dst(Device& dev, Conn& c);
 void end_message(Device& dev, Conn& c);
 // NIC thread: the connection broke; its in-flight WRs fail with RETRY_EXC_ERR.
 void connection_lost(Conn& c);
+// The oldest WR on the wire completes with RETRY_EXC_ERR (its retries ran out: the peer or the
+// port is gone), the QP goes to ERR and the rest flush; nothing when none is on the wire
+// (caller holds qp.mu).
+void fail_oldest_on_wire(Qp& qp);
 
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);

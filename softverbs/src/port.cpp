@@ -72,8 +72,7 @@ int in_netns(const std::string& ns, F&& fn) {
   return r;
 }
 
-// Fails the oldest WR on the wire of every connected QP with RETRY_EXC_ERR (the QP goes to
-// ERR and flushes the rest): what a link that stays down does once the retries run out.
+// What a link that stays down does to every connected QP once the retries run out.
 void fail_in_flight(Device& dev) {
   std::vector<std::shared_ptr<Qp>> qps;
   {
@@ -83,14 +82,7 @@ void fail_in_flight(Device& dev) {
   for (auto& sp : qps) {
     Qp& qp = *sp;
     std::lock_guard lock(qp.mu);
-    if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD) continue;
-    for (SendWr& w : qp.inflight) {
-      if (w.pre_status < 0) {
-        w.pre_status = IBV_WC_RETRY_EXC_ERR;
-        drain_local(qp);
-        break;
-      }
-    }
+    if (qp.state == IBV_QPS_RTS || qp.state == IBV_QPS_SQD) fail_oldest_on_wire(qp);
   }
 }
 

@@ -4,10 +4,12 @@
 // after invalidation fails with a remote access error) and rdma-unit-test's MwType2 cases
 // (cases/mw_test.cc in the repository; the issue calls it unit/mw_test.cc).
 #include "mw_fixture.h"
+#include "send_with_inv.h"
 
 namespace {
 
 using softverbs_test::Mw;
+using softverbs_test::post_send_with_inv;
 
 TEST_F(Mw, BindWriteReadThenLocalInvalidateRevokes) {
   const uint32_t rkey =
@@ -62,16 +64,7 @@ TEST_F(Mw, SendWithInvalidateRevokesTheWindow) {
   r.num_sge = 1;
   ibv_recv_wr* bad_r = nullptr;
   ASSERT_EQ(ibv_post_recv(qp_, &r, &bad_r), 0);
-  ibv_sge sge{at(0), 16, mr_->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = 2;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND_WITH_INV;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.invalidate_rkey = rkey;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(qp_, &wr, &bad), 0);
+  ASSERT_EQ(post_send_with_inv(qp_, at(0), 16, mr_->lkey, rkey, 2), 0);
   for (int i = 0; i < 2; ++i) {
     const ibv_wc wc = poll();
     ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);

@@ -4,6 +4,7 @@
 // resources are used where it is the source: regions with LOCAL_WRITE | MW_BIND only (no remote
 // right) and windows granting REMOTE_WRITE | LOCAL_WRITE, so remote access rests on the
 // window's rights alone.
+#include "send_with_inv.h"
 #include "two_process_fixture.h"
 
 namespace softverbs_test {
@@ -124,16 +125,9 @@ TEST_F(MwTwoProcess, TestMrPyMwType2InvalidateRemote) {
   ASSERT_EQ(write_via(rkey, 0, 0, 64, 1).status, IBV_WC_SUCCESS);
   EXPECT_EQ(ask(kCheck, 0, 64, 61).status, 0);
   ASSERT_EQ(ask(kPostRecv, 30000, 64, 0).status, 0);
-  ibv_sge sge{reinterpret_cast<uintptr_t>(me_.buf.data()), 16, me_.mr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = 2;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND_WITH_INV;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.invalidate_rkey = rkey;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(me_.qp, &wr, &bad), 0);
+  ASSERT_EQ(post_send_with_inv(me_.qp, reinterpret_cast<uintptr_t>(me_.buf.data()), 16,
+                               me_.mr->lkey, rkey, 2),
+            0);
   ibv_wc wc = me_.poll();
   ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
   const Reply recv = ask(kPoll, 0, 0, 0);

@@ -374,7 +374,7 @@ INSTANTIATE_TEST_SUITE_P(
         // expect MW_BIND_ERR from NICs that report window errors): MW_BIND_ERR.
         BindCase{"RemoteWriteWithoutLocalWrite", kMwb | kRr, kRwr, IBV_WC_MW_BIND_ERR},
         BindCase{"RemoteAtomicWithoutLocalWrite", kMwb | kRr, kRa, IBV_WC_MW_BIND_ERR},
-        // No oracle (rdma-unit-test leaves range checks as a TODO): a window longer than its
+        // No oracle (rdma-unit-test does not test bind ranges): a window longer than its
         // region is MW_BIND_ERR; zero-based windows are not emulated: MW_BIND_ERR.
         BindCase{"BeyondTheRegion", kAll, kRr, IBV_WC_MW_BIND_ERR, 4097},
         BindCase{"ZeroBased", kAll, kRr | IBV_ACCESS_ZERO_BASED, IBV_WC_MW_BIND_ERR}),

@@ -3,6 +3,7 @@
 // linked against the system's libibverbs and run with LD_LIBRARY_PATH pointing at softverbs.
 // The child is a passive target that only answers commands on a socketpair; the data moves
 // between the NICs without a call from it.
+#include "send_with_inv.h"
 #include "two_process_fixture.h"
 
 namespace softverbs_test {
@@ -196,16 +197,9 @@ TEST_F(TwoProcess, WindowGrantedThenInvalidatedBySendWithInv) {
   EXPECT_EQ(ask(kCheck, 4096 + 50, 100, 31).status, 0);
 
   ASSERT_EQ(ask(kPostRecv, 20000, 64, 0).status, 0);
-  ibv_sge sge{reinterpret_cast<uintptr_t>(me_.buf.data()), 8, me_.mr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = 2;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND_WITH_INV;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.invalidate_rkey = rkey;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(me_.qp, &wr, &bad), 0);
+  ASSERT_EQ(post_send_with_inv(me_.qp, reinterpret_cast<uintptr_t>(me_.buf.data()), 8, me_.mr->lkey,
+                               rkey, 2),
+            0);
   wc = me_.poll();
   ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
   const Reply recv = ask(kPoll, 0, 0, 0);
