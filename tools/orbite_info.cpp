@@ -57,7 +57,8 @@ int report(bool as_json) {
     j["hwloc_build_version"] = b.hwloc_build_version;
     j["libraries"] = nlohmann::ordered_json::array();
     for (const auto& p : probes) j["libraries"].push_back(probe_json(p));
-    std::cout << j.dump(2) << "\n";
+    // A library path is file-system bytes, not necessarily UTF-8: replace rather than throw.
+    std::cout << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
     return 0;
   }
   std::printf("OrbiTE %s (%s, %s)\n", b.version.c_str(), b.build_type.c_str(), b.compiler.c_str());

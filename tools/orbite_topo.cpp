@@ -246,7 +246,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (as_json) {
-    std::cout << to_json(*host).dump(2) << "\n";
+    // Names come from sysfs, hwloc or a user's XML file, not necessarily UTF-8: replace, not throw.
+    std::cout << to_json(*host).dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
   } else {
     print_text(*host);
   }

@@ -1,7 +1,6 @@
 #include "harness/coll_driver.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -450,7 +449,11 @@ int run_coll_sweep(CollBackend& backend, const CollSetup& setup, RunInfo info,
          {std::pair<std::string, std::string>{"", "out-of-place"}, {"inplace_", "in-place"}}) {
       columns.push_back({"time(us)", prefix + "time_us", 2, true, 11, {}, group});
       columns.push_back({"algbw(GB/s)", prefix + "algbw_gbps", 2, true, 12, {}, group});
-      columns.push_back({"busbw(GB/s)", prefix + "busbw_gbps", 2, true, 12, {}, group});
+      columns.push_back({.header = "busbw(GB/s)",
+                         .key = prefix + "busbw_gbps",
+                         .width = 12,
+                         .group = group,
+                         .bus_bandwidth = true});
       columns.push_back({"#wrong", prefix + "wrong", 0, true, 7, {}, group});
     }
     columns.push_back({"iters", "iters", 0, false});
@@ -460,8 +463,6 @@ int run_coll_sweep(CollBackend& backend, const CollSetup& setup, RunInfo info,
   }
 
   std::uint64_t wrong = 0;
-  double busbw_sum = 0;
-  int busbw_count = 0;
   const Cell op_cell = coll_has_op(coll) ? static_cast<double>(c.op) : kRedOpCount;
   const Cell root_cell = coll_has_root(coll) ? c.root : -1;
   for (std::uint64_t size : size_list(setup.options)) {
@@ -469,8 +470,6 @@ int run_coll_sweep(CollBackend& backend, const CollSetup& setup, RunInfo info,
     const Measured out = sweep.measure(shape, false);
     const Measured in = sweep.measure(shape, true);
     wrong += out.wrong + in.wrong;
-    busbw_sum += out.busbw + in.busbw;
-    busbw_count += 2;
     if (!report) continue;
     auto wrong_cell = [&](const Measured& m) {
       return setup.options.check ? Cell(static_cast<double>(m.wrong)) : std::nullopt;
@@ -482,9 +481,6 @@ int run_coll_sweep(CollBackend& backend, const CollSetup& setup, RunInfo info,
   }
   bool ok = wrong == 0;
   if (report) {
-    char avg[32];
-    std::snprintf(avg, sizeof avg, "%g", busbw_count ? busbw_sum / busbw_count : 0.0);
-    report->add_summary("avg_busbw_gbps", avg, "Avg bus bandwidth");
     if (summary) {
       for (auto& [key, line] : summary()) report->add_summary(key, line);
     }

@@ -173,6 +173,9 @@ struct Column {
   std::vector<std::string> labels = {};
   // A title printed above a run of adjacent columns with the same group ("out-of-place").
   std::string group = {};
+  // A bus bandwidth (GB/s) in nccl-tests' sense: a table with such columns ends with nccl-tests'
+  // closing lines, whose "Avg bus bandwidth" is the mean of these cells (see Report::finish).
+  bool bus_bandwidth = false;
 };
 // A value, or nullopt: printed "N/A" and written as JSON null.
 using Cell = std::optional<double>;
@@ -200,11 +203,15 @@ class Report {
   void print_header() const;
   // Prints the row at once (so a slow sweep shows progress) and keeps it for the JSON file.
   void add_row(std::vector<Cell> cells);
-  // Adds a line to the summary printed by finish() ("# key: line", or "# label : line" when a
-  // label is given, as nccl-tests prints its footer) and kept in the JSON file under key.
-  void add_summary(std::string key, std::string line, std::string label = "");
-  // Prints the summary (and the check result when -c 1), writes --json if asked. Returns false,
-  // after printing why, if the check failed or the file could not be written.
+  // Adds a line to the summary printed by finish() ("# key: line"), kept in the JSON file too.
+  void add_summary(std::string key, std::string line);
+  // Prints the summary (and the check result when -c 1), then, in a table with bus-bandwidth
+  // columns, nccl-tests' closing lines, so that scripts written for nccl-tests read our sweeps:
+  //   # Out of bounds values : 0 OK
+  //   # Avg bus bandwidth    : 4.21
+  //   #
+  // Writes --json if asked ("avg_busbw_gbps": that mean, null without such columns). Returns
+  // false, after printing why, if the check failed or the file could not be written.
   bool finish(std::uint64_t wrong_bytes);
 
  private:
@@ -215,10 +222,12 @@ class Report {
   Options options_;
   std::vector<Column> columns_;
   std::vector<std::vector<Cell>> rows_;
+  // The mean of the bus-bandwidth cells, or nullopt when the table has no such column.
+  [[nodiscard]] std::optional<double> average_bus_bandwidth() const;
+
   struct SummaryLine {
     std::string key;
     std::string line;
-    std::string label;
   };
   std::vector<SummaryLine> summary_;
 };

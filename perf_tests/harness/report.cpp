@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "harness/harness.h"
 
@@ -149,23 +150,52 @@ void Report::add_row(std::vector<Cell> cells) {
   rows_.push_back(std::move(cells));
 }
 
-void Report::add_summary(std::string key, std::string line, std::string label) {
-  summary_.push_back({std::move(key), std::move(line), std::move(label)});
+void Report::add_summary(std::string key, std::string line) {
+  summary_.push_back({std::move(key), std::move(line)});
+}
+
+std::optional<double> Report::average_bus_bandwidth() const {
+  // nccl-tests averages the bus bandwidth of every measurement it printed: each size, out of
+  // place and in place, the small sizes' near-zero figures included. Every cell of every
+  // bus-bandwidth column is that here too (the collectives' two busbw columns, sendrecv's algbw,
+  // putget's put and get), less the N/A ones, which nccl-tests never prints.
+  bool any = false;
+  double sum = 0;
+  std::size_t count = 0;
+  for (std::size_t c = 0; c < columns_.size(); ++c) {
+    if (!columns_[c].bus_bandwidth) continue;
+    any = true;
+    for (const std::vector<Cell>& row : rows_) {
+      if (row[c] && std::isfinite(*row[c])) {
+        sum += *row[c];
+        ++count;
+      }
+    }
+  }
+  if (!any) return std::nullopt;
+  return count > 0 ? sum / static_cast<double>(count) : 0.0;
 }
 
 bool Report::finish(std::uint64_t wrong_bytes) {
   bool ok = true;
-  for (const SummaryLine& s : summary_) {
-    if (s.label.empty()) {
-      std::printf("# %s: %s\n", s.key.c_str(), s.line.c_str());
-    } else {
-      std::printf("# %s : %s\n", s.label.c_str(), s.line.c_str());
-    }
-  }
+  for (const SummaryLine& s : summary_) std::printf("# %s: %s\n", s.key.c_str(), s.line.c_str());
   if (options_.check) {
     std::printf("# check: %llu wrong %s, %s\n", static_cast<unsigned long long>(wrong_bytes),
                 info_.wrong_unit.c_str(), wrong_bytes == 0 ? "OK" : "FAILED");
     ok = wrong_bytes == 0;
+  }
+  const std::optional<double> avg_busbw = average_bus_bandwidth();
+  if (avg_busbw) {
+    // Spelled as nccl-tests prints them, spaces included: its Avg line keeps the blank before
+    // the verdict it adds under NCCL_TESTS_MIN_BW. Its count is of the checks that failed, ours
+    // of the wrong bytes (elements), so both are 0 exactly when every check passed, and without
+    // -c both say 0 OK.
+    const std::uint64_t out_of_bounds = options_.check ? wrong_bytes : 0;
+    std::printf("# Out of bounds values : %llu %s\n",
+                static_cast<unsigned long long>(out_of_bounds),
+                out_of_bounds == 0 ? "OK" : "FAILED");
+    std::printf("# Avg bus bandwidth    : %g \n", *avg_busbw);
+    std::printf("#\n");
   }
   std::fflush(stdout);
   if (options_.json_path.empty()) return ok;
@@ -210,7 +240,8 @@ bool Report::finish(std::uint64_t wrong_bytes) {
   for (std::size_t i = 0; i < summary_.size(); ++i) {
     j += (i ? ", " : "") + json_escape(summary_[i].key) + ": " + json_escape(summary_[i].line);
   }
-  j += "},\n  " + json_escape("wrong_" + info_.wrong_unit) + ": " +
+  j += "},\n  \"avg_busbw_gbps\": " + json_number(avg_busbw, 9);
+  j += ",\n  " + json_escape("wrong_" + info_.wrong_unit) + ": " +
        (o.check ? std::to_string(wrong_bytes) : std::string("null"));
   j += ",\n  \"ok\": " + std::string(ok ? "true" : "false") + "\n}\n";
 

@@ -17,12 +17,17 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <istream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "internal.h"
 
@@ -97,56 +102,201 @@ bool finish(DeviceConfig& d, int index, std::string* err) {
   return true;
 }
 
+using Json = nlohmann::json;
+
+// A value echoed in a message: short, and never throwing on text that is not UTF-8.
+std::string shown(const Json& v) {
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return s.size() > 64 ? s.substr(0, 61) + "..." : s;
+}
+
+// Parses the file's text. nlohmann's errors do not say which field they were in (a number such as
+// 1e400, beyond a double, reports only the number), so the parse callback keeps the path of the
+// value being read: "devices[0].rate_gbps".
+bool parse_json(std::istream& in, Json* out, std::string* where, std::string* reason) {
+  struct Frame {
+    bool object;
+    bool in_value;  // objects: a key was read and its value is not complete yet
+    size_t next;    // arrays: elements started so far
+    std::string key;
+  };
+  constexpr size_t kTrackedDepth = 16;  // the file nests three levels
+  std::vector<Frame> frames;
+  size_t depth = 0;
+  const auto tracked = [&] { return !frames.empty() && frames.size() == depth; };
+  const auto starts = [&] {
+    if (tracked() && !frames.back().object) ++frames.back().next;
+  };
+  const auto ends = [&] {
+    if (tracked() && frames.back().object) frames.back().in_value = false;
+  };
+  const Json::parser_callback_t callback = [&](int, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        starts();
+        if (frames.size() == depth && depth < kTrackedDepth) {
+          frames.push_back({event == Json::parse_event_t::object_start, false, 0, {}});
+        }
+        ++depth;
+        break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        if (frames.size() == depth) frames.pop_back();
+        if (depth > 0) --depth;
+        ends();
+        break;
+      case Json::parse_event_t::key:
+        if (tracked() && parsed.is_string()) {
+          frames.back().key = parsed.get<std::string>();
+          frames.back().in_value = true;
+        }
+        break;
+      case Json::parse_event_t::value:
+        starts();
+        ends();
+        break;
+    }
+    return true;
+  };
+  try {
+    *out = Json::parse(in, callback);
+    return true;
+  } catch (const Json::exception& e) {
+    *reason = e.what();
+  }
+  // Only the innermost level can be between values: an array's next element has not started.
+  where->clear();
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Frame& f = frames[i];
+    const bool innermost = i + 1 == frames.size() && frames.size() == depth;
+    if (f.object) {
+      if (innermost && !f.in_value) break;
+      *where += (where->empty() ? "" : ".") + f.key;
+    } else {
+      *where += "[" + std::to_string(innermost ? f.next : f.next - 1) + "]";
+    }
+  }
+  return false;
+}
+
+// Typed reads of one device's fields. nlohmann's get<>() throws on a wrong type and silently
+// truncates 1.5 to an int; here either is an error naming the device, the field and the value.
+class Fields {
+ public:
+  Fields(const Json& object, std::string where, std::string* err)
+      : object_(object), where_(std::move(where)), err_(err) {}
+
+  // Each returns true when the field is absent (the default stays) or valid.
+  bool text(const char* key, std::string* out) {
+    const Json* v = find(key);
+    if (v == nullptr) return true;
+    if (!v->is_string()) return wrong(key, "a string", *v);
+    *out = v->get<std::string>();
+    return true;
+  }
+  bool number(const char* key, double* out) {
+    const Json* v = find(key);
+    if (v == nullptr) return true;
+    if (!v->is_number()) return wrong(key, "a number", *v);
+    *out = v->get<double>();
+    return true;
+  }
+  bool numa_node(const char* key, int* out) {
+    const Json* v = find(key);
+    if (v == nullptr) return true;
+    const bool fits = (v->is_number_unsigned() && v->get<uint64_t>() <= INT32_MAX) ||
+                      (v->is_number_integer() && v->get<int64_t>() == -1);
+    if (!fits) return wrong(key, "a NUMA node (an integer, -1 for none)", *v);
+    *out = static_cast<int>(v->get<int64_t>());
+    return true;
+  }
+  bool texts(const char* key, std::vector<std::string>* out) {
+    const Json* v = find(key);
+    if (v == nullptr) return true;
+    if (!v->is_array()) return wrong(key, "an array of strings", *v);
+    std::vector<std::string> items;
+    for (size_t i = 0; i < v->size(); ++i) {
+      const Json& item = (*v)[i];
+      const std::string at = std::string(key) + "[" + std::to_string(i) + "]";
+      if (!item.is_string()) return wrong(at.c_str(), "a string", item);
+      items.push_back(item.get<std::string>());
+    }
+    *out = std::move(items);
+    return true;
+  }
+
+ private:
+  const Json* find(const char* key) const {
+    const auto it = object_.find(key);
+    return it == object_.end() ? nullptr : &*it;
+  }
+  bool wrong(const char* key, const char* expected, const Json& got) {
+    *err_ = where_ + ": " + key + ": expected " + expected + ", got " + shown(got);
+    return false;
+  }
+
+  const Json& object_;
+  std::string where_;
+  std::string* err_;
+};
+
 bool parse_file(const char* path, std::vector<DeviceConfig>* out, std::string* err) {
   std::ifstream in(path);
   if (!in) {
     *err = std::string("cannot read ") + path;
     return false;
   }
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("devices") || !j["devices"].is_array()) {
+  Json j;
+  std::string where;
+  std::string reason;
+  if (!parse_json(in, &j, &where, &reason)) {
+    *err = std::string(path) + ": invalid JSON" + (where.empty() ? "" : " at " + where) + ": " +
+           reason;
+    return false;
+  }
+  if (!j.is_object() || !j.contains("devices") || !j["devices"].is_array()) {
     *err = std::string(path) + ": expected {\"devices\": [...]}";
     return false;
   }
   uint16_t port_base = 21000;
   if (j.contains("port_base")) {
-    if (!j["port_base"].is_number_unsigned() || j["port_base"].get<unsigned>() > 65535) {
-      *err = std::string(path) + ": port_base must be a port number";
+    const Json& v = j["port_base"];
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > 65535) {
+      *err = std::string(path) + ": port_base must be a port number (0 to 65535), got " + shown(v);
       return false;
     }
-    port_base = j["port_base"].get<uint16_t>();
+    port_base = v.get<uint16_t>();
   }
   int index = 0;
   for (const auto& jd : j["devices"]) {
+    const std::string where_device = "device " + std::to_string(index);
+    if (!jd.is_object()) {
+      *err = where_device + ": expected an object, got " + shown(jd);
+      return false;
+    }
     DeviceConfig d;
     d.port_base = port_base;
-    try {
-      if (jd.contains("bind")) d.bind = jd.at("bind").get<std::string>();
-      if (jd.contains("rate_gbps")) d.rate_gbps = jd.at("rate_gbps").get<double>();
-      if (jd.contains("numa_node")) d.numa_node = jd.at("numa_node").get<int>();
-      if (jd.contains("pci_bus_id")) d.pci_bus_id = jd.at("pci_bus_id").get<std::string>();
-      if (jd.contains("port_state") &&
-          !parse_state(jd.at("port_state").get<std::string>(), &d.port_state)) {
-        *err = "device " + std::to_string(index) +
-               ": port_state must be ACTIVE, DOWN, "
-               "INIT or ARMED";
+    Fields f(jd, where_device, err);
+    std::string state;
+    std::vector<std::string> gids;
+    if (!f.text("bind", &d.bind) || !f.number("rate_gbps", &d.rate_gbps) ||
+        !f.numa_node("numa_node", &d.numa_node) || !f.text("pci_bus_id", &d.pci_bus_id) ||
+        !f.text("port_state", &state) || !f.text("netns", &d.netns) ||
+        !f.texts("faults", &d.faults) || !f.texts("gids", &gids)) {
+      return false;
+    }
+    if (jd.contains("port_state") && !parse_state(state, &d.port_state)) {
+      *err = where_device + ": port_state must be ACTIVE, DOWN, INIT or ARMED";
+      return false;
+    }
+    for (const std::string& g : gids) {
+      ibv_gid gid{};
+      if (!parse_gid(g, &gid)) {
+        *err = where_device + ": bad GID " + shown(Json(g));
         return false;
       }
-      if (jd.contains("netns")) d.netns = jd.at("netns").get<std::string>();
-      if (jd.contains("faults")) d.faults = jd.at("faults").get<std::vector<std::string>>();
-      if (jd.contains("gids")) {
-        for (const auto& g : jd.at("gids")) {
-          ibv_gid gid{};
-          if (!parse_gid(g.get<std::string>(), &gid)) {
-            *err = "device " + std::to_string(index) + ": bad GID " + g.dump();
-            return false;
-          }
-          d.gids.push_back(gid);
-        }
-      }
-    } catch (const std::exception& e) {
-      *err = "device " + std::to_string(index) + ": " + e.what();
-      return false;
+      d.gids.push_back(gid);
     }
     if (!finish(d, index, err)) return false;
     out->push_back(std::move(d));
@@ -211,7 +361,14 @@ std::vector<DeviceConfig> load() {
   const char* path = std::getenv("SOFTVERBS_CONFIG");
   bool ok = true;
   if (path != nullptr && *path != '\0') {
-    ok = parse_file(path, &out, &err);
+    // Nothing in parse_file is meant to throw; this keeps anything missed (or std::bad_alloc)
+    // from escaping into the verbs program that first listed the devices, which would abort it.
+    try {
+      ok = parse_file(path, &out, &err);
+    } catch (const std::exception& e) {
+      err = std::string(path) + ": " + e.what();
+      ok = false;
+    }
   } else {
     DeviceConfig d;
     ok = finish(d, 0, &err);

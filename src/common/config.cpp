@@ -1,8 +1,15 @@
 // JSON loading, JSON output and validation of EngineConfig (visitors over config_schema.h).
-#include <filesystem>
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <set>
-#include <sstream>
+#include <string>
+#include <vector>
 
 #include <orbite/config.h>
 
@@ -34,7 +41,7 @@ class JsonReader {
     if (!status_.ok()) return;
     auto it = object_.find(std::string(name));
     if (it == object_.end()) return;
-    status_ = cc::decode(*it, value, constraint, join_path(path_, name));
+    status_ = cc::decode_caught(*it, value, constraint, join_path(path_, name));
   }
 
   template <class Fn>
@@ -126,30 +133,86 @@ class RangeChecker {
   Status status_;
 };
 
-// nlohmann keeps the last of duplicated keys silently; a strict loader rejects them.
+// Strict parsing. nlohmann keeps the last of duplicated keys silently, and its errors (a number
+// such as 1e400 that overflows a double, a truncated document) name a byte offset at best, never
+// the field; the parse callback tracks the path of the value being read for both.
 Status parse_strict(std::string_view text, json& out) {
-  std::vector<std::set<std::string>> seen;
+  // The schema nests four levels (an inline priority matrix five or six); beyond this the path
+  // stops growing, so hostile nesting costs no bookkeeping.
+  constexpr size_t kTrackedDepth = 32;
+  struct Frame {
+    bool object = false;
+    bool in_value = false;  // objects: a key was read and its value is not complete yet
+    size_t elements = 0;    // arrays: elements begun so far
+    std::string key;        // objects: the last key read
+    std::set<std::string> keys;
+  };
+  std::vector<Frame> frames;
+  size_t depth = 0;
   std::string duplicate;
+  const auto tracked = [&] { return !frames.empty() && frames.size() == depth; };
+  // A value (scalar or container) begins in the innermost open container.
+  const auto value_begins = [&] {
+    if (tracked() && !frames.back().object) ++frames.back().elements;
+  };
+  const auto value_ends = [&] {
+    if (tracked() && frames.back().object) frames.back().in_value = false;
+  };
   auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
     switch (event) {
-      case json::parse_event_t::object_start: seen.emplace_back(); break;
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        value_begins();
+        if (frames.size() == depth && depth < kTrackedDepth) {
+          frames.push_back(Frame{event == json::parse_event_t::object_start, false, 0, {}, {}});
+        }
+        ++depth;
+        break;
       case json::parse_event_t::object_end:
-        if (!seen.empty()) seen.pop_back();
+      case json::parse_event_t::array_end:
+        if (frames.size() == depth) frames.pop_back();
+        if (depth > 0) --depth;
+        value_ends();
         break;
       case json::parse_event_t::key:
-        if (!seen.empty() && !seen.back().insert(parsed.get<std::string>()).second &&
-            duplicate.empty()) {
-          duplicate = parsed.get<std::string>();
+        if (tracked() && parsed.is_string()) {
+          Frame& f = frames.back();
+          f.key = parsed.get_ref<const std::string&>();
+          f.in_value = true;
+          if (!f.keys.insert(f.key).second && duplicate.empty()) duplicate = f.key;
         }
         break;
-      default: break;
+      case json::parse_event_t::value:
+        value_begins();
+        value_ends();
+        break;
     }
     return true;
   };
+  // The value the parser was reading when it stopped: "rdma.max_grants", "rdma.device_mask[1]";
+  // empty when it stopped between the members of the document itself.
+  const auto where = [&] {
+    std::string path;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const Frame& f = frames[i];
+      // Only the innermost tracked level can be between values; outer ones hold the open child.
+      const bool innermost = i + 1 == frames.size() && frames.size() == depth;
+      if (f.object) {
+        if (innermost && !f.in_value) break;
+        path = join_path(path, f.key);
+      } else {
+        path += "[" + std::to_string(innermost ? f.elements : f.elements - 1) + "]";
+      }
+    }
+    return cc::printable(path, 200);
+  };
   try {
     out = json::parse(text.begin(), text.end(), callback);
-  } catch (const json::parse_error& e) {
-    return Status::error(Errc::Configuration, std::string("config: invalid JSON: ") + e.what());
+  } catch (const json::exception& e) {
+    // parse_error for syntax, out_of_range 406 for a number beyond a double.
+    const std::string path = where();
+    return Status::error(Errc::Configuration, "config: " + (path.empty() ? "" : path + ": ") +
+                                                  "invalid JSON: " + cc::printable(e.what()));
   }
   if (!duplicate.empty()) {
     return Status::error(Errc::Configuration, "config: key " + quote(duplicate) +
@@ -160,6 +223,62 @@ Status parse_strict(std::string_view text, json& out) {
                          "config: the document must be a JSON object, got " + cc::shown(out));
   }
   return {};
+}
+
+// Sixteen times the largest inline priority matrix: room for any real configuration, and a bound
+// on what a mistyped path (a log, a disk image) makes the loader read into memory.
+constexpr size_t kMaxConfigFileBytes = 16 << 20;
+
+std::string errno_text(int err) {
+  return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
+
+// Reads at most kMaxConfigFileBytes + 1 bytes of a regular file.
+Result<std::string> read_config_file(const std::string& path) {
+  const std::string name = "config: cannot read file " + quote(path, 200);
+  // O_NONBLOCK only so that opening a FIFO without a writer cannot hang the loader.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Status::error(Errc::Configuration, name + ": " + errno_text(errno));
+  struct Closer {
+    int owned;
+    ~Closer() { ::close(owned); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return Status::error(Errc::Configuration, name + ": " + errno_text(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Status::error(
+        Errc::Configuration,
+        name + (S_ISDIR(st.st_mode) ? ": it is a directory" : ": not a regular file"));
+  }
+  const std::string limit =
+      "the limit of " + std::to_string(kMaxConfigFileBytes) + " bytes (16 MiB)";
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxConfigFileBytes) {
+    return Status::error(Errc::Configuration,
+                         name + ": it is " + std::to_string(st.st_size) + " bytes, over " + limit);
+  }
+  std::string text(static_cast<size_t>(st.st_size) + 1, '\0');
+  size_t got = 0;
+  // A file that grows while it is read is still bounded: one byte past the limit is enough.
+  while (true) {
+    if (got == text.size()) {
+      if (text.size() > kMaxConfigFileBytes) break;
+      text.resize(std::min(text.size() * 2 + 4096, kMaxConfigFileBytes + 1));
+    }
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::error(Errc::Configuration, name + ": " + errno_text(errno));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got > kMaxConfigFileBytes) {
+    return Status::error(Errc::Configuration, name + ": it holds more than " + limit);
+  }
+  text.resize(got);
+  return text;
 }
 
 }  // namespace
@@ -208,14 +327,9 @@ Result<EngineConfig> EngineConfig::from_json(std::string_view json_text) {
 }
 
 Result<EngineConfig> EngineConfig::from_file(const std::string& path) {
-  std::error_code ec;
-  std::ifstream in(path, std::ios::binary);
-  if (!in || !std::filesystem::is_regular_file(path, ec)) {
-    return Status::error(Errc::Configuration, "config: cannot read file " + quote(path, 200));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto parsed = from_json(text.str());
+  auto text = read_config_file(path);
+  if (!text.ok()) return text.status().with_context(path);
+  auto parsed = from_json(*text);
   if (!parsed.ok()) return parsed.status().with_context(path);
   return parsed;
 }

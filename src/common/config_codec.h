@@ -27,6 +27,28 @@ inline std::string shown(const json& j) {
   return text + " (" + std::string(j.type_name()) + ")";
 }
 
+// Parser messages are echoed into Status messages: bounded, and printable ASCII only, since the
+// token they quote may be invalid UTF-8 or a megabyte long.
+inline std::string printable(std::string_view text, size_t limit = 240) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : text) {
+    if (out.size() >= limit) {
+      out += "...";
+      break;
+    }
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
 inline Status bad(const std::string& path, const std::string& expected, const json& got) {
   return Status::error(Errc::Configuration,
                        "config: " + path + ": expected " + expected + ", got " + shown(got));
@@ -143,9 +165,16 @@ inline Status check(const std::string& v, const cs::JsonText& c, const std::stri
     return out_of_range(path, "at most " + std::to_string(c.max_bytes) + " bytes",
                         std::to_string(v.size()) + " bytes");
   }
-  json parsed = json::parse(v, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded() || !parsed.is_object()) {
-    return out_of_range(path, "a JSON object", quote(v) + ", which is not a JSON object");
+  // The throwing form, for the parser's reason (a number beyond a double, where the text ends).
+  json parsed;
+  std::string reason;
+  try {
+    parsed = json::parse(v);
+  } catch (const json::exception& e) {
+    reason = " (invalid JSON: " + printable(e.what()) + ")";
+  }
+  if (!reason.empty() || !parsed.is_object()) {
+    return out_of_range(path, "a JSON object", quote(v) + ", which is not a JSON object" + reason);
   }
   return {};
 }
@@ -240,7 +269,7 @@ inline Status decode(const json& j, std::string& out, const cs::JsonText& c,
                      const std::string& path) {
   std::string text;
   if (j.is_object()) {
-    text = j.dump();
+    text = j.dump(-1, ' ', false, json::error_handler_t::replace);
   } else if (j.is_string()) {
     text = j.get<std::string>();
   } else {
@@ -311,6 +340,19 @@ inline Status decode(const json& j, std::vector<std::string>& out, const cs::Tex
   }
   out = std::move(v);
   return {};
+}
+
+// Every decode() checks a value's type before reading it, so none throws; this boundary keeps a
+// case that was missed a Configuration error naming the field, not an exception crossing the
+// public API.
+template <class T, class C>
+Status decode_caught(const json& j, T& out, const C& c, const std::string& path) {
+  try {
+    return decode(j, out, c, path);
+  } catch (const json::exception& e) {
+    return Status::error(Errc::Configuration, "config: " + path + ": cannot read " + shown(j) +
+                                                  ": " + printable(e.what()));
+  }
 }
 
 // ---- value -> JSON ----

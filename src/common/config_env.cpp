@@ -57,7 +57,7 @@ class EnvReader {
     }
     if (!text) return;
     cc::json j = cc::env_json(*text, &value, constraint);
-    Status s = cc::decode(j, value, constraint, path);
+    Status s = cc::decode_caught(j, value, constraint, path);
     if (!s.ok()) {
       status_ = s.with_context("environment " + used + "=" + quote(*text));
       return;

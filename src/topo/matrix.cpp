@@ -278,10 +278,13 @@ class LocationSet {
 };
 
 // Parses with nlohmann, which keeps the last of duplicated keys silently; a strict loader rejects
-// them, so the parse callback tracks the path and the keys seen in each open object.
+// them, so the parse callback tracks the path and the keys seen in each open object. The same
+// path names the value the parser was reading when it failed: its own errors (a number such as
+// 1e400 that overflows a double, truncated text) give a byte offset at best.
 Status parse_document(const Context& cx, std::string_view text, Json& out) {
   struct Frame {
     bool object = false;
+    bool in_value = false;       // objects: a key was read and its value is not complete yet
     std::size_t next_index = 0;  // arrays: elements started so far
     std::string key;             // objects: the current key
     std::set<std::string> keys;
@@ -297,9 +300,30 @@ Status parse_document(const Context& cx, std::string_view text, Json& out) {
     }
     return path;
   };
+  // Where the parser stopped: only the innermost tracked level can be between values (an array's
+  // next element has not started; an object may be between members).
+  const auto failure_path = [&frames, &depth] {
+    std::string path;
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      const Frame& f = frames[i];
+      const bool innermost = i + 1 == frames.size() && frames.size() == depth;
+      if (f.object) {
+        if (innermost && !f.in_value) break;
+        path = member(path, f.key);
+      } else {
+        path = element(path, innermost ? f.next_index : f.next_index - 1);
+      }
+    }
+    return path;
+  };
   const auto element_starts = [&] {
     if (frames.size() == depth && !frames.empty() && !frames.back().object) {
       ++frames.back().next_index;
+    }
+  };
+  const auto value_ends = [&] {
+    if (frames.size() == depth && !frames.empty() && frames.back().object) {
+      frames.back().in_value = false;
     }
   };
   const Json::parser_callback_t callback = [&](int, Json::parse_event_t event, Json& parsed) {
@@ -308,7 +332,7 @@ Status parse_document(const Context& cx, std::string_view text, Json& out) {
       case Json::parse_event_t::array_start:
         element_starts();
         if (frames.size() == depth && depth < kTrackedDepth) {
-          frames.push_back(Frame{event == Json::parse_event_t::object_start, 0, {}, {}});
+          frames.push_back(Frame{event == Json::parse_event_t::object_start, false, 0, {}, {}});
         }
         ++depth;
         break;
@@ -316,18 +340,23 @@ Status parse_document(const Context& cx, std::string_view text, Json& out) {
       case Json::parse_event_t::array_end:
         if (depth > 0) --depth;
         if (frames.size() > depth) frames.pop_back();
+        value_ends();
         break;
       case Json::parse_event_t::key:
         if (frames.size() == depth && !frames.empty() && parsed.is_string()) {
           Frame& f = frames.back();
           f.key = parsed.get<std::string>();
+          f.in_value = true;
           if (!f.keys.insert(f.key).second && !duplicate) {
             duplicate = true;
             duplicate_path = path_of();
           }
         }
         break;
-      case Json::parse_event_t::value: element_starts(); break;
+      case Json::parse_event_t::value:
+        element_starts();
+        value_ends();
+        break;
     }
     return true;
   };
@@ -336,11 +365,13 @@ Status parse_document(const Context& cx, std::string_view text, Json& out) {
   } catch (const Json::parse_error& e) {
     std::string message = e.what();
     cut(message, kShownParseError);
-    return cx.fail("", "invalid JSON at byte " + std::to_string(e.byte) + ": " + message);
+    return cx.fail(failure_path(),
+                   "invalid JSON at byte " + std::to_string(e.byte) + ": " + message);
   } catch (const Json::exception& e) {
+    // out_of_range 406: a number beyond the range of a double.
     std::string message = e.what();
     cut(message, kShownParseError);
-    return cx.fail("", "invalid JSON: " + message);
+    return cx.fail(failure_path(), "invalid JSON: " + message);
   }
   if (duplicate) {
     return cx.fail(duplicate_path, "duplicate key (each key may appear once in an object)");

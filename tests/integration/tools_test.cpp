@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 
 #include <orbite/config.h>
@@ -93,6 +95,9 @@ TEST(OrbiteInfo, ValidatesConfigurationFiles) {
            {R"({"rdma": {"disable_gpu_direct_rdma": true, "cuda_memory": "direct"}})",
             "rdma.disable_gpu_direct_rdma"},
            {R"({"num_lanes": 2,})", "invalid JSON"},
+           {R"({"rdma": {"max_grants": 1e400}})", "rdma.max_grants: invalid JSON"},
+           {R"({"rdma": {"default_bandwidth_gbps": -1e400}})",
+            "rdma.default_bandwidth_gbps: invalid JSON"},
        }) {
     std::string path = write_file(dir, "bad.json", bad.text);
     Outcome o = run_program({kBin + "/orbite-info", "--config", path});
@@ -104,6 +109,18 @@ TEST(OrbiteInfo, ValidatesConfigurationFiles) {
   Outcome missing = run_program({kBin + "/orbite-info", "--config", dir.path() + "/none.json"});
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.err.find("none.json"), std::string::npos) << missing.err;
+}
+
+// The issue's report: the parser's out_of_range exception aborted the tool (status 134).
+TEST(OrbiteInfo, NumberBeyondADoubleIsAnErrorNotAnAbort) {
+  TempDir dir;
+  const std::string path = write_file(dir, "overflow.json", R"({"rdma": {"max_grants": 1e400}})");
+  Outcome o = run_program({kBin + "/orbite-info", "--config", path});
+  EXPECT_EQ(o.status, 1) << o.err;
+  EXPECT_EQ(o.err, "orbite-info: Configuration: " + path +
+                       ": config: rdma.max_grants: invalid JSON: [json.exception.out_of_range.406] "
+                       "number overflow parsing '1e400'\n");
+  EXPECT_TRUE(o.out.empty()) << o.out;
 }
 
 TEST(OrbiteInfo, ConfigReferenceIsTheLibrarysTable) {
@@ -212,6 +229,20 @@ TEST(OrbiteTopo, BadInputsFailNamingThem) {
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("nope0"), std::string::npos) << bad.err;
   EXPECT_EQ(run_program({kBin + "/orbite-topo", "--bogus"}).status, 2);
+}
+
+// Without --config the tool loads the environment, as every rank does: ORBITE_CONFIG's file.
+TEST(OrbiteTopo, NumberBeyondADoubleInOrbiteConfigIsAnErrorNotAnAbort) {
+  TempDir dir;
+  const std::string path = write_file(dir, "overflow.json", R"({"rdma": {"max_grants": 1e400}})");
+  Outcome o = run_program(
+      {kBin + "/orbite-topo", "--xml", kTopoData + "dell-xe8640-h100x4-cx7-cx6_flux-ipa20.xml"},
+      30s, {{"ORBITE_CONFIG", path}});
+  EXPECT_EQ(o.status, 1) << o.err;
+  EXPECT_NE(o.err.find("orbite-topo: Configuration: ORBITE_CONFIG: " + path +
+                       ": config: rdma.max_grants: invalid JSON"),
+            std::string::npos)
+      << o.err;
 }
 
 TEST(OrbiteTopo, SelectShowsTheSelectorsChoiceOnIdleNics) {
@@ -333,10 +364,55 @@ TEST(Hello, MistypedVariableIsReportedOnce) {
       << o.err;
 }
 
+TEST(Hello, NumberBeyondADoubleInOrbiteConfigIsAConfigurationError) {
+  TempDir dir;
+  const std::string path = write_file(dir, "overflow.json", R"({"rdma": {"max_grants": 1e400}})");
+  Outcome o = run_program({kHello}, 30s, {{"ORBITE_CONFIG", path}});
+  EXPECT_EQ(o.status, 1) << o.err;
+  EXPECT_NE(o.err.find("Configuration: ORBITE_CONFIG: " + path + ": config: rdma.max_grants"),
+            std::string::npos)
+      << o.err;
+  EXPECT_EQ(o.err.find("terminate"), std::string::npos) << o.err;
+}
+
 TEST(Hello, BadLauncherVariableIsAConfigurationError) {
   Outcome o = run_program({kHello}, 30s, {{"ORBITE_RANK", "x"}, {"ORBITE_WORLD_SIZE", "2"}});
   EXPECT_EQ(o.status, 1);
   EXPECT_NE(o.err.find("Configuration: ORBITE_RANK='x'"), std::string::npos) << o.err;
+}
+
+// nccl-tests' closing lines, matched as a script written for nccl-tests matches them: the checks'
+// count and verdict, the mean bus bandwidth with the blank nccl-tests leaves for its optional
+// NCCL_TESTS_MIN_BW verdict, then a lone '#'. Returns the mean; nullopt when they are missing.
+std::optional<double> nccl_tests_avg_busbw(const std::string& out, const std::string& verdict) {
+  const std::regex closing("\n# Out of bounds values : " + verdict +
+                           "\n# Avg bus bandwidth    : ([^ \n]+) \n#\n");
+  std::smatch m;
+  if (!std::regex_search(out, m, closing)) return std::nullopt;
+  return std::stod(m[1].str());
+}
+
+// The mean of the rows' cells under `keys`: what the Avg line must report, since nccl-tests
+// averages every bus bandwidth it printed (each size, out of place and in place).
+double mean_of(const nlohmann::json& rows, std::initializer_list<const char*> keys) {
+  double sum = 0;
+  int count = 0;
+  for (const auto& row : rows) {
+    for (const char* key : keys) {
+      sum += row[key].get<double>();
+      ++count;
+    }
+  }
+  return count > 0 ? sum / count : 0.0;
+}
+
+// The Avg line against the JSON rows: %g keeps 6 digits, the JSON file 9.
+void expect_avg_busbw(double printed, const nlohmann::json& doc,
+                      std::initializer_list<const char*> keys) {
+  const double mean = mean_of(doc["rows"], keys);
+  EXPECT_GT(mean, 0.0);
+  EXPECT_NEAR(printed, mean, 1e-5 * mean);
+  EXPECT_NEAR(doc["avg_busbw_gbps"].get<double>(), mean, 1e-7 * mean);
 }
 
 // The benchmark harness: bad flags are refused before any rank joins (exit 2, the flag and value
@@ -371,6 +447,8 @@ TEST(PerfHarness, CheckedSweepWritesJsonRows) {
       120s);
   ASSERT_EQ(o.status, 0) << o.out << o.err;
   EXPECT_NE(o.out.find("check: 0 wrong bytes, OK"), std::string::npos) << o.out;
+  const std::optional<double> avg = nccl_tests_avg_busbw(o.out, "0 OK");
+  ASSERT_TRUE(avg) << o.out;
   std::ifstream in(json_path);
   ASSERT_TRUE(in) << json_path;
   auto doc = nlohmann::json::parse(in);
@@ -380,6 +458,27 @@ TEST(PerfHarness, CheckedSweepWritesJsonRows) {
   EXPECT_EQ(doc["rows"][1]["size"], 70000);
   EXPECT_GT(doc["rows"][1]["lat_us"].get<double>(), 0.0);
   EXPECT_EQ(doc["rows"][1]["wrong"], 0);
+  // A point-to-point transfer's bus bandwidth is its algbw (as in nccl-tests' sendrecv_perf).
+  expect_avg_busbw(*avg, doc, {"bw_gbps"});
+}
+
+// Without -c nothing is checked and, as nccl-tests with -c 0, the sweep still closes with 0 OK.
+TEST(PerfHarness, UncheckedSweepClosesAsNcclTests) {
+  TempDir dir;
+  const std::string json_path = dir.path() + "/rows.json";
+  Outcome o = run_program({kBin + "/orbite-run", "-n", "2", "--timeout", "100", "--",
+                           std::string(ORBITE_BINARY_DIR) + "/perf_tests/sendrecv_perf", "--sizes",
+                           "4096", "-n", "3", "-w", "1", "--transport", "tcp", "--json", json_path},
+                          120s);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_EQ(o.out.find("# check:"), std::string::npos) << o.out;
+  const std::optional<double> avg = nccl_tests_avg_busbw(o.out, "0 OK");
+  ASSERT_TRUE(avg) << o.out;
+  std::ifstream in(json_path);
+  ASSERT_TRUE(in) << json_path;
+  auto doc = nlohmann::json::parse(in);
+  EXPECT_TRUE(doc["wrong_bytes"].is_null());
+  expect_avg_busbw(*avg, doc, {"bw_gbps"});
 }
 
 // The collective sweeps' own flags fail at parse time, before the job is joined: no collective
@@ -452,8 +551,9 @@ TEST(PerfHarness, CheckedCollectiveSweepWritesJsonRows) {
                            json_path},
                           120s);
   ASSERT_EQ(o.status, 0) << o.out << o.err;
-  EXPECT_NE(o.out.find("# Avg bus bandwidth : "), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("check: 0 wrong elements, OK"), std::string::npos) << o.out;
+  const std::optional<double> avg = nccl_tests_avg_busbw(o.out, "0 OK");
+  ASSERT_TRUE(avg) << o.out;
   std::ifstream in(json_path);
   ASSERT_TRUE(in) << json_path;
   auto doc = nlohmann::json::parse(in);
@@ -474,6 +574,8 @@ TEST(PerfHarness, CheckedCollectiveSweepWritesJsonRows) {
   EXPECT_GT(row["busbw_gbps"].get<double>(), 0.0);
   EXPECT_DOUBLE_EQ(row["busbw_gbps"].get<double>(), row["algbw_gbps"].get<double>());
   EXPECT_GT(row["inplace_time_us"].get<double>(), 0.0);
+  // Both placements of every size, as nccl-tests averages them.
+  expect_avg_busbw(*avg, doc, {"busbw_gbps", "inplace_busbw_gbps"});
 }
 
 }  // namespace

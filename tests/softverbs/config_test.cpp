@@ -6,9 +6,13 @@
 #include <cstdio>
 #include <string>
 
+#ifndef SOFTVERBS_PROBE
+#error \
+    "SOFTVERBS_PROBE must name the softverbs_devinfo_probe program (tests/softverbs/CMakeLists.txt)"
+#endif
+
 namespace {
 
-#if defined(SOFTVERBS_PROBE)
 // Runs the probe with a config holding json; stdout and stderr together.
 std::string probe(const std::string& json) {
   const std::string path = "/tmp/softverbs-config-test-" + std::to_string(getpid()) + ".json";
@@ -49,6 +53,67 @@ TEST(Config, AMissingNetworkNamespaceFailsOpenNotTheList) {
   const std::string out = probe(R"({"devices": [{"netns": "softverbs-no-such-namespace"}]})");
   EXPECT_NE(out.find("soft_0 open failed"), std::string::npos) << out;
 }
-#endif
+
+// A bad file is one line on stderr and an empty list; nothing may throw into the verbs program
+// (an uncaught exception would abort it with "terminate called ...").
+void expect_rejected(const std::string& json, const std::string& reason) {
+  SCOPED_TRACE(json);
+  const std::string out = probe(json);
+  EXPECT_NE(out.find("softverbs: "), std::string::npos) << out;
+  EXPECT_NE(out.find(reason), std::string::npos) << out;
+  EXPECT_NE(out.find("; no devices"), std::string::npos) << out;
+  EXPECT_EQ(out.find("terminate"), std::string::npos) << out;
+}
+
+TEST(Config, ANumberBeyondADoubleNamesTheFieldNotAnAbort) {
+  expect_rejected(R"({"devices": [{"bind": "127.0.0.1"}, {"rate_gbps": 1e400}]})",
+                  ": invalid JSON at devices[1].rate_gbps: [json.exception.out_of_range.406] "
+                  "number overflow parsing '1e400'");
+  expect_rejected(R"({"devices": [{"numa_node": -1e400}]})",
+                  "invalid JSON at devices[0].numa_node: [json.exception.out_of_range.406]");
+  expect_rejected(R"({"port_base": 1e400, "devices": []})",
+                  "invalid JSON at port_base: [json.exception.out_of_range.406]");
+}
+
+TEST(Config, MalformedTextNamesWhereTheParserStopped) {
+  expect_rejected(R"({"devices": [{"bind": )",
+                  "invalid JSON at devices[0].bind: [json.exception.parse_error.101]");
+  expect_rejected(R"({"devices": [{"gids": ["fe80::1", )",
+                  "invalid JSON at devices[0].gids[1]: [json.exception.parse_error.101]");
+  expect_rejected("", "invalid JSON: [json.exception.parse_error.101]");
+}
+
+TEST(Config, AValueOfTheWrongTypeNamesTheDeviceTheFieldAndTheValue) {
+  expect_rejected(R"({"devices": [{"rate_gbps": "fast"}]})",
+                  "device 0: rate_gbps: expected a number, got \"fast\"");
+  expect_rejected(R"({"devices": [{}, {"bind": 127}]})",
+                  "device 1: bind: expected a string, got 127");
+  // Integers: no fractions, nothing beyond int, no negative other than -1.
+  expect_rejected(R"({"devices": [{"numa_node": 1.5}]})",
+                  "device 0: numa_node: expected a NUMA node (an integer, -1 for none), got 1.5");
+  expect_rejected(R"({"devices": [{"numa_node": 4294967296}]})",
+                  "device 0: numa_node: expected a NUMA node (an integer, -1 for none), got "
+                  "4294967296");
+  expect_rejected(R"({"devices": [{"numa_node": -2}]})", "device 0: numa_node: expected");
+  expect_rejected(R"({"port_base": -1, "devices": []})",
+                  "port_base must be a port number (0 to 65535), got -1");
+  expect_rejected(R"({"port_base": "21000", "devices": []})",
+                  "port_base must be a port number (0 to 65535), got \"21000\"");
+  expect_rejected(R"({"devices": [{"gids": ["fe80::1", 5]}]})",
+                  "device 0: gids[1]: expected a string, got 5");
+  expect_rejected(R"({"devices": [{"faults": "delay 5"}]})",
+                  "device 0: faults: expected an array of strings, got \"delay 5\"");
+  expect_rejected(R"({"devices": [{"port_state": 1}]})",
+                  "device 0: port_state: expected a string, got 1");
+  // Something else where an object belongs.
+  expect_rejected(R"({"devices": [{}, 5]})", "device 1: expected an object, got 5");
+  expect_rejected(R"({"devices": {}})", "expected {\"devices\": [...]}");
+}
+
+TEST(Config, NumaNodeMinusOneIsNone) {
+  const std::string out = probe(R"({"devices": [{"numa_node": -1}, {"numa_node": 3}]})");
+  EXPECT_NE(out.find("soft_0 port=PORT_ACTIVE"), std::string::npos) << out;
+  EXPECT_NE(out.find("soft_1 port=PORT_ACTIVE"), std::string::npos) << out;
+}
 
 }  // namespace

@@ -215,6 +215,19 @@ INSTANTIATE_TEST_SUITE_P(
         {"ORBITE_BOOTSTRAP_MAX_VALUE_BYTES", "2GiB", "bootstrap.max_value_bytes"},
         {"ORBITE_TOPOLOGY_HWLOC_XML", std::string(4097, 'x'), "topology.hwloc_xml"},
         {"ORBITE_SOCKET_IFNAME", std::string(300, 'e'), "tcp.interface"},
+        // Numbers beyond their type: an integer beyond 64 bits or 1e400 is not an integer, and
+        // a number beyond a double is not a number.
+        {"ORBITE_RDMA_MAX_GRANTS", "1e400", "rdma.max_grants"},
+        {"ORBITE_RDMA_MAX_GRANTS", "18446744073709551616", "rdma.max_grants"},
+        {"ORBITE_RDMA_MAX_GRANTS", "2.5", "rdma.max_grants"},
+        {"ORBITE_RDMA_MAX_DIRECT_BYTES", "1e400", "rdma.max_direct_bytes"},
+        {"ORBITE_RDMA_DEFAULT_BANDWIDTH_GBPS", "1e400", "rdma.default_bandwidth_gbps"},
+        {"ORBITE_RDMA_DEFAULT_BANDWIDTH_GBPS", "-1e400", "rdma.default_bandwidth_gbps"},
+        {"ORBITE_RDMA_SCHEDULING_TIER_WEIGHTS", "1,1e400,2", "rdma.scheduling.tier_weights[1]"},
+        {"ORBITE_RDMA_DEVICE_MASK", "0,1e400", "rdma.device_mask[1]"},
+        {"ORBITE_RDMA_PRIORITY_MATRIX", R"({"cpu:0": [["mlx5_0"], [1e400]]})",
+         "rdma.priority_matrix"},
+        {"ORBITE_RDMA_PRIORITY_MATRIX", R"({"cpu:0": [["mlx5_0"], )", "rdma.priority_matrix"},
     }),
     [](const ::testing::TestParamInfo<EnvReject>& p) {
       return std::to_string(p.index) + "_" + sanitize(p.param.var);
@@ -356,6 +369,36 @@ TEST(ConfigEnv, ConfigFileErrorsNameOrbiteConfigAndTheFile) {
   EXPECT_CONTAINS(b.status().message(), "ORBITE_CONFIG");
   EXPECT_CONTAINS(b.status().message(), bad.path());
   EXPECT_CONTAINS(b.status().message(), "rdma.max_send_wr");
+}
+
+// The issue's case: a file that every rank loads through ORBITE_CONFIG.
+TEST(ConfigEnv, OverflowingNumberInOrbiteConfigIsAnErrorNotAnException) {
+  TempFile file(R"({"rdma": {"max_grants": 1e400}})");
+  std::string thrown;
+  try {
+    auto loaded = config_internal::load(fake_env({{"ORBITE_CONFIG", file.path()}}));
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_EQ(loaded.status().code(), Errc::Configuration);
+    EXPECT_EQ(loaded.status().message(),
+              "ORBITE_CONFIG: " + file.path() +
+                  ": config: rdma.max_grants: invalid JSON: [json.exception.out_of_range.406] "
+                  "number overflow parsing '1e400'");
+  } catch (const std::exception& e) {
+    thrown = e.what();
+  }
+  EXPECT_EQ(thrown, "") << "load() threw";
+}
+
+// The parser's reason for an inline matrix that is not JSON, not just "not a JSON object".
+TEST(ConfigEnv, PriorityMatrixThatIsNotJsonShowsTheParsersReason) {
+  auto loaded = config_internal::load(
+      fake_env({{"ORBITE_RDMA_PRIORITY_MATRIX", R"({"cpu:0": [["mlx5_0"], [1e400]]})"}}));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(loaded.status().message(), "ORBITE_RDMA_PRIORITY_MATRIX");
+  EXPECT_CONTAINS(loaded.status().message(),
+                  "config: rdma.priority_matrix: expected a JSON object");
+  EXPECT_CONTAINS(loaded.status().message(), "number overflow parsing '1e400'");
 }
 
 TEST(ConfigEnv, BadValueNamesVariableValueAndPath) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -565,6 +566,137 @@ TEST(ConfigJson, NonObjectDocumentsAreRejected) {
     EXPECT_EQ(parsed.status().code(), Errc::Configuration) << doc;
     EXPECT_CONTAINS(parsed.status().message(), "must be a JSON object");
   }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Every class of parser failure is a Configuration error naming the field, never an exception.
+// nlohmann's parser itself throws out_of_range 406 for a number beyond a double (1e400), and its
+// parse errors name a byte, not a field.
+
+struct Unparsable {
+  std::string kind;   // the class of failure (the test's name)
+  std::string doc;    // the whole document
+  std::string at;     // the field the message must name
+  std::string shows;  // what else it must show: the value, the parser's reason
+};
+
+class ConfigJsonFailure : public ::testing::TestWithParam<Unparsable> {};
+
+TEST_P(ConfigJsonFailure, IsAConfigurationErrorNamingTheField) {
+  const Unparsable& c = GetParam();
+  std::string thrown;
+  try {
+    auto parsed = EngineConfig::from_json(c.doc);
+    ASSERT_FALSE(parsed.ok()) << "accepted " << c.doc;
+    EXPECT_EQ(parsed.status().code(), Errc::Configuration) << parsed.status().to_string();
+    EXPECT_CONTAINS(parsed.status().message(), "config: " + c.at + ": ");
+    EXPECT_CONTAINS(parsed.status().message(), c.shows);
+  } catch (const std::exception& e) {
+    thrown = e.what();
+  }
+  EXPECT_EQ(thrown, "") << "from_json threw for " << c.doc;
+}
+
+const std::string kOverflow = "invalid JSON: [json.exception.out_of_range.406] number overflow";
+
+INSTANTIATE_TEST_SUITE_P(
+    Classes, ConfigJsonFailure,
+    ::testing::ValuesIn(std::vector<Unparsable>{
+        // A number beyond a double, for every kind of numeric field and at every depth.
+        {"IntegerOverflow", R"({"rdma": {"max_grants": 1e400}})", "rdma.max_grants",
+         kOverflow + " parsing '1e400'"},
+        {"NegativeIntegerOverflow", R"({"rdma": {"max_grants": -1e400}})", "rdma.max_grants",
+         "parsing '-1e400'"},
+        {"TopLevelIntegerOverflow", R"({"num_lanes": 1e400})", "num_lanes", kOverflow},
+        {"NestedIntegerOverflow", R"({"rdma": {"scheduling": {"multipath_probe_period": 1E+999}}})",
+         "rdma.scheduling.multipath_probe_period", "parsing '1E+999'"},
+        {"FloatOverflow", R"({"rdma": {"default_bandwidth_gbps": 1e400}})",
+         "rdma.default_bandwidth_gbps", kOverflow + " parsing '1e400'"},
+        {"NegativeFloatOverflow", R"({"rdma": {"default_bandwidth_gbps": -1e400}})",
+         "rdma.default_bandwidth_gbps", "parsing '-1e400'"},
+        {"ByteCountOverflow", R"({"rdma": {"max_direct_bytes": 1e400}})", "rdma.max_direct_bytes",
+         kOverflow},
+        {"FloatArrayElementOverflow",
+         R"({"rdma": {"scheduling": {"tier_weights": [1, 1e400, 2]}}})",
+         "rdma.scheduling.tier_weights[1]", kOverflow},
+        {"IntegerArrayElementOverflow", R"({"rdma": {"device_mask": [0, 3, 1e400]}})",
+         "rdma.device_mask[2]", kOverflow},
+        {"OverflowInsideAnInlineMatrix",
+         R"({"rdma": {"priority_matrix": {"cpu:0": [["mlx5_0"], [1e400]]}}})",
+         "rdma.priority_matrix.cpu:0[1][0]", kOverflow},
+        {"OverflowInsideAMatrixString",
+         R"({"rdma": {"priority_matrix": "{\"cpu:0\": [[\"mlx5_0\"], [1e400]]}"}})",
+         "rdma.priority_matrix", "which is not a JSON object (" + kOverflow + " parsing '1e400'"},
+        // Integers beyond 64 bits parse as doubles, which an integer field rejects with its range.
+        {"IntegerBeyondUint64", R"({"rdma": {"max_grants": 18446744073709551616}})",
+         "rdma.max_grants",
+         "expected an unsigned integer in [1, 4294967295], got 1.8446744073709552e+19 (number)"},
+        {"IntegerBelowInt64", R"({"rdma": {"max_direct_bytes": -9223372036854775809}})",
+         "rdma.max_direct_bytes", "got -9.223372036854776e+18 (number)"},
+        // Numbers of the wrong kind.
+        {"NegativeForUnsigned", R"({"rdma": {"max_grants": -1}})", "rdma.max_grants",
+         "got -1 (number)"},
+        {"NegativeByteCount", R"({"rdma": {"max_staging_bytes": -4096}})", "rdma.max_staging_bytes",
+         "got -4096 (number)"},
+        {"FloatForInteger", R"({"rdma": {"max_grants": 2.5}})", "rdma.max_grants",
+         "got 2.5 (number)"},
+        {"ExponentForInteger", R"({"rdma": {"max_grants": 1e3}})", "rdma.max_grants",
+         "got 1000.0 (number)"},
+        {"StringForInteger", R"({"rdma": {"max_grants": "16"}})", "rdma.max_grants",
+         "got \"16\" (string)"},
+        {"StringForFloat", R"({"rdma": {"default_bandwidth_gbps": "100"}})",
+         "rdma.default_bandwidth_gbps", "got \"100\" (string)"},
+        {"StringForFloatElement", R"({"rdma": {"scheduling": {"tier_weights": [1, "5", 10]}}})",
+         "rdma.scheduling.tier_weights[1]", "got \"5\" (string)"},
+        // Structure.
+        {"ArrayForSection", R"({"rdma": [1]})", "rdma", "expected an object, got [1] (array)"},
+        {"NumberForNestedSection", R"({"rdma": {"scheduling": 7}})", "rdma.scheduling",
+         "expected an object, got 7 (number)"},
+        // Malformed text: the field the parser was reading when it stopped.
+        {"TruncatedInAValue", R"({"rdma": {"max_grants": )", "rdma.max_grants",
+         "invalid JSON: [json.exception.parse_error.101] parse error at line 1, column 25"},
+        {"TruncatedAfterAValue", R"({"rdma": {"max_grants": 16)", "rdma",
+         "unexpected end of input"},
+        {"TruncatedInAString", R"({"tcp": {"interface": "eth0)", "tcp.interface",
+         "missing closing quote"},
+        {"TruncatedInAnArray", R"({"rdma": {"rdma_whitelist": ["mlx5_0", )",
+         "rdma.rdma_whitelist[1]", "unexpected end of input"},
+        {"BadLiteralInAValue", R"({"rdma": {"strict_local_numa": tru}})", "rdma.strict_local_numa",
+         "invalid literal"},
+    }),
+    [](const ::testing::TestParamInfo<Unparsable>& p) { return p.param.kind; });
+
+TEST(ConfigJson, OverflowingNumberNamesTheFieldTheTextAndTheReason) {
+  auto parsed = EngineConfig::from_json(R"({"rdma": {"max_grants": 1e400}})");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), Errc::Configuration);
+  EXPECT_EQ(parsed.status().message(),
+            "config: rdma.max_grants: invalid JSON: [json.exception.out_of_range.406] number "
+            "overflow parsing '1e400'");
+}
+
+// The parser quotes the token it stopped at: a megabyte of digits or bytes that are not UTF-8
+// must not come back verbatim.
+TEST(ConfigJson, ParserMessagesAreBoundedPrintableText) {
+  for (const std::string& doc : {R"({"rdma": {"max_grants": 1)" + std::string(100000, '0') + "}}",
+                                 std::string(R"({"tcp": {"interface": ")") + "eth\xff\x01\"}}"}) {
+    auto parsed = EngineConfig::from_json(doc);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.status().code(), Errc::Configuration);
+    const std::string& message = parsed.status().message();
+    EXPECT_LT(message.size(), 400u) << message.substr(0, 400);
+    EXPECT_TRUE(std::all_of(message.begin(), message.end(), [](char c) {
+      return c >= 0x20 && c < 0x7f;
+    })) << message;
+  }
+  auto long_number =
+      EngineConfig::from_json(R"({"rdma": {"max_grants": 1)" + std::string(100000, '0') + "}}");
+  EXPECT_CONTAINS(long_number.status().message(), "config: rdma.max_grants: invalid JSON");
+  EXPECT_CONTAINS(long_number.status().message(), "...");
+  auto not_utf8 =
+      EngineConfig::from_json(std::string(R"({"tcp": {"interface": ")") + "eth\xff\x01\"}}");
+  EXPECT_CONTAINS(not_utf8.status().message(), "config: tcp.interface: invalid JSON");
+  EXPECT_CONTAINS(not_utf8.status().message(), "\\xff");
 }
 
 TEST(ConfigJson, InvalidJsonIsRejected) {

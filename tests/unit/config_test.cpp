@@ -2,11 +2,14 @@
 // trip, files, and docs/configuration.md against the generated reference. JSON parsing field by
 // field is in config_json_test.cpp.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -495,6 +498,78 @@ TEST(ConfigFile, AnErrorNamesTheFileAndThePath) {
   ASSERT_FALSE(x.ok());
   EXPECT_EQ(x.status().code(), Errc::Configuration);
   EXPECT_CONTAINS(x.status().message(), cross.path());
+}
+
+TEST(ConfigFile, OverflowingNumberNamesTheFileAndTheField) {
+  TempFile file(R"({"rdma": {"max_grants": 1e400}})");
+  std::string thrown;
+  try {
+    auto c = EngineConfig::from_file(file.path());
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().code(), Errc::Configuration);
+    EXPECT_EQ(c.status().message(), file.path() +
+                                        ": config: rdma.max_grants: invalid JSON: "
+                                        "[json.exception.out_of_range.406] number overflow "
+                                        "parsing '1e400'");
+  } catch (const std::exception& e) {
+    thrown = e.what();
+  }
+  EXPECT_EQ(thrown, "") << "from_file threw";
+}
+
+// In an array the path names the element the parser was reading or expected next.
+TEST(ConfigFile, TruncatedFileNamesTheFieldItEndsIn) {
+  TempFile file("{\"rdma\": {\"scheduling\": {\"tier_weights\": [1, 5");
+  auto c = EngineConfig::from_file(file.path());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(c.status().message(), file.path());
+  EXPECT_CONTAINS(c.status().message(), "config: rdma.scheduling.tier_weights[2]: invalid JSON");
+  EXPECT_CONTAINS(c.status().message(), "unexpected end of input");
+}
+
+TEST(ConfigFile, MissingFileNamesTheSystemsReason) {
+  const std::string path = ::testing::TempDir() + "orbite_config_test_no_such_file.json";
+  auto c = EngineConfig::from_file(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(c.status().message(),
+                  "config: cannot read file '" + path + "': No such file or directory (errno 2)");
+}
+
+// Neither is a configuration; a FIFO without a writer must not hang the loader either.
+TEST(ConfigFile, DirectoriesAndFifosAreRejected) {
+  auto dir = EngineConfig::from_file(::testing::TempDir());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(dir.status().message(), "it is a directory");
+
+  const std::string fifo =
+      ::testing::TempDir() + "orbite_config_test_fifo_" + std::to_string(getpid());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  auto f = EngineConfig::from_file(fifo);
+  std::remove(fifo.c_str());
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(f.status().message(), fifo);
+  EXPECT_CONTAINS(f.status().message(), "not a regular file");
+}
+
+TEST(ConfigFile, SixteenMebibytesAcceptedOneMoreByteRejected) {
+  constexpr size_t kLimit = 16 << 20;
+  TempFile at_limit("{\"num_lanes\": 3}" + std::string(kLimit - 16, ' '));
+  auto ok = EngineConfig::from_file(at_limit.path());
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ(ok->num_lanes, 3u);
+
+  TempFile over("");
+  ASSERT_EQ(::truncate(over.path().c_str(), kLimit + 1), 0) << std::strerror(errno);
+  auto big = EngineConfig::from_file(over.path());
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(big.status().message(), over.path());
+  EXPECT_CONTAINS(big.status().message(),
+                  "it is 16777217 bytes, over the limit of 16777216 bytes (16 MiB)");
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -213,6 +213,28 @@ TEST(MatrixClassic, InvalidJsonReportsParserPosition) {
   EXPECT_CONTAINS(error_of(inline_matrix("   \n ")), "invalid JSON");
 }
 
+// The parser's own failures (a number beyond a double, text that ends early) name the row and
+// the element it was reading.
+TEST(MatrixClassic, ParserFailuresNameTheElementTheyAreIn) {
+  EXPECT_EQ(error_of(inline_matrix(R"({"cpu:0": [["mlx5_0"], [1e400]]})")),
+            "priority_matrix[\"cpu:0\"][1][0]: invalid JSON: [json.exception.out_of_range.406] "
+            "number overflow parsing '1e400'");
+  EXPECT_CONTAINS(
+      error_of(inline_matrix(R"({"cpu:0": [["mlx5_0"], ["mlx5_1"]], "cpu:1": -1e999})")),
+      "priority_matrix[\"cpu:1\"]: invalid JSON: [json.exception.out_of_range.406] "
+      "number overflow parsing '-1e999'");
+  EXPECT_CONTAINS(error_of(inline_matrix(R"({"cpu:0": [["mlx5_0", )")),
+                  "priority_matrix[\"cpu:0\"][0][1]: invalid JSON at byte");
+  EXPECT_CONTAINS(error_of(from_file(R"({"cpu:0": [["mlx5_0"], )")),
+                  "custom_json_path /x.json: [\"cpu:0\"][1]: invalid JSON at byte");
+  // Between the members of the document, the parser is in no row.
+  EXPECT_CONTAINS(error_of(inline_matrix(R"({"cpu:0": [["mlx5_0"], []] "cpu:1")")),
+                  "priority_matrix: invalid JSON at byte");
+  // A number where a NIC name belongs.
+  EXPECT_CONTAINS(error_of(inline_matrix(R"({"cpu:0": [[1.5], []]})")),
+                  "priority_matrix[\"cpu:0\"][0][0]: expected a NIC name (string), got 1.5");
+}
+
 TEST(MatrixClassic, EchoedTextIsBounded) {
   const std::string key = "cpu:" + std::string(5000, '9');
   const auto message = error_of(inline_matrix("{\"" + key + "\": [[], []]}"));
@@ -287,6 +309,41 @@ TEST(MatrixNative, IndexOutOfRangeNamesThePath) {
   EXPECT_CONTAINS(error_of(from_file(R"({"mems": [{"name": "cpu:0",
               "device_list": {"rank0": [0]}}]})")),
                   "mems[0].device_list.rank0[0]: index 0 is out of range (0 nics)");
+}
+
+// Each kind of bad number in the native form's integer fields, named by its path.
+TEST(MatrixNative, NumbersOfTheWrongKindNameTheirPath) {
+  const std::string nics = R"("nics": [{"name": "mlx5_0"}, {"name": "mlx5_1"}])";
+  const auto mem_with = [&](const std::string& field) {
+    return from_file("{" + nics + R"(, "mems": [{"name": "cpu:0", )" + field + "}]}");
+  };
+  // Beyond a double: the parser fails in the field.
+  EXPECT_EQ(error_of(mem_with(R"("device_list": {"rank0": [0, 1e400]})")),
+            "custom_json_path /x.json: mems[0].device_list.rank0[1]: invalid JSON: "
+            "[json.exception.out_of_range.406] number overflow parsing '1e400'");
+  EXPECT_CONTAINS(error_of(mem_with(R"("numa_node": 1e400)")),
+                  "mems[0].numa_node: invalid JSON: [json.exception.out_of_range.406]");
+  EXPECT_CONTAINS(error_of(from_file(R"({"nics": [{"name": "mlx5_0", "type": -1e400}]})")),
+                  "nics[0].type: invalid JSON: [json.exception.out_of_range.406]");
+  // Beyond 64 bits: parsed as a double, which is not an integer.
+  EXPECT_CONTAINS(error_of(mem_with(R"("device_list": {"rank0": [18446744073709551616]})")),
+                  "mems[0].device_list.rank0[0]: expected an index into nics (integer), got "
+                  "1.8446744073709552e+19");
+  // A fraction, a string, a negative number.
+  EXPECT_CONTAINS(error_of(mem_with(R"("type": 0.5)")),
+                  "mems[0].type: expected a memory type (integer), got 0.5");
+  EXPECT_CONTAINS(error_of(mem_with(R"("numa_node": "0")")),
+                  "mems[0].numa_node: expected a NUMA node (integer), got \"0\"");
+  EXPECT_CONTAINS(error_of(mem_with(R"("device_list": {"rank2": [-3]})")),
+                  "mems[0].device_list.rank2[0]: index -3 is negative (2 nics)");
+  // Something else where an object belongs.
+  EXPECT_CONTAINS(error_of(mem_with(R"("device_list": [0])")),
+                  "mems[0].device_list: expected a device list (object), got [0]");
+  EXPECT_CONTAINS(error_of(from_file("{" + nics + R"(, "mems": [5]})")),
+                  "mems[0]: expected a memory entry (object), got 5");
+  // A value missing inside an entry.
+  EXPECT_CONTAINS(error_of(mem_with(R"("device_list": {"rank1": [1, )")),
+                  "mems[0].device_list.rank1[1]: invalid JSON at byte");
 }
 
 TEST(MatrixNative, MemoryTypeMustMatchLocation) {
@@ -428,6 +485,16 @@ TEST(MatrixLoad, InvalidFileFailsWithoutFallback) {
   config.custom_json_path = bad.path();
   EXPECT_CONTAINS(error_of(load_priorities(config, inventory())),
                   "custom_json_path " + bad.path() + ": [\"cpu:0\"][0][0]: NIC \"mlx5_7\"");
+}
+
+TEST(MatrixLoad, OverflowingNumberInTheFileNamesTheFileAndTheElement) {
+  TempFile file(R"({"cpu:0": [["mlx5_0"], [1e400]]})");
+  rdma::RdmaConfig config;
+  config.custom_json_path = file.path();
+  EXPECT_EQ(error_of(load_priorities(config, inventory())),
+            "custom_json_path " + file.path() +
+                ": [\"cpu:0\"][1][0]: invalid JSON: [json.exception.out_of_range.406] number "
+                "overflow parsing '1e400'");
 }
 
 TEST(MatrixLoad, NativeFile) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <new>
@@ -567,32 +568,58 @@ TEST(Selector, ConcurrentSelectionsBalanceTheirCharges) {
   EXPECT_EQ(allocated, total.load());
 }
 
+// Every 16-slice parent commits and returns its charges under one lock, so a snapshot taken while
+// writers commit and abandon parents holds whole parents only. Each writer keeps one parent while
+// it takes the next, so that charges are outstanding while the observer reads; the observer counts
+// the reads that saw charges outstanding and those that saw allocation move since the previous
+// read, and the test fails unless both happened often, so it cannot pass without ever having
+// looked at a parent in flight. The writers run until the observer has its samples (or a generous
+// bound runs out), not for a fixed count, so a loaded machine makes it slower, never vacuous.
 TEST(Selector, ObserversNeverSeeHalfAParent) {
   auto s = make(flat(8), inventory(std::vector<NicSpec>(8)));
   constexpr std::uint64_t kParent = 16 * 4096;
+  constexpr int kWanted = 200;  // reads with charges outstanding, and reads after progress
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
+  std::atomic<int> refused{0};
+  std::vector<std::thread> writers;
   for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&] {
+    writers.emplace_back([&] {
       const std::vector<std::uint64_t> lengths(16, 4096);
-      for (int r = 0; r < 2000; ++r) (void)s->select_multi({}, lengths);  // abandoned at once
-    });
+      DeviceLease held;
+      while (!stop.load()) {
+        auto next = s->select_multi({}, lengths);
+        if (!next.ok()) {
+          refused.fetch_add(1);
+          continue;
+        }
+        held = std::move(next).value();  // abandons the parent held until now
+      }
+    });  // the last parent is abandoned as the thread ends
   }
   bool whole = true;
-  std::thread observer([&] {
-    while (!stop.load()) {
-      std::uint64_t charged = 0, allocated = 0;
-      for (const NicLoadStats& n : s->nic_load_stats()) {
-        charged += n.charged_bytes;
-        allocated += n.allocated_bytes;
-      }
-      whole = whole && charged % kParent == 0 && allocated % kParent == 0;
+  int reads = 0, in_flight = 0, progressed = 0;
+  std::uint64_t last_allocated = 0;
+  while ((in_flight < kWanted || progressed < kWanted) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::uint64_t charged = 0, allocated = 0;
+    for (const NicLoadStats& n : s->nic_load_stats()) {
+      charged += n.charged_bytes;
+      allocated += n.allocated_bytes;
     }
-  });
-  for (auto& th : threads) th.join();
+    ++reads;
+    whole = whole && charged % kParent == 0 && allocated % kParent == 0;
+    if (charged > 0) ++in_flight;
+    if (allocated != last_allocated) ++progressed;
+    last_allocated = allocated;
+  }
   stop = true;
-  observer.join();
+  for (auto& th : writers) th.join();
   EXPECT_TRUE(whole);
+  EXPECT_EQ(refused.load(), 0);
+  EXPECT_GE(in_flight, kWanted) << "reads with charges outstanding, of " << reads;
+  EXPECT_GE(progressed, kWanted) << "reads after the writers moved on, of " << reads;
+  for (const NicLoadStats& n : s->nic_load_stats()) EXPECT_EQ(n.charged_bytes, 0u) << n.name;
 }
 
 }  // namespace
