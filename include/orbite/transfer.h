@@ -11,6 +11,7 @@
 #include <orbite/export.h>
 #include <orbite/status.h>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,14 +20,17 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace orbite {
 
 namespace detail {
 struct RequestState;
+struct RequestAccess;
 struct EngineCore;
 struct RegionRecord;
+struct DescriptorCodec;
 }  // namespace detail
 
 // Which transport carries a request. Unspec picks shm for a peer on the same host and tcp
@@ -75,7 +79,7 @@ class ORBITE_API Request {
   [[nodiscard]] std::uint64_t bytes() const;
 
  private:
-  friend struct detail::EngineCore;
+  friend struct detail::RequestAccess;
   explicit Request(std::shared_ptr<detail::RequestState> s) : state_(std::move(s)) {}
   std::shared_ptr<detail::RequestState> state_;
 };
@@ -105,7 +109,7 @@ class ORBITE_API RemoteRegion {
   [[nodiscard]] std::vector<Transport> transports() const;
 
  private:
-  friend struct detail::EngineCore;
+  friend struct detail::DescriptorCodec;
   std::string owner_id_;  // the owning engine's identity (128-bit, hex)
   std::string owner_address_;
   std::string owner_host_id_;
@@ -114,7 +118,9 @@ class ORBITE_API RemoteRegion {
   std::uint64_t generation_ = 0;
   std::uint64_t length_ = 0;
   Access access_{};
-  std::uint32_t transport_mask_ = 0;
+  // One entry per transport the owner published the region on: its id and its packed part of
+  // the descriptor (empty for tcp and shm; an RDMA NIC mask, a CUDA IPC handle).
+  std::vector<std::pair<std::uint8_t, std::string>> transport_blobs_;
 };
 
 // A registration of [data, data + length) with an engine. Unregistered by unregister() or by the
@@ -158,6 +164,15 @@ struct TransferRange {
   std::uint64_t length = 0;
 };
 
+// What one transport carried, both directions: payload bytes (frames' payloads, and bytes copied
+// by one-sided access) and frames.
+struct TransportStats {
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t frames_sent = 0;
+  std::uint64_t frames_received = 0;
+};
+
 struct EngineStats {
   std::uint64_t requests_submitted = 0;
   std::uint64_t requests_completed = 0;
@@ -176,6 +191,11 @@ struct EngineStats {
   std::uint64_t unexpected_bytes_peak = 0;
   // Worker passes that found nothing to do, and sleeps on epoll/eventfd.
   std::uint64_t worker_idle_sleeps = 0;
+  // Per transport, indexed by Transport (Unspec stays zero; Nvlink is the CUDA IPC transport).
+  std::array<TransportStats, 5> transports{};
+  [[nodiscard]] const TransportStats& of(Transport t) const {
+    return transports[static_cast<std::size_t>(t)];
+  }
 };
 
 // The per-process engine. Normally a Communicator creates and owns it; create() is for

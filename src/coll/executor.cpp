@@ -7,7 +7,6 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "proxy/engine_core.h"
 
 namespace orbite::coll {
 
@@ -103,9 +102,9 @@ Result<Request> Executor::start(std::string name, std::function<Task(Ctx&)> make
   op->ctx->scratch_source = [this](std::uint64_t bytes) { return take_scratch(bytes); };
   op->result_bytes = result_bytes;
   op->state = std::make_shared<detail::RequestState>();
-  op->state->external = shared_from_this();
+  op->state->driver = shared_from_this();
   op->task = make(*op->ctx);
-  Request request = detail::EngineCore::request_of(op->state);
+  Request request = detail::RequestAccess::make(op->state);
   op->task.resume();
   active_.push_back(std::move(op));
   poll_locked();
@@ -140,8 +139,7 @@ bool Executor::advance(Op& op) {
 void Executor::finish(Op& op, Status status) {
   auto& s = *op.state;
   if (status.ok()) s.bytes_done.store(op.result_bytes, std::memory_order_relaxed);
-  s.final_status = std::move(status);
-  s.phase.store(s.final_status.ok() ? 1 : 2, std::memory_order_release);
+  detail::complete_request(s, std::move(status));
 }
 
 void Executor::break_all(const Status& why) {
@@ -210,7 +208,7 @@ void Executor::retire(std::unique_ptr<Op> op) {
   // The frame's locals hold Requests too: destroying it now keeps the holder below acyclic.
   op->task = Task{};
   std::shared_ptr<Op> holder(std::move(op));
-  for (Request& r : in_flight) detail::EngineCore::state_of(r)->keepalive = holder;
+  for (Request& r : in_flight) detail::RequestAccess::state(r)->keepalive = holder;
 }
 
 void Executor::check_liveness() {

@@ -23,11 +23,7 @@
 #include <vector>
 
 #include "coll/task.h"
-#include "p2p/state.h"
-
-namespace orbite::detail {
-struct EngineCore;
-}
+#include "p2p/request.h"
 
 namespace orbite::coll {
 
@@ -36,7 +32,7 @@ namespace orbite::coll {
 using Poster = std::function<Result<Request>(bool send, void* data, std::uint64_t bytes, int peer,
                                              std::int32_t tag, bool passive)>;
 
-class Executor : public detail::ExternalProgress, public std::enable_shared_from_this<Executor> {
+class Executor : public detail::ProgressDriver, public std::enable_shared_from_this<Executor> {
  public:
   Executor(int rank, int size, Poster post);
   ~Executor() override;

@@ -11,7 +11,7 @@
 #include "coll/algorithms.h"
 #include "coll/executor.h"
 #include "coll/select.h"
-#include "p2p/state.h"
+#include "p2p/peer.h"
 
 namespace orbite {
 

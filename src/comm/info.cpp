@@ -1,8 +1,8 @@
 #include <orbite/info.h>
 #include <orbite/version.h>
 
-#include "p2p/cuda/cuda_loader.h"
-#include "p2p/rdma/ibv_loader.h"
+#include "platform/cuda_loader.h"
+#include "platform/ibv_loader.h"
 #include "topo/hwloc_probe.h"
 
 namespace orbite {

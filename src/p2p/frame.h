@@ -10,10 +10,13 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace orbite::p2p {
 
-inline constexpr std::uint8_t kFrameVersion = 1;
+// Version 2: the handshake carries a list of {transport id, connect blob} (and joins), and tcp
+// data travels on streams of its own. A peer of version 1 fails the handshake.
+inline constexpr std::uint8_t kFrameVersion = 2;
 inline constexpr std::size_t kFrameHeaderBytes = 48;
 // The largest payload one frame may carry: bulk data is chunked into frames of at most this size.
 inline constexpr std::uint32_t kMaxFramePayload = 16u << 20;
@@ -66,18 +69,21 @@ inline std::uint64_t pack_comm_tag(std::uint32_t comm, std::int32_t tag) {
   return (static_cast<std::uint64_t>(comm) << 32) | static_cast<std::uint32_t>(tag);
 }
 
-// The connection handshake: engine identity, host identity and the optional shared-memory ring
-// the sender created for its inbound traffic.
-struct Handshake {
-  std::string engine_id;
-  std::string host_id;
-  std::int64_t pid = 0;
-  std::uint32_t stream_index = 0;  // 0 opens the connection; >0 adds a TCP stream to it
-  std::string shm_name;            // empty: no shared memory on this connection
-  std::uint64_t shm_bytes = 0;
-  std::uint64_t eager_credit = 0;  // credit the sender grants the receiver
-};
-std::string encode_handshake(const Handshake& h);
-Result<Handshake> decode_handshake(std::string_view bytes);
+// An Errc a peer sent; anything out of range reads as Internal.
+Errc errc_from_wire(std::uint64_t v);
+
+// An 8-byte little-endian address, as single-copy frames carry it.
+inline std::string addr_bytes(std::uint64_t addr) {
+  std::string out(8, '\0');
+  for (std::size_t i = 0; i < 8; ++i) out[i] = static_cast<char>((addr >> (8 * i)) & 0xff);
+  return out;
+}
+inline std::uint64_t addr_from(std::string_view body) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < 8 && i < body.size(); ++i) {
+    v |= static_cast<std::uint64_t>(static_cast<unsigned char>(body[i])) << (8 * i);
+  }
+  return v;
+}
 
 }  // namespace orbite::p2p

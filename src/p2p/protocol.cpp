@@ -1,10 +1,13 @@
-// The data-path protocol: send/recv matching with MPI ordering per (peer, tag), eager messages
-// bounded by credits, rendezvous into the posted buffer (single copy on the same host), and
-// put/get checked by the owner before a byte moves.
+// The data-path protocol: routes, send/recv matching with MPI ordering per (peer, tag), eager
+// messages bounded by credits, and rendezvous into the posted buffer (single copy where the
+// endpoint has one-sided access). Every frame goes through a PeerEndpoint.
+#include "p2p/protocol.h"
+
 #include <cstring>
 
 #include "common/log.h"
-#include "p2p/shm/vm_copy.h"
+#include "p2p/select.h"
+#include "p2p/stream.h"
 #include "p2p/transports.h"
 
 namespace orbite::p2p {
@@ -15,15 +18,8 @@ using detail::PeerLink;
 using detail::SendItem;
 
 namespace {
-constexpr std::uint64_t kTcpChunk = 4 * 1024 * 1024;
-// From this size on, a same-host rendezvous splits the copy between sender and receiver.
+// From this size on, a rendezvous with one-sided access splits the copy between both sides.
 constexpr std::uint64_t kShareMin = 256 * 1024;
-
-std::string addr_bytes(std::uint64_t addr) {
-  std::string out(8, '\0');
-  for (size_t i = 0; i < 8; ++i) out[i] = static_cast<char>((addr >> (8 * i)) & 0xff);
-  return out;
-}
 constexpr std::size_t kMaxReorder = 1 << 16;
 
 std::string short_id(const std::string& id) {
@@ -32,61 +28,34 @@ std::string short_id(const std::string& id) {
 
 }  // namespace
 
-void finish_request(detail::RequestState& req, Status status, Counters& counters) {
-  if (req.phase.load(std::memory_order_relaxed) != 0) return;
-  if (req.local_pinned) {
-    req.local->unpin();
-    req.local_pinned = false;
+Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) const {
+  RouteQuery q;
+  q.requested = req.options.transport;
+  q.memory = req.local ? req.local->kind : MemoryKind::Host;
+  q.is_self = link.is_self;
+  q.same_host = link.same_host;
+  for (std::size_t i = 0; i < kTransportCount; ++i) {
+    q.built[i] = transports_[i] != nullptr;
+    q.open[i] = link.endpoints[i] ? &link.endpoints[i]->caps() : nullptr;
   }
-  const bool ok = status.ok();
-  req.final_status = std::move(status);
-  (ok ? counters.completed : counters.failed)++;
-  req.phase.store(ok ? 1 : 2, std::memory_order_release);
+  q.peer = short_id(link.ep.id) + " at " + link.ep.address;
+  ORBITE_ASSIGN_OR_RETURN(TransportId id, select_route(q));
+  return link.endpoint(id);
 }
 
-std::uint64_t Transports::eager_limit(Channel ch) const {
-  return ch == Channel::Ring ? config_.shm.eager_limit : config_.tcp.eager_limit;
+void Protocol::count_sent(const PeerEndpoint& ep, std::uint64_t payload) {
+  TransportCounters& c = counters_.of(ep.id());
+  c.frames_sent.fetch_add(1, std::memory_order_relaxed);
+  c.bytes_sent.fetch_add(payload, std::memory_order_relaxed);
 }
 
-std::uint64_t Transports::chunk_limit(const Link& link, Channel ch) const {
-  if (ch == Channel::Ring) return link.tx_ring ? link.tx_ring->max_payload() : 65536;
-  return kTcpChunk;
-}
-
-void Transports::protocol_error(Link& link, const std::string& what) {
-  counters_.protocol_errors++;
-  ORBITE_LOG(Error, Tcp) << "protocol error from peer " << short_id(link.ep.id) << " (pid "
-                         << link.ep.pid << "): " << what << "; closing its connection";
-  fail_link(link, Status::error(Errc::Protocol, "protocol error: " + what));
-}
-
-Channel Transports::pick_channel(const Link& link, const Req& req, Status& err) const {
-  if (link.is_self) return Channel::Ring;
-  switch (req.options.transport) {
-    case Transport::Tcp: return Channel::Tcp;
-    case Transport::Shm:
-      if (!link.has_ring()) {
-        err = Status::error(Errc::Unavailable,
-                            "transport shm cannot reach peer " + short_id(link.ep.id) + " at " +
-                                link.ep.address +
-                                (link.same_host ? " (shared memory is disabled or failed)"
-                                                : " (it is on another host)"));
-      }
-      return Channel::Ring;
-    default: return link.has_ring() ? Channel::Ring : Channel::Tcp;
-  }
-}
-
-void Transports::start(ReqPtr req) {
+void Protocol::start(ReqPtr req) {
   if (req->options.deadline && std::chrono::steady_clock::now() > *req->options.deadline) {
-    finish_request(*req,
-                   Status::error(Errc::Timeout,
-                                 "the request's deadline passed before it "
-                                 "started; nothing moved"),
-                   counters_);
-    return;
+    return detail::complete_request(
+        *req, Status::error(Errc::Timeout,
+                            "the request's deadline passed before it started; nothing moved"));
   }
-  Link* cached = req->peer->link.load(std::memory_order_acquire);
+  PeerLink* cached = req->peer->link.load(std::memory_order_acquire);
   if (cached == nullptr) {
     cached = &link_for(req->peer->ep);
     req->peer->link.store(cached, std::memory_order_release);
@@ -95,11 +64,9 @@ void Transports::start(ReqPtr req) {
   req->lane_link = &link;
   switch (link.state) {
     case PeerLink::State::Failed:
-      finish_request(*req,
-                     Status::error(Errc::ConnectionLost,
-                                   "peer " + short_id(link.ep.id) + ": " + link.failure.message()),
-                     counters_);
-      return;
+      return detail::complete_request(
+          *req, Status::error(Errc::ConnectionLost,
+                              "peer " + short_id(link.ep.id) + ": " + link.failure.message()));
     case PeerLink::State::Established: issue(link, req); return;
     case PeerLink::State::Idle:
       if (req->kind == OpKind::Recv) {
@@ -107,7 +74,7 @@ void Transports::start(ReqPtr req) {
         return;
       }
       link.waiting.push_back(req);
-      connect(link);
+      control_->connect(link);
       return;
     default:
       if (req->kind == OpKind::Recv) {
@@ -119,22 +86,19 @@ void Transports::start(ReqPtr req) {
   }
 }
 
-void Transports::issue(Link& link, const ReqPtr& req) {
+void Protocol::issue(Link& link, const ReqPtr& req) {
   if (req->phase.load() != 0) return;
   if (req->kind != OpKind::Recv && req->options.deadline &&
       std::chrono::steady_clock::now() > *req->options.deadline) {
-    return finish_request(*req,
-                          Status::error(Errc::Timeout,
-                                        "the request's deadline passed "
-                                        "before it started; nothing moved"),
-                          counters_);
+    return detail::complete_request(
+        *req, Status::error(Errc::Timeout,
+                            "the request's deadline passed before it started; nothing moved"));
   }
   if (link.state == PeerLink::State::Failed) {
     // An earlier request of the same batch (waiting for the connection) broke the link.
-    return finish_request(*req,
-                          Status::error(Errc::ConnectionLost, "peer " + short_id(link.ep.id) +
-                                                                  ": " + link.failure.message()),
-                          counters_);
+    return detail::complete_request(
+        *req, Status::error(Errc::ConnectionLost,
+                            "peer " + short_id(link.ep.id) + ": " + link.failure.message()));
   }
   switch (req->kind) {
     case OpKind::Send: return issue_send(link, req);
@@ -143,9 +107,9 @@ void Transports::issue(Link& link, const ReqPtr& req) {
   }
 }
 
-void Transports::send_control(Link& link, Channel ch, FrameType type, std::uint64_t id,
-                              std::uint64_t a, std::uint64_t b, std::uint64_t c, std::uint64_t d,
-                              std::string payload) {
+void Protocol::send_control(PeerEndpoint& ep, FrameType type, std::uint64_t id, std::uint64_t a,
+                            std::uint64_t b, std::uint64_t c, std::uint64_t d,
+                            std::string payload) {
   SendItem item;
   item.header.type = type;
   item.header.id = id;
@@ -156,23 +120,20 @@ void Transports::send_control(Link& link, Channel ch, FrameType type, std::uint6
   if (payload.size() > kMaxControlPayload) payload.resize(kMaxControlPayload);
   item.header.payload_len = static_cast<std::uint32_t>(payload.size());
   item.owned = std::move(payload);
-  queue(link, ch, std::move(item), 0);
+  ep.send(std::move(item));
 }
 
-bool Transports::send_data(Link& link, Channel ch, DataTarget target, std::uint64_t id,
-                           const std::byte* data, std::uint64_t len, const ReqPtr& req,
-                           detail::RegionRecord* pin_each, std::uint64_t base) {
-  std::size_t streams = 0;
-  if (ch == Channel::Tcp) {
-    for (const auto& s : link.streams) streams += (s && s->handshaken) ? 1 : 0;
-  }
-  std::uint64_t chunk = chunk_limit(link, ch);
-  if (streams > 1) chunk = std::max<std::uint64_t>(256 * 1024, std::min(chunk, len / streams + 1));
+bool Protocol::send_data(Link& link, PeerEndpoint& ep, DataTarget target, std::uint64_t id,
+                         const std::byte* data, std::uint64_t len, const ReqPtr& req,
+                         detail::RegionRecord* pin_each, std::uint64_t base) {
+  const std::size_t paths = ep.paths();
+  std::uint64_t chunk = ep.caps().max_frame_payload;
+  if (paths > 1) chunk = std::max<std::uint64_t>(256 * 1024, std::min(chunk, len / paths + 1));
   if (pin_each != nullptr && len > 0 &&
       !pin_each->pin_many(static_cast<std::int64_t>((len + chunk - 1) / chunk))) {
     return false;
   }
-  std::size_t next_stream = 0;
+  std::uint32_t path = 0;
   for (std::uint64_t off = 0; off < len; off += chunk) {
     const std::uint64_t n = std::min(chunk, len - off);
     SendItem item;
@@ -188,14 +149,8 @@ bool Transports::send_data(Link& link, Channel ch, DataTarget target, std::uint6
       item.on_written = SendItem::SendProgress;
     }
     item.pinned = pin_each;
-    std::size_t stream = 0;
-    if (streams > 1) {
-      // Round-robin over the streams that completed their handshake.
-      do {
-        stream = next_stream++ % link.streams.size();
-      } while (!link.streams[stream] || !link.streams[stream]->handshaken);
-    }
-    queue(link, ch, std::move(item), stream);
+    item.path = path++;  // spread over the endpoint's paths, round-robin
+    ep.send(std::move(item));
     if (link.state == PeerLink::State::Failed) {
       // Items not yet queued still hold their pins.
       if (pin_each != nullptr) {
@@ -207,58 +162,70 @@ bool Transports::send_data(Link& link, Channel ch, DataTarget target, std::uint6
   return true;
 }
 
-void Transports::issue_send(Link& link, const ReqPtr& req) {
-  Status err;
-  Channel ch = pick_channel(link, *req, err);
-  if (!err.ok()) return finish_request(*req, err, counters_);
-  req->channel = ch;
+void Protocol::frame_written(PeerEndpoint& ep, SendItem& item) {
+  count_sent(ep, item.header.payload_len);
+  counters_.bytes_sent.fetch_add(item.data_len, std::memory_order_relaxed);
+  if (item.pinned != nullptr) {
+    item.pinned->unpin();
+    item.pinned = nullptr;
+  }
+  if (!item.req || item.on_written == SendItem::Nothing) return;
+  Req& req = *item.req;
+  if (req.phase.load() != 0) return;
+  if (item.on_written == SendItem::FinishEager) {
+    req.bytes_done.store(req.length);
+    if (req.lane_link != nullptr) req.lane_link->inflight.erase(req.id);
+    detail::complete_request(req, {});
+  } else if (item.on_written == SendItem::SendProgress && req.lane_link != nullptr) {
+    add_received(*req.lane_link, req.id, item.data_len);
+  }
+}
+
+void Protocol::issue_send(Link& link, const ReqPtr& req) {
+  auto routed = route(link, *req);
+  if (!routed.ok()) return detail::complete_request(*req, routed.status());
+  PeerEndpoint& ep = **routed;
+  req->endpoint = &ep;
   req->id = next_wire_id_++;
   const std::uint64_t seq = link.send_seq++;
   const std::uint64_t charge = req->length + kFrameHeaderBytes;
   const std::uint64_t comm_tag = pack_comm_tag(req->comm, req->tag);
-  if (req->length <= eager_limit(ch) && link.credit >= charge) {
+  if (req->length <= ep.caps().eager_limit && link.credit >= charge) {
     link.credit -= charge;
     counters_.eager++;
-    if (ch == Channel::Ring && link.ring_out.empty()) {
-      // The common small message: straight into the ring, complete at once.
-      FrameHeader h;
-      h.type = FrameType::Eager;
-      h.payload_len = static_cast<std::uint32_t>(req->length);
-      h.id = req->id;
-      h.a = comm_tag;
-      h.b = seq;
-      h.c = req->length;
-      iovec iov{const_cast<std::byte*>(req->src), req->length};
-      if (link.tx_ring->try_push(h, std::span<const iovec>(&iov, req->length ? 1 : 0))) {
-        counters_.bytes_sent += req->length;
-        req->bytes_done.store(req->length, std::memory_order_relaxed);
-        ring_doorbell(link);
-        return finish_request(*req, {}, counters_);
-      }
+    FrameHeader h;
+    h.type = FrameType::Eager;
+    h.payload_len = static_cast<std::uint32_t>(req->length);
+    h.id = req->id;
+    h.a = comm_tag;
+    h.b = seq;
+    h.c = req->length;
+    // The common small message: handed over at once where the endpoint can, complete at once.
+    iovec iov{const_cast<std::byte*>(req->src), req->length};
+    if (ep.send_now(h, std::span<const iovec>(&iov, req->length ? 1 : 0))) {
+      count_sent(ep, req->length);
+      counters_.bytes_sent.fetch_add(req->length, std::memory_order_relaxed);
+      req->bytes_done.store(req->length, std::memory_order_relaxed);
+      return detail::complete_request(*req, {});
     }
     link.inflight[req->id] = Inflight{req};
     SendItem item;
-    item.header.type = FrameType::Eager;
-    item.header.payload_len = static_cast<std::uint32_t>(req->length);
-    item.header.id = req->id;
-    item.header.a = comm_tag;
-    item.header.b = seq;
-    item.header.c = req->length;
+    item.header = h;
     item.data = req->src;
     item.data_len = req->length;
     item.req = req;
     item.on_written = SendItem::FinishEager;
-    queue(link, ch, std::move(item), 0);
+    ep.send(std::move(item));
     return;
   }
   link.inflight[req->id] = Inflight{req};
   counters_.rendezvous++;
-  const bool single = ch == Channel::Ring && config_.shm.single_copy && vm_copy_usable();
-  send_control(link, ch, FrameType::Rts, req->id, comm_tag, seq, req->length,
+  const bool single = ep.one_sided_usable();
+  send_control(ep, FrameType::Rts, req->id, comm_tag, seq, req->length,
                single ? reinterpret_cast<std::uint64_t>(req->src) : 0);
 }
 
-void Transports::issue_recv(Link& link, const ReqPtr& req) {
+void Protocol::issue_recv(Link& link, const ReqPtr& req) {
   req->id = next_wire_id_++;
   req->lane_link = &link;
   for (auto it = link.unexpected.begin(); it != link.unexpected.end(); ++it) {
@@ -275,83 +242,83 @@ void Transports::issue_recv(Link& link, const ReqPtr& req) {
   link.posted.push_back(req);
 }
 
-void Transports::reject_truncated(Link& link, const ReqPtr& recv, const detail::Arrival& a) {
+void Protocol::reject_truncated(Link& link, const ReqPtr& recv, const detail::Arrival& a) {
   Status trunc =
       Status::error(Errc::InvalidArgument,
                     "message truncated: peer " + short_id(link.ep.id) + " sent " +
                         std::to_string(a.length) + " bytes with tag " + std::to_string(a.tag) +
                         " to a receive of " + std::to_string(recv->length) + " bytes");
-  send_control(link, a.channel, FrameType::Reject, a.sender_id,
+  send_control(*a.endpoint, FrameType::Reject, a.sender_id,
                static_cast<std::uint64_t>(Errc::InvalidArgument), 0, 0, 0, trunc.message());
-  finish_request(*recv, trunc, counters_);
+  detail::complete_request(*recv, trunc);
 }
 
-void Transports::consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& a) {
+void Protocol::consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& a) {
   counters_.unexpected_bytes -= a.data.size();
   if (a.length > recv->length) {
     reject_truncated(link, recv, a);
   } else {
     if (a.length != 0) std::memcpy(recv->dst, a.data.data(), a.length);
     recv->bytes_done.store(a.length);
-    finish_request(*recv, {}, counters_);
+    detail::complete_request(*recv, {});
   }
   give_buffer(std::move(a.data));
-  return_credit(link, a.length + kFrameHeaderBytes, a.channel);
+  return_credit(link, a.length + kFrameHeaderBytes, *a.endpoint);
 }
 
-void Transports::match_rts(Link& link, const ReqPtr& recv, const detail::Arrival& a) {
+void Protocol::match_rts(Link& link, const ReqPtr& recv, const detail::Arrival& a) {
   if (a.length > recv->length) {
     reject_truncated(link, recv, a);
     return;
   }
-  if (a.sender_addr != 0 && a.channel == Channel::Ring && a.length > 0 && vm_copy_usable()) {
+  PeerEndpoint& ep = *a.endpoint;
+  recv->endpoint = &ep;
+  if (a.sender_addr != 0 && a.length > 0 && ep.one_sided_usable()) {
     // Large messages are copied by both sides at once: the sender writes the tail into our
     // buffer while we read the head from its memory, each on its own core.
     std::uint64_t split = a.length;
-    recv->channel = a.channel;
     link.inflight[recv->id] = Inflight{recv, 0, a.length};
     if (a.length >= kShareMin && !link.is_self) {
       split = (a.length / 2) & ~std::uint64_t{4095};
-      send_control(link, a.channel, FrameType::Share, a.sender_id, recv->id, split, a.length, 0,
+      send_control(ep, FrameType::Share, a.sender_id, recv->id, split, a.length, 0,
                    addr_bytes(reinterpret_cast<std::uint64_t>(recv->dst)));
     }
-    Status copied = vm_read(link.ep.pid, recv->dst, a.sender_addr, split);
+    Status copied = ep.read_peer(recv->dst, a.sender_addr, split);
     if (copied.ok()) {
       counters_.single_copy_bytes += split;
-      send_control(link, a.channel, FrameType::Fin, a.sender_id, 0, split);
+      counters_.of(ep.id()).bytes_received.fetch_add(split, std::memory_order_relaxed);
+      send_control(ep, FrameType::Fin, a.sender_id, 0, split);
       return add_received(link, recv->id, split);
     }
     if (copied.code() == Errc::Unavailable) {
-      // Refused by the kernel (logged once): the sender sends our part through the ring.
-      send_control(link, a.channel, FrameType::Cts, a.sender_id, recv->id, a.length, 0, split);
+      // Refused by the kernel (logged once): the sender sends our part as frames.
+      send_control(ep, FrameType::Cts, a.sender_id, recv->id, a.length, 0, split);
       return;
     }
-    send_control(link, a.channel, FrameType::Reject, a.sender_id,
-                 static_cast<std::uint64_t>(copied.code()), 0, 0, 0, copied.message());
+    send_control(ep, FrameType::Reject, a.sender_id, static_cast<std::uint64_t>(copied.code()), 0,
+                 0, 0, copied.message());
     // With a split, the sender's ShareDone is still to come: the request ends with it.
     return add_received(link, recv->id, split, copied);
   }
-  recv->channel = a.channel;
-  send_control(link, a.channel, FrameType::Cts, a.sender_id, recv->id, a.length);
+  send_control(ep, FrameType::Cts, a.sender_id, recv->id, a.length);
   if (a.length == 0) {
     recv->bytes_done.store(0);
-    finish_request(*recv, {}, counters_);
+    detail::complete_request(*recv, {});
     return;
   }
   link.inflight[recv->id] = Inflight{recv, 0, a.length};
 }
 
-void Transports::return_credit(Link& link, std::uint64_t bytes, Channel ch) {
+void Protocol::return_credit(Link& link, std::uint64_t bytes, PeerEndpoint& ep) {
   link.eager_outstanding -= std::min(link.eager_outstanding, bytes);
   link.credit_owed += bytes;
   if (link.credit_owed >= link.credit_window / 4 && link.state == PeerLink::State::Established) {
-    if (!link.has_ring()) ch = Channel::Tcp;
-    send_control(link, ch, FrameType::Credit, 0, link.credit_owed);
+    send_control(ep, FrameType::Credit, 0, link.credit_owed);
     link.credit_owed = 0;
   }
 }
 
-bool Transports::try_match_arrival(Link& link, detail::Arrival& a) {
+bool Protocol::try_match_arrival(Link& link, detail::Arrival& a) {
   for (auto it = link.posted.begin(); it != link.posted.end(); ++it) {
     if ((*it)->comm == a.comm && (*it)->tag == a.tag) {
       ReqPtr recv = std::move(*it);
@@ -366,7 +333,7 @@ bool Transports::try_match_arrival(Link& link, detail::Arrival& a) {
   return false;
 }
 
-void Transports::deliver_arrival(Link& link, detail::Arrival&& a) {
+void Protocol::deliver_arrival(Link& link, detail::Arrival&& a) {
   if (a.seq != link.recv_seq) {
     if (a.seq < link.recv_seq || link.reorder.size() >= kMaxReorder ||
         link.reorder.count(a.seq) != 0) {
@@ -391,6 +358,40 @@ void Transports::deliver_arrival(Link& link, detail::Arrival&& a) {
     a = std::move(next->second);
     link.reorder.erase(next);
   }
+}
+
+void Protocol::add_received(Link& link, std::uint64_t id, std::uint64_t bytes,
+                            const Status& error) {
+  auto it = link.inflight.find(id);
+  if (it == link.inflight.end()) return;
+  Inflight& f = it->second;
+  const std::uint64_t total = f.req->kind == OpKind::Send ? f.req->length : f.length;
+  if (bytes > total - f.received) {
+    return protocol_error(link, "request " + std::to_string(id) + " received more bytes than " +
+                                    std::to_string(total));
+  }
+  if (!error.ok() && f.ack_status.ok()) f.ack_status = error;
+  f.received += bytes;
+  if (f.received < total) return;
+  ReqPtr req = f.req;
+  Status result = f.ack_status;
+  link.inflight.erase(it);
+  if (result.ok()) req->bytes_done.store(total);
+  detail::complete_request(*req, result);
+}
+
+void Protocol::fail_inflight_of(Link& link, const Status& why) {
+  auto inflight = std::move(link.inflight);
+  link.inflight.clear();
+  for (auto& [id, f] : inflight) detail::complete_request(*f.req, why);
+  for (auto& req : link.waiting) detail::complete_request(*req, why);
+  link.waiting.clear();
+  for (auto& req : link.posted) detail::complete_request(*req, why);
+  link.posted.clear();
+  for (auto& a : link.unexpected) counters_.unexpected_bytes -= a.data.size();
+  link.unexpected.clear();
+  link.reorder.clear();
+  link.sessions.clear();
 }
 
 }  // namespace orbite::p2p

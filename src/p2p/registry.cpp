@@ -2,9 +2,9 @@
 
 namespace orbite::p2p {
 
-std::shared_ptr<detail::RegionRecord> RegionRegistry::add(std::weak_ptr<detail::EngineCore> engine,
-                                                          std::byte* base, std::uint64_t length,
-                                                          MemoryKind kind, Access access) {
+std::shared_ptr<detail::RegionRecord> RegionRegistry::prepare(std::weak_ptr<void> engine,
+                                                              std::byte* base, std::uint64_t length,
+                                                              MemoryKind kind, Access access) {
   auto r = std::make_shared<detail::RegionRecord>();
   r->engine = std::move(engine);
   r->base = base;
@@ -15,8 +15,12 @@ std::shared_ptr<detail::RegionRecord> RegionRegistry::add(std::weak_ptr<detail::
   r->id = next_id_++;
   // The generation distinguishes registrations of one id across engine incarnations.
   r->generation = 1;
-  regions_[r->id] = r;
   return r;
+}
+
+void RegionRegistry::publish(const std::shared_ptr<detail::RegionRecord>& record) {
+  std::lock_guard lock(mu_);
+  regions_[record->id] = record;
 }
 
 void RegionRegistry::remove(std::uint64_t id) {

@@ -4,20 +4,60 @@
 
 #include <orbite/transfer.h>
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
-#include "p2p/state.h"
+#include "p2p/transport.h"
+
+namespace orbite::detail {
+
+// Lifetime: shared by the MemoryRegion handle, the registry and the requests that use it. Fields
+// other than dead and pins are fixed once the record is published in the registry.
+struct RegionRecord {
+  // The owning engine (the proxy's EngineCore, which p2p does not name).
+  std::weak_ptr<void> engine;
+  std::uint64_t id = 0;
+  std::uint64_t generation = 0;
+  std::byte* base = nullptr;
+  std::uint64_t length = 0;
+  Access access{};
+  MemoryKind kind = MemoryKind::Host;
+  // What each transport's memory domain prepared for this registration (null: nothing needed).
+  std::array<std::unique_ptr<p2p::DomainRegistration>, p2p::kTransportCount> registrations;
+  // Set by unregister: no new access starts. pins counts accesses in progress; unregister
+  // returns only once it drops to zero, so nothing touches the memory afterwards.
+  std::atomic<bool> dead{false};
+  std::atomic<std::int64_t> pins{0};
+
+  // n pins at once, or none: a reply split in n chunks is either fully covered or refused.
+  bool pin_many(std::int64_t n) {
+    pins.fetch_add(n, std::memory_order_seq_cst);
+    if (dead.load(std::memory_order_seq_cst)) {
+      pins.fetch_sub(n, std::memory_order_seq_cst);
+      return false;
+    }
+    return true;
+  }
+  bool pin() { return pin_many(1); }
+  void unpin() { pins.fetch_sub(1, std::memory_order_seq_cst); }
+};
+
+}  // namespace orbite::detail
 
 namespace orbite::p2p {
 
 class RegionRegistry {
  public:
-  std::shared_ptr<detail::RegionRecord> add(std::weak_ptr<detail::EngineCore> engine,
-                                            std::byte* base, std::uint64_t length, MemoryKind kind,
-                                            Access access);
+  // A record with its id, not yet visible to peers: the transports prepare it first.
+  std::shared_ptr<detail::RegionRecord> prepare(std::weak_ptr<void> engine, std::byte* base,
+                                                std::uint64_t length, MemoryKind kind,
+                                                Access access);
+  // Makes a prepared record visible to authorize().
+  void publish(const std::shared_ptr<detail::RegionRecord>& record);
   void remove(std::uint64_t id);
   // The live region for an access of [offset, offset+length) with `write` or read rights, or
   // InvalidArgument naming what is wrong. The caller pins before touching memory.

@@ -1,4 +1,4 @@
-#include "p2p/cuda/cuda_loader.h"
+#include "platform/cuda_loader.h"
 
 #include <dlfcn.h>
 #include <link.h>

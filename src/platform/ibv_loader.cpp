@@ -1,4 +1,4 @@
-#include "p2p/rdma/ibv_loader.h"
+#include "platform/ibv_loader.h"
 
 #include <dlfcn.h>
 #include <link.h>

@@ -2,12 +2,14 @@
 // here runs on the caller's thread: it validates, then hands requests to the proxy's lanes.
 #include <orbite/transfer.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/wire.h"
+#include "p2p/descriptor.h"
+#include "p2p/select.h"
 #include "proxy/engine_core.h"
 
 namespace orbite {
@@ -42,24 +44,14 @@ std::string_view to_string(Priority p) {
 bool Request::test() {
   if (!state_) return false;
   if (state_->phase.load(std::memory_order_acquire) != 0) return true;
-  if (state_->external) {
-    state_->external->poll();
-    return state_->phase.load(std::memory_order_acquire) != 0;
-  }
-  detail::Lane& lane = *state_->lane;
-  if (lane.mu.try_lock()) {
-    lane.progress_once();
-    lane.mu.unlock();
-  }
+  if (state_->driver) state_->driver->poll();
   return state_->phase.load(std::memory_order_acquire) != 0;
 }
 
 Status Request::wait(Duration timeout) {
   if (!state_) return Status::error(Errc::InvalidArgument, "wait() on an empty Request");
-  if (state_->phase.load(std::memory_order_acquire) == 0 && state_->external) {
-    state_->external->wait(state_->phase, timeout);
-  } else if (state_->phase.load(std::memory_order_acquire) == 0) {
-    state_->core->drive_until(*state_->lane, state_->phase, timeout);
+  if (state_->phase.load(std::memory_order_acquire) == 0 && state_->driver) {
+    state_->driver->wait(state_->phase, timeout);
   }
   if (state_->phase.load(std::memory_order_acquire) == 0) {
     return Status::error(
@@ -92,99 +84,6 @@ Status wait_all(std::span<Request> requests, Duration timeout) {
     if (!st.ok() && first.ok()) first = st;
   }
   return first;
-}
-
-// ---------------------------------------------------------------------------------------------
-// RemoteRegion
-
-namespace {
-constexpr std::uint32_t kRemoteMagic = 0x4f52524d;  // "ORRM"
-constexpr std::uint8_t kRemoteVersion = 1;
-constexpr std::uint32_t kMaskTcp = 1u << static_cast<unsigned>(Transport::Tcp);
-constexpr std::uint32_t kMaskShm = 1u << static_cast<unsigned>(Transport::Shm);
-}  // namespace
-
-std::string RemoteRegion::bytes() const {
-  std::string out;
-  wire::Writer w(out);
-  w.put<std::uint32_t>(kRemoteMagic);
-  w.put<std::uint8_t>(kRemoteVersion);
-  w.put_bytes(owner_id_);
-  w.put_bytes(owner_address_);
-  w.put_bytes(owner_host_id_);
-  w.put<std::int64_t>(owner_pid_);
-  w.put<std::uint64_t>(region_id_);
-  w.put<std::uint64_t>(generation_);
-  w.put<std::uint64_t>(length_);
-  w.put<std::uint8_t>(static_cast<std::uint8_t>((access_.read ? 1 : 0) | (access_.write ? 2 : 0)));
-  w.put<std::uint32_t>(transport_mask_);
-  return out;
-}
-
-Result<RemoteRegion> RemoteRegion::from_bytes(std::string_view bytes) {
-  wire::Reader r(bytes);
-  RemoteRegion out;
-  const auto magic = r.get<std::uint32_t>();
-  const auto version = r.get<std::uint8_t>();
-  out.owner_id_ = std::string(r.get_bytes(64));
-  out.owner_address_ = std::string(r.get_bytes(512));
-  out.owner_host_id_ = std::string(r.get_bytes(512));
-  out.owner_pid_ = r.get<std::int64_t>();
-  out.region_id_ = r.get<std::uint64_t>();
-  out.generation_ = r.get<std::uint64_t>();
-  out.length_ = r.get<std::uint64_t>();
-  const auto rights = r.get<std::uint8_t>();
-  out.transport_mask_ = r.get<std::uint32_t>();
-  out.access_ = Access{(rights & 1) != 0, (rights & 2) != 0};
-  std::string problem;
-  if (!r.done() || magic != kRemoteMagic)
-    problem = "not a region descriptor (or truncated)";
-  else if (version != kRemoteVersion)
-    problem = "descriptor version " + std::to_string(version);
-  else if (out.owner_id_.size() != 32 || out.owner_pid_ <= 0 || out.region_id_ == 0)
-    problem = "owner identity or region id is invalid";
-  else if (!net::parse_host_port(out.owner_address_).ok())
-    problem = "owner address '" + out.owner_address_ + "' is invalid";
-  else if (rights > 3)
-    problem = "rights " + std::to_string(rights);
-  if (!problem.empty()) {
-    return Status::error(Errc::InvalidArgument, "RemoteRegion::from_bytes: " + problem + " (" +
-                                                    std::to_string(bytes.size()) + " bytes)");
-  }
-  return out;
-}
-
-Result<RemoteRegion> RemoteRegion::from_bytes(std::span<const std::byte> bytes) {
-  return from_bytes(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-}
-
-std::vector<Transport> RemoteRegion::transports() const {
-  std::vector<Transport> out;
-  if (transport_mask_ & kMaskTcp) out.push_back(Transport::Tcp);
-  if (transport_mask_ & kMaskShm) out.push_back(Transport::Shm);
-  return out;
-}
-
-RemoteRegion EngineCore::make_remote(const detail::RegionRecord& rec, const p2p::Identity& self,
-                                     bool shm) {
-  RemoteRegion r;
-  r.owner_id_ = self.id;
-  r.owner_address_ = self.address;
-  r.owner_host_id_ = self.host_id;
-  r.owner_pid_ = self.pid;
-  r.region_id_ = rec.id;
-  r.generation_ = rec.generation;
-  r.length_ = rec.length;
-  r.access_ = rec.access;
-  r.transport_mask_ = kMaskTcp | (shm ? kMaskShm : 0);
-  return r;
-}
-
-void EngineCore::fill_endpoint(const RemoteRegion& r, detail::Endpoint& ep) {
-  ep.id = r.owner_id_;
-  ep.address = r.owner_address_;
-  ep.host_id = r.owner_host_id_;
-  ep.pid = r.owner_pid_;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -226,16 +125,30 @@ Access MemoryRegion::access() const {
 
 RemoteRegion MemoryRegion::export_descriptor() const {
   if (!record_) return RemoteRegion();
-  auto core = record_->engine.lock();
+  auto core = std::static_pointer_cast<EngineCore>(record_->engine.lock());
   if (!core) return RemoteRegion();
-  return EngineCore::make_remote(*record_, core->self, core->config.shm.enable);
+  std::vector<std::pair<std::uint8_t, std::string>> blobs;
+  for (const auto& domain : core->domains) {
+    if (!domain) continue;
+    // shm is published only where it is enabled; the loopback needs no descriptor entry.
+    if (domain->id() == p2p::TransportId::Shm && !core->config.shm.enable) continue;
+    const auto i = static_cast<std::size_t>(domain->id());
+    blobs.emplace_back(static_cast<std::uint8_t>(domain->id()),
+                       domain->pack(*record_, record_->registrations[i].get()));
+  }
+  // In the order version 1 listed them: tcp first.
+  std::sort(blobs.begin(), blobs.end(), [](const auto& a, const auto& b) {
+    return (a.first == static_cast<std::uint8_t>(p2p::TransportId::Tcp)) >
+           (b.first == static_cast<std::uint8_t>(p2p::TransportId::Tcp));
+  });
+  return detail::DescriptorCodec::make(*record_, core->self, std::move(blobs));
 }
 
 Status MemoryRegion::unregister(Duration timeout) {
   if (!record_) return {};
   detail::RegionRecord& r = *record_;
   r.dead.store(true, std::memory_order_seq_cst);
-  auto core = r.engine.lock();
+  auto core = std::static_pointer_cast<EngineCore>(r.engine.lock());
   const Deadline deadline = Deadline::after(timeout);
   while (r.pins.load(std::memory_order_seq_cst) > 0) {
     if (deadline.expired()) {
@@ -244,18 +157,22 @@ Status MemoryRegion::unregister(Duration timeout) {
                                                  " transfer(s) still use it");
     }
     if (core) {
-      for (auto& lane : core->lanes) {
-        if (lane->mu.try_lock()) {
-          lane->progress_once();
-          lane->mu.unlock();
-        }
-      }
+      for (auto& lane : core->lanes) lane->poll();
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  if (core) core->regions.remove(r.id);
+  Status released;
+  if (core) {
+    core->regions.remove(r.id);
+    // A domain that cannot release its part keeps it in its retained list.
+    for (std::size_t i = 0; i < r.registrations.size(); ++i) {
+      if (!r.registrations[i] || !core->domains[i]) continue;
+      Status st = core->domains[i]->deregister(std::move(r.registrations[i]));
+      if (!st.ok() && released.ok()) released = st;
+    }
+  }
   record_.reset();
-  return {};
+  return released;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -329,11 +246,39 @@ Result<std::vector<MemoryRegion>> TransferEngine::register_memory(
   for (std::size_t i = 0; i < requests.size(); ++i) {
     ORBITE_RETURN_IF_ERROR(check_registration(requests[i], i));
   }
+  // Every transport prepares every range before any becomes visible; a failure releases what was
+  // prepared, so nothing of the batch stays registered.
+  std::vector<std::shared_ptr<detail::RegionRecord>> made;
+  made.reserve(requests.size());
+  auto release = [&] {
+    for (auto& rec : made) {
+      for (std::size_t i = 0; i < rec->registrations.size(); ++i) {
+        if (rec->registrations[i]) {
+          core_->domains[i]->deregister(std::move(rec->registrations[i])).ignore();
+        }
+      }
+    }
+  };
+  for (std::size_t n = 0; n < requests.size(); ++n) {
+    const auto& r = requests[n];
+    made.push_back(
+        core_->regions.prepare(core_, static_cast<std::byte*>(r.data), r.length, r.kind, r.access));
+    for (const auto& domain : core_->domains) {
+      if (!domain) continue;
+      auto reg = domain->register_region(*made.back());
+      if (!reg.ok()) {
+        release();
+        return reg.status().with_context("register_memory[" + std::to_string(n) + "] on " +
+                                         p2p::transport_name(domain->id()));
+      }
+      made.back()->registrations[static_cast<std::size_t>(domain->id())] = std::move(*reg);
+    }
+  }
   std::vector<MemoryRegion> out;
   out.reserve(requests.size());
-  for (const auto& r : requests) {
-    out.push_back(core_->wrap(
-        core_->regions.add(core_, static_cast<std::byte*>(r.data), r.length, r.kind, r.access)));
+  for (auto& rec : made) {
+    core_->regions.publish(rec);
+    out.push_back(core_->wrap(std::move(rec)));
   }
   return out;
 }
@@ -354,7 +299,7 @@ Result<Request> submit_rma(EngineCore& core, OpKind kind, const MemoryRegion& lo
                          std::string(op) + ": the local region is not registered");
   }
   auto owner = rec->engine.lock();
-  if (owner.get() != &core) {
+  if (owner.get() != static_cast<void*>(&core)) {
     return Status::error(Errc::InvalidArgument,
                          std::string(op) + ": the local region belongs to another engine");
   }
@@ -362,10 +307,17 @@ Result<Request> submit_rma(EngineCore& core, OpKind kind, const MemoryRegion& lo
     return Status::error(Errc::InvalidArgument,
                          std::string(op) + ": the remote region descriptor is empty");
   }
-  if (options.transport == Transport::Rdma || options.transport == Transport::Nvlink) {
-    return Status::error(Errc::Unavailable, std::string(op) + ": transport " +
-                                                std::string(to_string(options.transport)) +
-                                                " is not available in this engine yet");
+  if (Status st = p2p::check_requested(options.transport, core.built); !st.ok()) {
+    return st.with_context(op);
+  }
+  // Each transport's part of the descriptor is checked by that transport's domain before use.
+  for (const auto& [id, blob] : detail::DescriptorCodec::blobs(remote)) {
+    const auto& domain = core.domains[id];
+    if (!domain) continue;
+    if (Status st = domain->unpack(blob); !st.ok()) {
+      return st.with_context(std::string(op) + ": remote region " +
+                             std::to_string(remote.region_id()) + " descriptor");
+    }
   }
   const bool put = kind == OpKind::Put;
   if (put ? !remote.access().write : !remote.access().read) {
@@ -397,7 +349,7 @@ Result<Request> submit_rma(EngineCore& core, OpKind kind, const MemoryRegion& lo
   s->kind = kind;
   s->options = options;
   auto peer = std::make_shared<detail::PeerRef>();
-  EngineCore::fill_endpoint(remote, peer->ep);
+  peer->ep = detail::DescriptorCodec::owner(remote);
   s->peer = std::move(peer);
   s->local = rec;
   s->local_pinned = true;
@@ -457,6 +409,15 @@ EngineStats TransferEngine::stats() const {
   s.unexpected_bytes = c.unexpected_bytes.load();
   s.unexpected_bytes_peak = c.unexpected_peak.load();
   s.worker_idle_sleeps = c.idle_sleeps.load();
+  for (std::size_t i = 0; i < p2p::kTransportCount; ++i) {
+    const p2p::TransportCounters& t = c.transport[i];
+    TransportStats& out = s.transports[static_cast<std::size_t>(
+        p2p::public_transport(static_cast<p2p::TransportId>(i)))];
+    out.bytes_sent = t.bytes_sent.load(std::memory_order_relaxed);
+    out.bytes_received = t.bytes_received.load(std::memory_order_relaxed);
+    out.frames_sent = t.frames_sent.load(std::memory_order_relaxed);
+    out.frames_received = t.frames_received.load(std::memory_order_relaxed);
+  }
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <system_error>
 
 #include "common/clock.h"
 #include "common/host_identity.h"
@@ -55,6 +56,8 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   core->self.id = random_engine_id();
   core->self.host_id = host.host_id;
   core->self.pid = ::getpid();
+  core->domains = p2p::make_memory_domains(config);
+  core->built = p2p::built_transports(config);
 
   auto iface = net::select_interface(config.tcp.interface, prefer_loopback);
   if (!iface.ok()) return iface.status().with_context("tcp.interface");
@@ -69,9 +72,9 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
     auto lane = std::make_unique<Lane>();
     lane->core = core.get();
     lane->index = static_cast<int>(i);
-    lane->transports = std::make_unique<p2p::Transports>(core->config, core->self, core->regions,
-                                                         core->counters, lane->index);
-    ORBITE_RETURN_IF_ERROR(lane->transports->init());
+    lane->protocol = std::make_unique<p2p::Protocol>(core->config, core->self, core->regions,
+                                                     core->counters, lane->index);
+    ORBITE_RETURN_IF_ERROR(lane->protocol->init());
     lane->wake_fd = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     lane->driver_epfd = net::Fd(::epoll_create1(EPOLL_CLOEXEC));
     if (!lane->wake_fd.valid() || !lane->driver_epfd.valid()) {
@@ -81,46 +84,65 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = lane->wake_fd.get();
-    ::epoll_ctl(lane->driver_epfd.get(), EPOLL_CTL_ADD, lane->wake_fd.get(), &ev);
-    lane->transports->set_wake_fd(lane->wake_fd.get());
+    if (::epoll_ctl(lane->driver_epfd.get(), EPOLL_CTL_ADD, lane->wake_fd.get(), &ev) != 0) {
+      return Status::error(
+          Errc::ResourceExhausted,
+          std::string("epoll_ctl for a lane's eventfd failed: ") + std::strerror(errno));
+    }
+    ORBITE_RETURN_IF_ERROR(lane->protocol->set_wake_fd(lane->wake_fd.get()));
     core->lanes.push_back(std::move(lane));
   }
   EngineCore* raw = core.get();
-  core->lanes[0]->transports->set_listener(core->listener.get(), [raw](p2p::Accepted a) {
-    Lane& target = raw->lane_for(a.hello.engine_id);
-    if (target.index == 0) {
-      target.transports->adopt(std::move(a));
-      return;
-    }
-    {
-      std::lock_guard lock(target.adopt_mu);
-      target.adopts.push_back(std::move(a));
-      target.has_adopts.store(true, std::memory_order_release);
-    }
-    target.wake();
-  });
-  for (auto& lane : core->lanes) {
-    Lane* l = lane.get();
-    l->worker = std::thread([l] { l->run(); });
-  }
-  core->monitor = std::thread([raw] {
-    std::unique_lock lock(raw->monitor_mu);
-    const auto period =
-        std::min<Duration>(raw->config.rdma.monitor_interval, std::chrono::seconds(1));
-    while (!raw->stopping.load()) {
-      raw->monitor_cv.wait_for(lock, period);
-      if (raw->stopping.load()) break;
-      // Event-driven workers sleep without a timeout; the monitor's tick lets them check
-      // connection deadlines.
-      for (auto& l : raw->lanes) l->wake();
-    }
-  });
-  core->threads_started = true;
+  ORBITE_RETURN_IF_ERROR(
+      core->lanes[0]->protocol->set_listener(core->listener.get(), [raw](p2p::Accepted a) {
+        Lane& target = raw->lane_for(a.hello.engine_id);
+        if (target.index == 0) {
+          target.protocol->adopt(std::move(a));
+          return;
+        }
+        {
+          std::lock_guard lock(target.adopt_mu);
+          target.adopts.push_back(std::move(a));
+          target.has_adopts.store(true, std::memory_order_release);
+        }
+        target.wake();
+      }));
+  ORBITE_RETURN_IF_ERROR(core->start_threads());
   ORBITE_LOG(Info, Proxy) << "engine " << core->self.id.substr(0, 8) << " listening on "
                           << core->self.address << " with " << config.num_lanes << " lane(s), "
                           << (config.progress_mode == ProgressMode::Polling ? "polling"
                                                                             : "event-driven");
   return core;
+}
+
+Status EngineCore::start_threads() {
+  EngineCore* raw = this;
+  // A thread that fails to start is a Status: the ones already running are stopped and joined.
+  try {
+    for (auto& lane : lanes) {
+      Lane* l = lane.get();
+      l->worker = std::thread([l] { l->run(); });
+      threads_started = true;
+    }
+    monitor = std::thread([raw] {
+      std::unique_lock lock(raw->monitor_mu);
+      const auto period =
+          std::min<Duration>(raw->config.rdma.monitor_interval, std::chrono::seconds(1));
+      while (!raw->stopping.load()) {
+        raw->monitor_cv.wait_for(lock, period);
+        if (raw->stopping.load()) break;
+        // Event-driven workers sleep without a timeout; the monitor's tick lets them check
+        // connection deadlines.
+        for (auto& l : raw->lanes) l->wake();
+      }
+    });
+  } catch (const std::system_error& e) {
+    stop_threads();
+    return Status::error(Errc::ResourceExhausted,
+                         std::string("starting the engine's threads failed: ") + e.what());
+  }
+  threads_started = true;
+  return {};
 }
 
 EngineCore::~EngineCore() {
@@ -140,17 +162,18 @@ Result<Request> EngineCore::submit(std::shared_ptr<RequestState> req) {
     }
     return Status::error(Errc::Cancelled, "the engine is closed; no new requests are accepted");
   }
-  req->core = shared_from_this();
-  req->lane = &lane_for(req->peer->ep.id);
+  Lane& lane = lane_for(req->peer->ep.id);
+  // The driver aliases the engine: a request keeps its engine alive while anyone holds it.
+  req->driver = std::shared_ptr<ProgressDriver>(shared_from_this(), &lane);
+  req->counters = &counters;
   counters.submitted++;
-  Lane& lane = *req->lane;
   lane.submit(req);
   // Start it on this thread when the lane is free: a small send then completes before wait().
   if (lane.mu.try_lock()) {
     lane.start_submitted();
     lane.mu.unlock();
   }
-  return Request(std::move(req));
+  return RequestAccess::make(std::move(req));
 }
 
 void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration timeout) {
@@ -205,7 +228,7 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
 bool EngineCore::any_busy() {
   for (auto& lane : lanes) {
     std::lock_guard lock(lane->mu);
-    if (lane->transports->busy() || !lane->ready.empty() || lane->queue.maybe_nonempty()) {
+    if (lane->protocol->busy() || !lane->ready.empty() || lane->queue.maybe_nonempty()) {
       return true;
     }
   }
@@ -247,12 +270,12 @@ Status EngineCore::close(Duration timeout) {
     while (MpscNode* node = lane->queue.pop()) {
       auto* raw = static_cast<RequestState*>(node);
       auto req = std::move(raw->queued_self);
-      p2p::finish_request(*req, Status::error(Errc::Cancelled, "the engine closed"), counters);
+      complete_request(*req, Status::error(Errc::Cancelled, "the engine closed"));
     }
     while (auto req = lane->ready.pop()) {
-      p2p::finish_request(**req, Status::error(Errc::Cancelled, "the engine closed"), counters);
+      complete_request(**req, Status::error(Errc::Cancelled, "the engine closed"));
     }
-    lane->transports->shutdown(Status::error(Errc::Cancelled, "the engine closed"));
+    lane->protocol->shutdown(Status::error(Errc::Cancelled, "the engine closed"));
     cancelled += counters.failed.load() - before;
   }
   regions.kill_all();

@@ -19,22 +19,30 @@
 
 #include "common/mpsc_queue.h"
 #include "common/net.h"
+#include "p2p/control/handshake.h"
+#include "p2p/counters.h"
+#include "p2p/peer.h"
+#include "p2p/protocol.h"
 #include "p2p/registry.h"
-#include "p2p/state.h"
+#include "p2p/request.h"
 #include "p2p/transports.h"
 #include "proxy/tiered_queue.h"
 
 namespace orbite::detail {
 
-struct Lane {
+// Lifetime: owned by its EngineCore and destroyed with it; requests reach it through an aliasing
+// shared_ptr that keeps the core alive. Lock order: mu before adopt_mu; mu is never held while
+// waiting for another lane. Everything below "protected by mu" is touched only by mu's holder.
+struct Lane final : ProgressDriver {
   EngineCore* core = nullptr;
   int index = 0;
   std::mutex mu;
-  MpscQueue queue;
-  std::unique_ptr<p2p::Transports> transports;
+  MpscQueue queue;  // lock-free: any thread pushes, mu's holder pops
+  // protected by mu
+  std::unique_ptr<p2p::Protocol> protocol;
   proxy::TieredQueue<std::shared_ptr<RequestState>> ready;
-  std::mutex adopt_mu;
-  std::vector<p2p::Accepted> adopts;
+  std::mutex adopt_mu;                // guards adopts
+  std::vector<p2p::Accepted> adopts;  // connections lane 0 read a Hello on, for this lane
   std::atomic<bool> has_adopts{false};
   net::Fd wake_fd;
   net::Fd driver_epfd;  // holds wake_fd only: where the worker sleeps while a user drives
@@ -57,14 +65,23 @@ struct Lane {
   void wake();
   void run();
   void sleep_once();
+
+  // ProgressDriver: Request::test() and wait() on this lane's requests.
+  void poll() override;
+  void wait(const std::atomic<int>& phase, Duration timeout) override;
 };
 
+// Lifetime: shared by TransferEngine, communicators, MemoryRegions (weakly) and requests (through
+// their lane driver). Lanes and the monitor thread stop in close() or the destructor.
 struct EngineCore : std::enable_shared_from_this<EngineCore> {
   EngineConfig config;
-  p2p::Identity self;
+  Identity self;
   net::Fd listener;
   p2p::RegionRegistry regions;
   p2p::Counters counters;
+  // One memory domain per transport, indexed by TransportId; the table's built column.
+  p2p::MemoryDomains domains;
+  std::array<bool, p2p::kTransportCount> built{};
   std::vector<std::unique_ptr<Lane>> lanes;
   std::thread monitor;
   std::mutex monitor_mu;
@@ -82,15 +99,11 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   // Progress `lane` from a waiting thread until `done` or the deadline passes.
   void drive_until(Lane& lane, const std::atomic<int>& phase, Duration timeout);
   Status close(Duration timeout);
+  Status start_threads();
   void stop_threads();
   [[nodiscard]] bool any_busy();
-  Request make(std::shared_ptr<RequestState> s) { return Request(std::move(s)); }
-  static Request request_of(std::shared_ptr<RequestState> s) { return Request(std::move(s)); }
-  static std::shared_ptr<RequestState> state_of(const Request& r) { return r.state_; }
   MemoryRegion wrap(std::shared_ptr<RegionRecord> r) { return MemoryRegion(std::move(r)); }
   static const std::shared_ptr<RegionRecord>& record_of(const MemoryRegion& m) { return m.record_; }
-  static RemoteRegion make_remote(const RegionRecord& r, const p2p::Identity& self, bool shm);
-  static void fill_endpoint(const RemoteRegion& r, Endpoint& ep);
 };
 
 }  // namespace orbite::detail

@@ -1,7 +1,7 @@
 #include "proxy/host_topology.h"
 
-#include "p2p/cuda/cuda_loader.h"
-#include "p2p/rdma/ibv_loader.h"
+#include "platform/cuda_loader.h"
+#include "platform/ibv_loader.h"
 #include "topo/matrix.h"
 #include "topo/port_rate.h"
 

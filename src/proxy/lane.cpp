@@ -42,10 +42,10 @@ int Lane::start_submitted() {
     ++work;
   }
   while (auto req = ready.pop()) {
-    transports->start(std::move(*req));
+    protocol->start(std::move(*req));
     ++work;
   }
-  if (work > 0) transports->flush_dirty();
+  if (work > 0) protocol->flush_dirty();
   return work;
 }
 
@@ -58,11 +58,11 @@ int Lane::progress_once() {
       taken.swap(adopts);
       has_adopts.store(false, std::memory_order_release);
     }
-    for (auto& a : taken) transports->adopt(std::move(a));
+    for (auto& a : taken) protocol->adopt(std::move(a));
     work += static_cast<int>(taken.size());
   }
   work += start_submitted();
-  work += transports->progress(++passes % kSocketPollPeriod == 0);
+  work += protocol->progress(++passes % kSocketPollPeriod == 0);
   return work;
 }
 
@@ -94,24 +94,35 @@ void Lane::sleep_once() {
       std::unique_lock lock(mu, std::try_to_lock);
       if (!lock.owns_lock()) return;
       sleeping.store(true, std::memory_order_seq_cst);
-      if (queue.maybe_nonempty() || has_adopts.load() || !transports->prepare_sleep()) {
+      if (queue.maybe_nonempty() || has_adopts.load() || !protocol->prepare_sleep()) {
         sleeping.store(false, std::memory_order_relaxed);
-        transports->end_sleep();
+        protocol->end_sleep();
         return;
       }
-      const bool busy = transports->busy();
+      const bool busy = protocol->busy();
       if (core->config.progress_mode == ProgressMode::Polling)
         timeout_ms = 1;
       else if (busy)
         timeout_ms = 100;  // connection deadlines and the like
     }
-    ::epoll_wait(transports->epoll_fd(), ev, 1, timeout_ms);
+    ::epoll_wait(protocol->epoll_fd(), ev, 1, timeout_ms);
     sleeping.store(false, std::memory_order_relaxed);
     std::lock_guard lock(mu);
-    transports->end_sleep();
+    protocol->end_sleep();
   }
   std::uint64_t drained = 0;
   [[maybe_unused]] auto n = ::read(wake_fd.get(), &drained, sizeof(drained));
+}
+
+void Lane::poll() {
+  if (mu.try_lock()) {
+    progress_once();
+    mu.unlock();
+  }
+}
+
+void Lane::wait(const std::atomic<int>& phase, Duration timeout) {
+  core->drive_until(*this, phase, timeout);
 }
 
 void Lane::run() {

@@ -59,8 +59,11 @@ class EngineFaultTest : public ::testing::TestWithParam<Mode> {
     EXPECT_EQ(ack->engine_id, a_->id());
     EXPECT_EQ(ack->host_id, this_host().host_id);
     EXPECT_EQ(ack->pid, static_cast<std::int64_t>(::getpid()));
-    EXPECT_EQ(ack->stream_index, 0U);
-    EXPECT_TRUE(ack->shm_name.empty()) << "no shared memory with another host";
+    EXPECT_FALSE(ack->join.has_value());
+    EXPECT_EQ(ack->transports.size(), 1U) << "tcp only: no shared memory with another host";
+    if (!ack->transports.empty()) {
+      EXPECT_EQ(ack->transports[0].id, p2p::TransportId::Tcp);
+    }
     EXPECT_EQ(ack->eager_credit, a_->config().eager_credit_bytes);
     return fake;
   }

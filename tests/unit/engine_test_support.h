@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "common/net.h"
 #include "common/wire.h"
+#include "p2p/control/handshake.h"
 #include "p2p/frame.h"
 
 namespace orbite {
@@ -170,6 +171,7 @@ class FakePeer {
     auto hp = net::parse_host_port(engine_address);
     EXPECT_TRUE(hp.ok()) << hp.status().to_string();
     if (!hp.ok()) return;
+    where_ = *hp;
     auto fd = net::connect_tcp(*hp, Deadline::after(kWait));
     EXPECT_TRUE(fd.ok()) << fd.status().to_string();
     if (fd.ok()) fd_ = std::move(*fd);
@@ -178,8 +180,9 @@ class FakePeer {
   [[nodiscard]] const std::string& id() const { return id_; }
   [[nodiscard]] bool connected() const { return fd_.valid(); }
 
+  // On the tcp data stream once hello() opened it, on the control connection before.
   Status send_bytes(const std::string& bytes) {
-    return net::write_all(fd_.get(),
+    return net::write_all(io(),
                           std::span(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
                           Deadline::after(kWait), "fake peer write");
   }
@@ -192,16 +195,20 @@ class FakePeer {
     return std::string(reinterpret_cast<const char*>(hdr.data()), hdr.size()) + payload;
   }
 
+  // The Hello of a peer on another host that offers tcp (so no shared memory).
   static p2p::Handshake hello_body(const std::string& id) {
     p2p::Handshake h;
     h.engine_id = id;
-    h.host_id = kHostId;  // another host: no shared memory
+    h.host_id = kHostId;
     h.pid = ::getpid();
     h.eager_credit = kMiB;
+    h.transports.push_back(p2p::ConnectBlob{p2p::TransportId::Tcp, ""});
     return h;
   }
 
-  // Sends Hello and reads the engine's answer (HelloAck expected).
+  // Sends Hello on the control connection and reads the engine's answer (HelloAck expected),
+  // then opens the tcp data stream as an initiator does: a second connection whose Hello joins
+  // the link. The frames of the data path go there.
   Result<p2p::Handshake> hello() {
     p2p::FrameHeader h;
     h.type = p2p::FrameType::Hello;
@@ -212,17 +219,28 @@ class FakePeer {
       return Status::error(Errc::Protocol, std::string("expected HelloAck, got ") +
                                                p2p::frame_type_name(reply.type));
     }
-    return p2p::decode_handshake(body);
+    ORBITE_ASSIGN_OR_RETURN(p2p::Handshake ack, p2p::decode_handshake(body));
+    ORBITE_ASSIGN_OR_RETURN(data_, net::connect_tcp(where_, Deadline::after(kWait)));
+    p2p::Handshake join = hello_body(id_);
+    join.transports.clear();
+    join.join = p2p::TransportId::Tcp;
+    ORBITE_RETURN_IF_ERROR(send_bytes(frame(h, p2p::encode_handshake(join))));
+    ORBITE_ASSIGN_OR_RETURN(p2p::FrameHeader joined, read_frame(body));
+    if (joined.type != p2p::FrameType::HelloAck) {
+      return Status::error(Errc::Protocol,
+                           std::string("expected HelloAck on the tcp stream, got ") +
+                               p2p::frame_type_name(joined.type));
+    }
+    return ack;
   }
 
   Result<p2p::FrameHeader> read_frame(std::string& payload) {
     std::array<std::byte, p2p::kFrameHeaderBytes> hdr{};
-    ORBITE_RETURN_IF_ERROR(
-        net::read_exact(fd_.get(), hdr, Deadline::after(kWait), "fake peer header"));
+    ORBITE_RETURN_IF_ERROR(net::read_exact(io(), hdr, Deadline::after(kWait), "fake peer header"));
     ORBITE_ASSIGN_OR_RETURN(p2p::FrameHeader h, p2p::decode_header(hdr.data()));
     payload.assign(h.payload_len, '\0');
     ORBITE_RETURN_IF_ERROR(net::read_exact(
-        fd_.get(), std::span(reinterpret_cast<std::byte*>(payload.data()), payload.size()),
+        io(), std::span(reinterpret_cast<std::byte*>(payload.data()), payload.size()),
         Deadline::after(kWait), "fake peer payload"));
     return h;
   }
@@ -232,21 +250,28 @@ class FakePeer {
     const Deadline deadline = Deadline::after(kWait);
     char buf[512];
     while (!deadline.expired()) {
-      ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
+      ssize_t n = ::recv(io(), buf, sizeof buf, MSG_DONTWAIT);
       if (n == 0) return true;
       if (n < 0 && errno == ECONNRESET) return true;
       if (n > 0 || errno == EINTR) continue;
-      pollfd p{fd_.get(), POLLIN, 0};
+      pollfd p{io(), POLLIN, 0};
       ::poll(&p, 1, deadline.poll_timeout_ms(100));
     }
     return false;
   }
 
-  void close() { fd_.reset(); }
+  void close() {
+    data_.reset();
+    fd_.reset();
+  }
 
  private:
+  [[nodiscard]] int io() const { return data_.valid() ? data_.get() : fd_.get(); }
+
   std::string id_;
-  net::Fd fd_;
+  net::HostPort where_;
+  net::Fd fd_;    // the control connection
+  net::Fd data_;  // the tcp data stream, once hello() opened it
 };
 
 }  // namespace orbite::testing

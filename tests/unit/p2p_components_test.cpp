@@ -22,6 +22,7 @@
 #include "../support/config_test_helpers.h"
 #include "common/mpsc_queue.h"
 #include "common/wire.h"
+#include "p2p/control/handshake.h"
 #include "p2p/frame.h"
 #include "p2p/registry.h"
 #include "proxy/tiered_queue.h"
@@ -29,6 +30,7 @@
 namespace orbite {
 namespace {
 
+using p2p::ConnectBlob;
 using p2p::decode_handshake;
 using p2p::decode_header;
 using p2p::encode_handshake;
@@ -40,6 +42,7 @@ using p2p::kFrameHeaderBytes;
 using p2p::kMaxControlPayload;
 using p2p::kMaxFramePayload;
 using p2p::kMaxFrameType;
+using p2p::TransportId;
 
 using HeaderBytes = std::array<std::byte, kFrameHeaderBytes>;
 
@@ -121,13 +124,15 @@ TEST(FrameHeader, RejectsBadMagic) {
 TEST(FrameHeader, RejectsOtherVersions) {
   FrameHeader h;
   h.type = FrameType::Ack;
-  for (std::uint8_t v : {0, 2, 255}) {
+  // Version 1 is the handshake before connect blobs: its peers fail the handshake.
+  for (std::uint8_t v : {0, 1, 3, 255}) {
     HeaderBytes b = encoded(h);
     b[2] = static_cast<std::byte>(v);
     auto r = decode_header(b.data());
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Errc::Protocol);
     EXPECT_CONTAINS(r.status().message(), "version " + std::to_string(v));
+    EXPECT_CONTAINS(r.status().message(), "speaks 2");
   }
 }
 
@@ -187,10 +192,9 @@ Handshake full_handshake() {
   h.engine_id = "0123456789abcdef0123456789abcdef";
   h.host_id = "node7:6f1b2c3d-boot";
   h.pid = 4242;
-  h.stream_index = 3;
-  h.shm_name = "/orbite-4242-01234567-89abcdef-0";
-  h.shm_bytes = 1 << 20;
   h.eager_credit = 4 << 20;
+  h.transports.push_back(ConnectBlob{TransportId::Shm, std::string("\x00\x00\x10\x00", 4)});
+  h.transports.push_back(ConnectBlob{TransportId::Tcp, ""});
   return h;
 }
 
@@ -201,34 +205,41 @@ void expect_handshake_rejected(const std::string& bytes, const std::string& name
   EXPECT_CONTAINS(r.status().message(), names);
 }
 
-TEST(Handshake, RoundTrips) {
+TEST(Handshake, RoundTripsWithItsConnectBlobs) {
   const Handshake h = full_handshake();
   auto back = decode_handshake(encode_handshake(h));
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(back->engine_id, h.engine_id);
   EXPECT_EQ(back->host_id, h.host_id);
   EXPECT_EQ(back->pid, h.pid);
-  EXPECT_EQ(back->stream_index, h.stream_index);
-  EXPECT_EQ(back->shm_name, h.shm_name);
-  EXPECT_EQ(back->shm_bytes, h.shm_bytes);
   EXPECT_EQ(back->eager_credit, h.eager_credit);
+  EXPECT_FALSE(back->join.has_value());
+  ASSERT_EQ(back->transports.size(), 2U);
+  EXPECT_EQ(back->transports[0].id, TransportId::Shm);
+  EXPECT_EQ(back->transports[0].blob, h.transports[0].blob);
+  EXPECT_EQ(back->transports[1].id, TransportId::Tcp);
+  EXPECT_TRUE(back->transports[1].blob.empty());
+  ASSERT_NE(back->find(TransportId::Tcp), nullptr);
+  EXPECT_EQ(back->find(TransportId::Rdma), nullptr);
 }
 
-TEST(Handshake, WithoutSharedMemoryTheRingSizeIsNotChecked) {
+TEST(Handshake, AJoinNamesItsTransportAndIndex) {
   Handshake h = full_handshake();
-  h.shm_name.clear();
-  h.shm_bytes = 0;
+  h.transports.clear();
+  h.join = TransportId::Tcp;
+  h.join_index = 3;
   auto back = decode_handshake(encode_handshake(h));
   ASSERT_TRUE(back.ok()) << back.status().to_string();
-  EXPECT_TRUE(back->shm_name.empty());
-  EXPECT_EQ(back->shm_bytes, 0U);
+  ASSERT_TRUE(back->join.has_value());
+  EXPECT_EQ(*back->join, TransportId::Tcp);
+  EXPECT_EQ(back->join_index, 3U);
 }
 
 TEST(Handshake, EveryTruncationAndTrailingBytesAreMalformed) {
   const std::string bytes = encode_handshake(full_handshake());
   for (std::size_t n = 0; n < bytes.size(); ++n) {
     SCOPED_TRACE(n);
-    expect_handshake_rejected(bytes.substr(0, n), "handshake of " + std::to_string(n) + " bytes");
+    expect_handshake_rejected(bytes.substr(0, n), "handshake");
   }
   expect_handshake_rejected(bytes + '\0', "is malformed");
 }
@@ -243,6 +254,24 @@ TEST(Handshake, OversizedFieldIsMalformed) {
   Handshake h = full_handshake();
   h.host_id = std::string(513, 'h');
   expect_handshake_rejected(encode_handshake(h), "is malformed");
+  h = full_handshake();
+  h.transports[0].blob = std::string(p2p::kMaxConnectBlob + 1, 'b');
+  expect_handshake_rejected(encode_handshake(h), "is malformed");
+}
+
+TEST(Handshake, UnknownDuplicateOrTooManyTransportsAreRejected) {
+  Handshake h = full_handshake();
+  h.transports[1].id = static_cast<TransportId>(9);
+  expect_handshake_rejected(encode_handshake(h), "names transport 9");
+  h = full_handshake();
+  h.transports[1].id = TransportId::Shm;
+  expect_handshake_rejected(encode_handshake(h), "names transport shm twice");
+  h = full_handshake();
+  for (int i = 0; i < 3; ++i) h.transports.push_back(ConnectBlob{TransportId::Rdma, ""});
+  expect_handshake_rejected(encode_handshake(h), "lists 5 transports");
+  h = full_handshake();
+  h.join = static_cast<TransportId>(7);
+  expect_handshake_rejected(encode_handshake(h), "joins transport 7");
 }
 
 TEST(Handshake, EngineIdMustBe32Characters) {
@@ -266,18 +295,6 @@ TEST(Handshake, ZeroCreditIsRejected) {
   Handshake h = full_handshake();
   h.eager_credit = 0;
   expect_handshake_rejected(encode_handshake(h), "zero eager credit");
-}
-
-TEST(Handshake, RingSizeMustBeAPowerOfTwoOfAtLeastAPage) {
-  for (std::uint64_t bad : {std::uint64_t{0}, std::uint64_t{2048}, std::uint64_t{4095},
-                            std::uint64_t{(1 << 20) + 4096}}) {
-    Handshake h = full_handshake();
-    h.shm_bytes = bad;
-    expect_handshake_rejected(encode_handshake(h), "shm_bytes " + std::to_string(bad));
-  }
-  Handshake h = full_handshake();
-  h.shm_bytes = 4096;
-  EXPECT_TRUE(decode_handshake(encode_handshake(h)).ok());
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -423,7 +440,9 @@ TEST(TieredQueue, AHigherTierArrivingLaterStillGoesFirst) {
 class Registry : public ::testing::Test {
  protected:
   std::shared_ptr<detail::RegionRecord> add(Access access = {}) {
-    return regions_.add({}, memory_.data(), memory_.size(), MemoryKind::Host, access);
+    auto r = regions_.prepare({}, memory_.data(), memory_.size(), MemoryKind::Host, access);
+    regions_.publish(r);
+    return r;
   }
   void expect_refused(std::uint64_t id, std::uint64_t gen, std::uint64_t off, std::uint64_t len,
                       bool write, const std::string& names) {
@@ -585,11 +604,81 @@ TEST(RemoteRegion, TruncatedFlippedOrExtendedBytesAreRejected) {
     EXPECT_CONTAINS(r.status().message(), "not a region descriptor");
   }
   std::string version = bytes;
-  version[4] = 2;
+  version[4] = 3;
   auto r = RemoteRegion::from_bytes(version);
   ASSERT_FALSE(r.ok());
-  EXPECT_CONTAINS(r.status().message(), "descriptor version 2");
+  EXPECT_CONTAINS(r.status().message(), "descriptor version 3");
+  // A version-2 body read as version 1 is not a descriptor.
+  version[4] = 1;
+  r = RemoteRegion::from_bytes(version);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Errc::InvalidArgument);
   EXPECT_TRUE(engine->close(std::chrono::seconds(10)).ok());
+}
+
+// Version 1 (before per-transport blobs) named its transports by a mask; it still decodes, and
+// re-encodes as version 2 with an empty blob per transport.
+TEST(RemoteRegion, VersionOneStillDecodes) {
+  std::string v1;
+  wire::Writer w(v1);
+  w.put<std::uint32_t>(0x4f52524d);
+  w.put<std::uint8_t>(1);
+  w.put_bytes("0123456789abcdef0123456789abcdef");
+  w.put_bytes("127.0.0.1:4000");
+  w.put_bytes("node:boot");
+  w.put<std::int64_t>(77);
+  w.put<std::uint64_t>(5);
+  w.put<std::uint64_t>(1);
+  w.put<std::uint64_t>(4096);
+  w.put<std::uint8_t>(1);  // read only
+  w.put<std::uint32_t>((1u << static_cast<unsigned>(Transport::Tcp)) |
+                       (1u << static_cast<unsigned>(Transport::Shm)));
+  auto r = RemoteRegion::from_bytes(v1);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->region_id(), 5U);
+  EXPECT_EQ(r->length(), 4096U);
+  EXPECT_TRUE(r->access().read);
+  EXPECT_FALSE(r->access().write);
+  EXPECT_EQ(r->transports(), (std::vector<Transport>{Transport::Tcp, Transport::Shm}));
+  const std::string v2 = r->bytes();
+  EXPECT_EQ(static_cast<int>(v2[4]), 2);
+  auto again = RemoteRegion::from_bytes(v2);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(again->transports(), r->transports());
+}
+
+// The version-2 entries are checked: an unknown transport id or one listed twice is refused.
+TEST(RemoteRegion, TransportEntriesAreChecked) {
+  auto encode = [](std::vector<std::pair<std::uint8_t, std::string>> entries) {
+    std::string out;
+    wire::Writer w(out);
+    w.put<std::uint32_t>(0x4f52524d);
+    w.put<std::uint8_t>(2);
+    w.put_bytes("0123456789abcdef0123456789abcdef");
+    w.put_bytes("127.0.0.1:4000");
+    w.put_bytes("node:boot");
+    w.put<std::int64_t>(77);
+    w.put<std::uint64_t>(5);
+    w.put<std::uint64_t>(1);
+    w.put<std::uint64_t>(4096);
+    w.put<std::uint8_t>(3);
+    w.put<std::uint8_t>(static_cast<std::uint8_t>(entries.size()));
+    for (const auto& [id, blob] : entries) {
+      w.put<std::uint8_t>(id);
+      w.put_bytes(blob);
+    }
+    return out;
+  };
+  EXPECT_TRUE(RemoteRegion::from_bytes(encode({{3, ""}})).ok());
+  auto unknown = RemoteRegion::from_bytes(encode({{3, ""}, {9, ""}}));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_CONTAINS(unknown.status().message(), "transport id 9");
+  auto twice = RemoteRegion::from_bytes(encode({{3, ""}, {3, ""}}));
+  ASSERT_FALSE(twice.ok());
+  EXPECT_CONTAINS(twice.status().message(), "tcp listed twice");
+  auto big = RemoteRegion::from_bytes(encode({{3, std::string(4097, 'k')}}));
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), Errc::InvalidArgument);
 }
 
 }  // namespace

@@ -1,0 +1,32 @@
+// The region descriptor codec: what MemoryRegion::export_descriptor() hands a peer and
+// RemoteRegion::from_bytes() reads back. It carries the owner's identity, the region's id,
+// generation, length and rights, and one packed blob per transport the region is published on
+// (each transport's MemoryDomain packs and checks its own). Layout in docs/protocol.md.
+#pragma once
+
+#include <orbite/transfer.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "p2p/peer.h"
+#include "p2p/registry.h"
+#include "p2p/transport.h"
+
+namespace orbite::detail {
+
+struct DescriptorCodec {
+  static constexpr std::uint8_t kVersion = 2;
+  static std::string encode(const RemoteRegion& r);
+  // Version 2, and version 1 (no blobs; its transport mask becomes empty tcp/shm entries).
+  static Result<RemoteRegion> decode(std::string_view bytes);
+  static RemoteRegion make(const RegionRecord& rec, const Identity& owner,
+                           std::vector<std::pair<std::uint8_t, std::string>> blobs);
+  static Endpoint owner(const RemoteRegion& r);
+  static const std::vector<std::pair<std::uint8_t, std::string>>& blobs(const RemoteRegion& r) {
+    return r.transport_blobs_;
+  }
+};
+
+}  // namespace orbite::detail

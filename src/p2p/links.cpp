@@ -1,0 +1,337 @@
+// The life of a peer link on its lane: creation, the handshake's transport offers, establishment,
+// failure and shutdown, and the lane's passes over the control channel and the transports.
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "p2p/protocol.h"
+#include "p2p/transports.h"
+
+namespace orbite::p2p {
+
+using detail::PeerLink;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+constexpr std::size_t kMaxSpareBuffer = 1 << 20;
+constexpr std::size_t kMaxSpareBuffers = 256;
+
+std::string short_id(const std::string& id) {
+  return id.substr(0, 8);
+}
+}  // namespace
+
+// Drains the lane's eventfd: its only job is to end the worker's epoll_wait.
+class Protocol::WakeWatch final : public Watcher {
+ public:
+  explicit WakeWatch(int fd) : fd_(fd) {}
+  void on_ready(std::uint32_t) override {
+    std::uint64_t drained = 0;
+    [[maybe_unused]] auto n = ::read(fd_, &drained, sizeof(drained));
+  }
+
+ private:
+  int fd_;
+};
+
+Protocol::Protocol(const EngineConfig& config, const detail::Identity& self,
+                   RegionRegistry& regions, Counters& counters, int lane_index)
+    : config_(config),
+      self_(self),
+      regions_(regions),
+      counters_(counters),
+      lane_index_(lane_index) {}
+
+Protocol::~Protocol() {
+  shutdown(Status::error(Errc::Cancelled, "the engine closed"));
+  links_.clear();
+  dead_endpoints_.clear();
+  poller_.end_pass();
+}
+
+Status Protocol::init() {
+  ORBITE_RETURN_IF_ERROR(poller_.init());
+  control_ = std::make_unique<ControlChannel>(config_, self_, poller_, *this, counters_);
+  ORBITE_ASSIGN_OR_RETURN(transports_,
+                          make_lane_transports(config_, self_, poller_, *this, *control_));
+  return {};
+}
+
+Status Protocol::set_listener(int fd, std::function<void(Accepted)> route) {
+  return control_->set_listener(fd, std::move(route));
+}
+
+Status Protocol::set_wake_fd(int fd) {
+  wake_ = std::make_unique<WakeWatch>(fd);
+  return poller_.add(fd, EPOLLIN, wake_.get());
+}
+
+PeerLink& Protocol::link_for(const detail::Endpoint& ep) {
+  auto it = links_.find(ep.id);
+  if (it != links_.end()) {
+    if (it->second->ep.address.empty()) it->second->ep.address = ep.address;
+    return *it->second;
+  }
+  auto link = std::make_unique<PeerLink>();
+  link->ep = ep;
+  link->is_self = ep.id == self_.id;
+  link->same_host = ep.host_id == self_.host_id;
+  PeerLink& ref = *link;
+  links_[ep.id] = std::move(link);
+  if (ref.is_self) {
+    // A rank talking to itself needs no handshake: the loopback endpoint is up at once.
+    Status st = Status::error(Errc::Unavailable, "no transport reaches this engine itself");
+    for (auto& t : transports_) {
+      if (t && (t->caps().reach & kReachSelf) != 0) st = t->open_self(ref);
+      if (st.ok()) break;
+    }
+    if (!st.ok()) {
+      fail_link(ref, st, false);
+      return ref;
+    }
+    ref.credit = ref.credit_window = config_.eager_credit_bytes;
+    ref.state = PeerLink::State::Established;
+  }
+  return ref;
+}
+
+std::vector<ConnectBlob> Protocol::offers(PeerLink& link) {
+  std::vector<ConnectBlob> out;
+  for (auto& t : transports_) {
+    if (!t) continue;
+    if (auto blob = t->offer(link)) out.push_back(ConnectBlob{t->caps().id, std::move(*blob)});
+  }
+  return out;
+}
+
+std::vector<ConnectBlob> Protocol::accept_offers(PeerLink& link, const Handshake& peer) {
+  std::vector<ConnectBlob> out;
+  for (const ConnectBlob& offered : peer.transports) {
+    LaneTransport* t = transport(offered.id);
+    if (t == nullptr) continue;  // not built here: the peer goes on without it
+    auto mine = t->accept(link, offered.blob);
+    if (mine.ok()) {
+      out.push_back(ConnectBlob{offered.id, std::move(*mine)});
+    } else {
+      ORBITE_LOG(Debug, Proxy) << "peer " << short_id(link.ep.id) << ": "
+                               << transport_name(offered.id)
+                               << " declined: " << mine.status().message();
+    }
+  }
+  return out;
+}
+
+Status Protocol::complete_offers(PeerLink& link, const Handshake& peer) {
+  for (auto& t : transports_) {
+    if (!t) continue;
+    const ConnectBlob* answer = peer.find(t->caps().id);
+    ORBITE_RETURN_IF_ERROR(
+        t->complete(link, answer ? std::optional<std::string_view>(answer->blob) : std::nullopt));
+  }
+  return {};
+}
+
+Status Protocol::adopt_join(PeerLink& link, net::Fd fd, const Handshake& hello) {
+  LaneTransport* t = transport(*hello.join);
+  if (t == nullptr) {
+    return Status::error(Errc::Protocol, std::string("peer joined transport ") +
+                                             transport_name(*hello.join) +
+                                             ", which this engine does not have");
+  }
+  return t->adopt_connection(link, fd.release(), hello.join_index);
+}
+
+void Protocol::established(PeerLink& link, const Handshake& peer) {
+  link.state = PeerLink::State::Established;
+  link.connect_deadline.reset();
+  link.ep.pid = peer.pid;
+  link.credit = peer.eager_credit;
+  link.credit_window = config_.eager_credit_bytes;
+  counters_.peers_connected++;
+  std::string routes;
+  for (const auto& ep : link.endpoints) {
+    if (ep) routes += std::string(routes.empty() ? "" : ", ") + transport_name(ep->id());
+  }
+  ORBITE_LOG(Debug, Tcp) << "connected to peer " << short_id(link.ep.id) << " (pid " << peer.pid
+                         << ") with " << (routes.empty() ? "no transport" : routes);
+  auto waiting = std::move(link.waiting);
+  link.waiting.clear();
+  for (auto& req : waiting) issue(link, req);
+}
+
+void Protocol::endpoint_failed(PeerLink& link, const Status& why) {
+  fail_link(link, why, false);
+}
+
+void Protocol::protocol_error(PeerLink& link, const std::string& what) {
+  counters_.protocol_errors++;
+  ORBITE_LOG(Error, Tcp) << "protocol error from peer " << short_id(link.ep.id) << " (pid "
+                         << link.ep.pid << "): " << what << "; closing its connection";
+  fail_link(link, Status::error(Errc::Protocol, "protocol error: " + what), false);
+}
+
+void Protocol::fail_link(PeerLink& link, const Status& why, bool orderly) {
+  if (link.state == PeerLink::State::Failed) return;
+  const bool was_up = link.state == PeerLink::State::Established;
+  orderly = orderly || link.peer_closing;
+  link.state = PeerLink::State::Failed;
+  link.failure = link.peer_closing
+                     ? Status::error(Errc::ConnectionLost,
+                                     "the peer closed its engine (" + why.message() + ")")
+                     : why;
+  if (was_up && !orderly) counters_.peers_lost++;
+  if (orderly) {
+    ORBITE_LOG(Debug, Tcp) << "connection to peer " << short_id(link.ep.id) << " (pid "
+                           << link.ep.pid << ") closed: " << link.failure.message();
+  } else {
+    ORBITE_LOG(Warn, Tcp) << "peer " << short_id(link.ep.id) << " (pid " << link.ep.pid
+                          << ") lost: " << why.message();
+  }
+  if (link.control) {
+    link.control->close();
+    poller_.retire(std::move(link.control));
+  }
+  for (auto& t : transports_) {
+    if (t) t->forget(link);
+  }
+  // Parked, not destroyed: a transport call may be on the stack below this one.
+  for (auto& ep : link.endpoints) {
+    if (!ep) continue;
+    ep->close(false);
+    dead_endpoints_.push_back(std::move(ep));
+  }
+  // A local close cancels; anything else is the peer's connection being lost.
+  const Errc code = why.code() == Errc::Cancelled ? Errc::Cancelled : Errc::ConnectionLost;
+  Status lost = Status::error(code, "peer " + short_id(link.ep.id) + " (pid " +
+                                        std::to_string(link.ep.pid) + "): " + why.message());
+  fail_inflight_of(link, lost);
+}
+
+void Protocol::check_connect_deadlines() {
+  const auto now = Clock::now();
+  for (auto& [id, link] : links_) {
+    if (link->connect_deadline && now > *link->connect_deadline &&
+        (link->state == PeerLink::State::Connecting ||
+         link->state == PeerLink::State::AwaitingPeer)) {
+      fail_link(
+          *link,
+          Status::error(Errc::Timeout,
+                        "no connection to " + link->ep.address + " within " +
+                            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               config_.tcp.connect_timeout)
+                                               .count()) +
+                            " ms (tcp.connect_timeout)"),
+          false);
+    }
+  }
+}
+
+int Protocol::progress(bool sockets) {
+  int work = 0;
+  for (auto& t : transports_) {
+    if (t) work += t->progress();
+  }
+  // Sockets are polled every pass while they are busy (output pending, or input seen lately);
+  // otherwise the lane polls them every Nth pass, sparing shared-memory traffic the syscalls.
+  if (sockets || quiet_polls_ < 64 || poller_.writers() > 0 || control_->busy()) {
+    const auto before = poller_.activity;
+    if (!sockets && poller_.writers() == 0 && poller_.streams() <= 4 && !control_->busy()) {
+      // Few sockets and a hot path: one recv() per socket finds data without epoll's syscall.
+      poller_.read_streams();
+    } else {
+      poller_.poll();
+      work += control_->progress();
+    }
+    if (poller_.activity != before) {
+      ++work;
+      quiet_polls_ = 0;
+    } else {
+      ++quiet_polls_;
+    }
+    check_connect_deadlines();
+  }
+  poller_.flush_deferred();
+  dead_endpoints_.clear();
+  poller_.end_pass();
+  return work;
+}
+
+bool Protocol::prepare_sleep() {
+  std::size_t armed = 0;
+  for (; armed < transports_.size(); ++armed) {
+    if (transports_[armed] && !transports_[armed]->prepare_sleep()) break;
+  }
+  if (armed == transports_.size()) return true;
+  for (std::size_t i = 0; i < armed; ++i) {
+    if (transports_[i]) transports_[i]->end_sleep();
+  }
+  return false;
+}
+
+void Protocol::end_sleep() {
+  for (auto& t : transports_) {
+    if (t) t->end_sleep();
+  }
+}
+
+bool Protocol::busy() const {
+  if (control_->busy()) return true;
+  for (const auto& t : transports_) {
+    if (t && t->busy()) return true;
+  }
+  for (const auto& [id, link] : links_) {
+    if (!link->inflight.empty() || !link->sessions.empty() || !link->waiting.empty() ||
+        std::any_of(link->posted.begin(), link->posted.end(),
+                    [](const auto& r) { return !r->passive; }) ||
+        link->state == PeerLink::State::Connecting ||
+        link->state == PeerLink::State::AwaitingPeer) {
+      return true;
+    }
+    if (link->control && link->control->busy()) return true;
+    for (const auto& ep : link->endpoints) {
+      if (ep && ep->busy()) return true;
+    }
+  }
+  return false;
+}
+
+void Protocol::shutdown(const Status& why) {
+  for (auto& [id, link] : links_) {
+    // Best effort: tell the peer the end of stream is orderly, on every connection it reads.
+    if (link->state == PeerLink::State::Established) {
+      if (control_) control_->say_bye(*link);
+      for (auto& ep : link->endpoints) {
+        if (ep) ep->close(true);
+      }
+    }
+    fail_link(*link, why, true);
+  }
+  if (control_) control_->shutdown();
+  for (auto& t : transports_) {
+    if (t) t->shutdown(why);
+  }
+  dead_endpoints_.clear();
+  poller_.end_pass();
+}
+
+std::string Protocol::take_buffer() {
+  if (spare_buffers_.empty()) return {};
+  std::string out = std::move(spare_buffers_.back());
+  spare_buffers_.pop_back();
+  return out;
+}
+
+void Protocol::give_buffer(std::string&& buffer) {
+  // Payload buffers are recycled: allocating and freeing them per message lets malloc trim and
+  // regrow its heap, and every regrown page is a page fault.
+  if (buffer.capacity() == 0 || buffer.capacity() > kMaxSpareBuffer ||
+      spare_buffers_.size() >= kMaxSpareBuffers) {
+    return;
+  }
+  buffer.clear();
+  spare_buffers_.push_back(std::move(buffer));
+}
+
+}  // namespace orbite::p2p

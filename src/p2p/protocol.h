@@ -1,0 +1,141 @@
+// One lane's protocol: the peers assigned to the lane, their control connections and endpoints,
+// and the protocol that runs send/recv matching, credits, rendezvous and put/get over whatever
+// endpoint the selection table picks. It talks to transports only through the contract in
+// transport.h. Not thread-safe: the lane's mutex holder calls it.
+#pragma once
+
+#include <orbite/config.h>
+#include <orbite/transfer.h>
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "p2p/control/channel.h"
+#include "p2p/counters.h"
+#include "p2p/peer.h"
+#include "p2p/poller.h"
+#include "p2p/registry.h"
+#include "p2p/transport.h"
+
+namespace orbite::p2p {
+
+class Protocol final : public FrameHandler, public ControlHost {
+ public:
+  Protocol(const EngineConfig& config, const detail::Identity& self, RegionRegistry& regions,
+           Counters& counters, int lane_index);
+  ~Protocol() override;
+  Protocol(const Protocol&) = delete;
+  Protocol& operator=(const Protocol&) = delete;
+
+  Status init();
+  [[nodiscard]] int epoll_fd() const { return poller_.fd(); }
+  Status set_listener(int fd, std::function<void(Accepted)> route);
+  // The lane's wake-up eventfd: part of the epoll set so a sleeping worker wakes on submission.
+  Status set_wake_fd(int fd);
+  void adopt(Accepted accepted) { control_->adopt(std::move(accepted)); }
+
+  // Begins a request: connects if needed, then issues its first frames.
+  void start(std::shared_ptr<detail::RequestState> req);
+  // One pass over the transports and (when asked) the sockets; returns how much work it did.
+  int progress(bool poll_sockets);
+  // Writes what requests queued on sockets since the last pass (one sendmsg per socket).
+  void flush_dirty() { poller_.flush_deferred(); }
+  // Arms the transports before the worker sleeps; false if work arrived.
+  bool prepare_sleep();
+  void end_sleep();
+  // Requests or sessions in flight, output queued, or connections being made.
+  [[nodiscard]] bool busy() const;
+  // Fails every request and closes every connection.
+  void shutdown(const Status& why);
+
+  // FrameHandler
+  Result<detail::Sink> begin_frame(detail::PeerLink& link, const FrameHeader& h,
+                                   PeerEndpoint& from) override;
+  void end_frame(detail::PeerLink& link, const FrameHeader& h, PeerEndpoint& from,
+                 detail::Sink& sink, std::string&& body) override;
+  void frame_written(PeerEndpoint& ep, detail::SendItem& item) override;
+  void endpoint_failed(detail::PeerLink& link, const Status& why) override;
+  void protocol_error(detail::PeerLink& link, const std::string& what) override;
+  std::string take_buffer() override;
+  void give_buffer(std::string&& buffer) override;
+
+  // ControlHost
+  detail::PeerLink& link_for(const detail::Endpoint& ep) override;
+  std::vector<ConnectBlob> offers(detail::PeerLink& link) override;
+  std::vector<ConnectBlob> accept_offers(detail::PeerLink& link, const Handshake& peer) override;
+  Status complete_offers(detail::PeerLink& link, const Handshake& peer) override;
+  void established(detail::PeerLink& link, const Handshake& peer) override;
+  void fail_link(detail::PeerLink& link, const Status& why, bool orderly) override;
+  Status adopt_join(detail::PeerLink& link, net::Fd fd, const Handshake& hello) override;
+
+ private:
+  using Link = detail::PeerLink;
+  using Req = detail::RequestState;
+  using ReqPtr = std::shared_ptr<detail::RequestState>;
+  class WakeWatch;
+
+  LaneTransport* transport(TransportId id) const {
+    return transports_[static_cast<std::size_t>(id)].get();
+  }
+  void check_connect_deadlines();
+  void count_sent(const PeerEndpoint& ep, std::uint64_t payload);
+
+  // protocol.cpp: routes, send/recv matching
+  Result<PeerEndpoint*> route(Link& link, const Req& req) const;
+  void issue(Link& link, const ReqPtr& req);
+  void issue_send(Link& link, const ReqPtr& req);
+  void issue_recv(Link& link, const ReqPtr& req);
+  void deliver_arrival(Link& link, detail::Arrival&& a);
+  bool try_match_arrival(Link& link, detail::Arrival& a);
+  void match_rts(Link& link, const ReqPtr& recv, const detail::Arrival& a);
+  void consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& a);
+  // Fails a receive too small for its message and tells the sender (Reject).
+  void reject_truncated(Link& link, const ReqPtr& recv, const detail::Arrival& a);
+  void return_credit(Link& link, std::uint64_t bytes, PeerEndpoint& ep);
+  void send_control(PeerEndpoint& ep, FrameType type, std::uint64_t id, std::uint64_t a,
+                    std::uint64_t b = 0, std::uint64_t c = 0, std::uint64_t d = 0,
+                    std::string payload = {});
+  // Queues [data + base, data + base + len) as Data frames whose offsets start at base. False if
+  // pin_each could not be pinned (the region was unregistered): the rest was not queued.
+  bool send_data(Link& link, PeerEndpoint& ep, DataTarget target, std::uint64_t id,
+                 const std::byte* data, std::uint64_t len, const ReqPtr& req,
+                 detail::RegionRecord* pin_each, std::uint64_t base = 0);
+  // Counts bytes of a request copied by either side; completes it when all are there.
+  void add_received(Link& link, std::uint64_t id, std::uint64_t bytes, const Status& error = {});
+  void fail_inflight_of(Link& link, const Status& why);
+
+  // frames.cpp: frame handlers; rma.cpp: put/get
+  Result<detail::Sink> data_sink(Link& link, const FrameHeader& h);
+  void on_cts(Link& link, const FrameHeader& h, PeerEndpoint& ep);
+  void on_share(Link& link, const FrameHeader& h, PeerEndpoint& ep, std::string_view body);
+  void on_data(Link& link, const FrameHeader& h);
+  void issue_put_get(Link& link, const ReqPtr& req);
+  void issue_part(Link& link, const ReqPtr& req, const TransferRange& range, bool by_address);
+  void on_put_or_get(Link& link, const FrameHeader& h, PeerEndpoint& ep, std::string_view body);
+  void on_ack(Link& link, const FrameHeader& h, std::string_view body);
+  void maybe_complete_part(Link& link, std::uint64_t wire_id);
+
+  const EngineConfig& config_;
+  detail::Identity self_;
+  RegionRegistry& regions_;
+  Counters& counters_;
+  int lane_index_;
+  // Member order is destruction order reversed: links (with their endpoints) go before the
+  // transports and the control channel, and those before the poller they are registered with.
+  Poller poller_;
+  std::unique_ptr<ControlChannel> control_;
+  std::array<std::unique_ptr<LaneTransport>, kTransportCount> transports_;
+  std::unique_ptr<WakeWatch> wake_;
+  std::unordered_map<std::string, std::unique_ptr<Link>> links_;
+  // Endpoints of links that failed during a pass: destroyed at its end, never mid-call.
+  std::vector<std::unique_ptr<PeerEndpoint>> dead_endpoints_;
+  std::vector<std::string> spare_buffers_;
+  std::uint64_t next_wire_id_ = 1;
+  int quiet_polls_ = 0;
+};
+
+}  // namespace orbite::p2p

@@ -1,0 +1,99 @@
+// The state behind a Request handle, shared by every layer that completes requests (the p2p
+// protocol, the collectives' executor, the proxy's close), and the one function that completes
+// it. It names no proxy type: whoever can progress a request is a ProgressDriver.
+#pragma once
+
+#include <orbite/transfer.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/mpsc_queue.h"
+
+namespace orbite::p2p {
+class PeerEndpoint;
+}
+
+namespace orbite::detail {
+
+struct RegionRecord;
+struct PeerRef;
+struct PeerLink;
+
+enum class OpKind : std::uint8_t { Send, Recv, Put, Get };
+
+// Who makes a request progress when its owner calls Request::test() or wait(): a proxy lane for
+// point-to-point requests, the communicator's collective executor for collectives.
+struct ProgressDriver {
+  virtual ~ProgressDriver() = default;
+  // One pass of progress if it can be had without blocking (Request::test()).
+  virtual void poll() = 0;
+  // Progress (or sleep) until `phase` leaves 0 or the timeout passes (Request::wait()).
+  virtual void wait(const std::atomic<int>& phase, Duration timeout) = 0;
+};
+
+// Engine-wide completion counters a request reports into (absent for a collective's own request).
+struct CompletionCounters {
+  std::atomic<std::uint64_t> completed{0}, failed{0};
+};
+
+// Lifetime: shared by the user's Request copies, the lane queues and the protocol's tables; it
+// lives until the last of them lets go. Fields below "lane-owned" are touched only by the holder
+// of the owning lane's mutex; phase, final_status and bytes_done are published by the release
+// store of phase (final_status is written before it and read only after an acquire load).
+struct RequestState : MpscNode {
+  // Keeps the state alive while it sits in a lane's submission queue.
+  std::shared_ptr<RequestState> queued_self;
+  // Progresses this request; for a lane it aliases the engine so the engine outlives the request.
+  std::shared_ptr<ProgressDriver> driver;
+  CompletionCounters* counters = nullptr;  // the engine's; null for collectives
+
+  // A receive that may never be matched (a collective's abort watch): it does not keep the
+  // engine busy, and close() cancels it without waiting.
+  bool passive = false;
+  // Memory this request may still write into after its owner gave up on it (a failed
+  // collective's scratch): freed with the last request that holds it.
+  std::shared_ptr<void> keepalive;
+  std::atomic<int> phase{0};  // 0 running, 1 succeeded, 2 failed
+  Status final_status;
+  std::atomic<std::uint64_t> bytes_done{0};
+
+  OpKind kind = OpKind::Send;
+  TransferOptions options;
+  std::shared_ptr<const PeerRef> peer;
+  std::uint64_t id = 0;
+
+  // send/recv
+  const std::byte* src = nullptr;
+  std::byte* dst = nullptr;
+  std::uint64_t length = 0;
+  std::uint32_t comm = 0;
+  std::int32_t tag = 0;
+
+  // put/get
+  std::shared_ptr<RegionRecord> local;  // pinned while the request runs
+  bool local_pinned = false;
+  std::uint64_t remote_region = 0;
+  std::uint64_t remote_generation = 0;
+  std::vector<TransferRange> ranges;
+
+  // Lane-owned progress: the protocol's per-request state (see p2p/peer.h).
+  p2p::PeerEndpoint* endpoint = nullptr;  // the route chosen for the request
+  PeerLink* lane_link = nullptr;          // the link of the lane that owns the request
+  std::uint64_t parts_left = 0;
+  Status first_error;  // of a batch's parts; reported once every part is done
+};
+
+// Completes a request once (success when `status` is ok), releases the local region pin it holds,
+// counts it, and publishes the result to waiters. A second call is ignored.
+void complete_request(RequestState& req, Status status);
+
+// Builds Request handles and reaches their state: the one door through the public class.
+struct RequestAccess {
+  static Request make(std::shared_ptr<RequestState> s) { return Request(std::move(s)); }
+  static const std::shared_ptr<RequestState>& state(const Request& r) { return r.state_; }
+};
+
+}  // namespace orbite::detail

@@ -1,0 +1,41 @@
+// Transport selection: a pure function over an ordered table (self, shm, cuda_ipc, rdma, tcp), as
+// NCCL walks ncclTransports[] with canConnect. For Transport::Unspec the first row that reaches
+// the peer for the request's memory wins; a forced transport must pass its own row, or the answer
+// is Errc::Unavailable naming why.
+#pragma once
+
+#include <orbite/status.h>
+#include <orbite/transfer.h>
+
+#include <array>
+
+#include "p2p/transport.h"
+
+namespace orbite::p2p {
+
+struct RouteQuery {
+  Transport requested = Transport::Unspec;
+  MemoryKind memory = MemoryKind::Host;
+  bool is_self = false;
+  bool same_host = false;
+  // Transports this engine has at all.
+  std::array<bool, kTransportCount> built{};
+  // Capabilities of the endpoints open to this peer (null: none open for that transport).
+  std::array<const Capabilities*, kTransportCount> open{};
+  std::string peer;  // named in errors
+};
+
+// The rows in order: which transport each one picks, and the reach it needs.
+struct RouteRow {
+  const char* name;
+  TransportId id;
+  std::uint8_t reach;
+};
+const std::array<RouteRow, 5>& route_table();
+
+Result<TransportId> select_route(const RouteQuery& q);
+
+// Before a request is queued: a forced transport this engine does not have at all.
+Status check_requested(Transport requested, const std::array<bool, kTransportCount>& built);
+
+}  // namespace orbite::p2p

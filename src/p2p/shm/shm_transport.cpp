@@ -1,0 +1,332 @@
+#include "p2p/shm/shm_transport.h"
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "common/net.h"
+#include "common/wire.h"
+#include "p2p/peer.h"
+#include "p2p/shm/vm_copy.h"
+
+namespace orbite::p2p {
+
+using detail::PeerLink;
+
+namespace {
+constexpr int kRingBudget = 64;
+constexpr std::size_t kMaxRingName = 255;
+
+std::atomic<std::uint64_t> g_ring_counter{0};
+
+std::string short_id(const std::string& id) {
+  return id.substr(0, 8);
+}
+
+std::string encode_blob(const ShmRing& ring) {
+  std::string out;
+  wire::Writer w(out);
+  w.put<std::uint64_t>(ring.capacity());
+  w.put_bytes(ring.name());
+  return out;
+}
+
+struct RingName {
+  std::string name;
+  std::uint64_t bytes = 0;
+};
+
+Result<RingName> decode_blob(std::string_view blob) {
+  wire::Reader r(blob);
+  RingName out;
+  out.bytes = r.get<std::uint64_t>();
+  out.name = std::string(r.get_bytes(kMaxRingName));
+  if (!r.done() || !out.name.starts_with("/orbite-") || out.bytes < 4096 ||
+      (out.bytes & (out.bytes - 1)) != 0) {
+    return Status::error(Errc::Protocol, "shm connect blob of " + std::to_string(blob.size()) +
+                                             " bytes is invalid (ring '" + out.name + "', " +
+                                             std::to_string(out.bytes) + " bytes)");
+  }
+  return out;
+}
+
+bool push(ShmRing& ring, const detail::SendItem& item) {
+  iovec iov[2];
+  int n = 0;
+  if (!item.owned.empty()) iov[n++] = {const_cast<char*>(item.owned.data()), item.owned.size()};
+  if (item.data_len != 0) iov[n++] = {const_cast<std::byte*>(item.data), item.data_len};
+  return ring.try_push(item.header, std::span<const iovec>(iov, n));
+}
+
+}  // namespace
+
+ShmEndpoint::ShmEndpoint(ShmLane& lane, PeerLink& link, std::unique_ptr<ShmRing> rx,
+                         std::unique_ptr<ShmRing> tx)
+    : lane_(lane), link_(link), rx_(std::move(rx)), tx_(std::move(tx)) {
+  tx_ring_ = tx_ ? tx_.get() : rx_.get();
+  if (tx_) tx_->set_strict_wakeup(lane.config().progress_mode == ProgressMode::EventDriven);
+}
+
+ShmEndpoint::~ShmEndpoint() {
+  close(false);
+}
+
+const Capabilities& ShmEndpoint::caps() const {
+  return lane_.caps();
+}
+
+void ShmEndpoint::close(bool) {
+  if (closed_) return;
+  closed_ = true;
+  lane_.detach(this);
+  for (auto& item : out_) {
+    if (item.pinned != nullptr) item.pinned->unpin();
+  }
+  out_.clear();
+}
+
+void ShmEndpoint::send(detail::SendItem item) {
+  if (closed_) {
+    if (item.pinned != nullptr) item.pinned->unpin();
+    return;
+  }
+  if (out_.empty() && push(*tx_ring_, item)) {
+    lane_.handler().frame_written(*this, item);
+    doorbell();
+    return;
+  }
+  out_.push_back(std::move(item));
+}
+
+bool ShmEndpoint::send_now(const FrameHeader& h, std::span<const iovec> payload) {
+  if (closed_ || !out_.empty() || !tx_ring_->try_push(h, payload)) return false;
+  doorbell();
+  return true;
+}
+
+Status ShmEndpoint::read_peer(std::byte* local, std::uint64_t remote, std::uint64_t len) {
+  return vm_read(link_.ep.pid, local, remote, len);
+}
+
+Status ShmEndpoint::write_peer(const std::byte* local, std::uint64_t remote, std::uint64_t len) {
+  return vm_write(link_.ep.pid, local, remote, len);
+}
+
+bool ShmEndpoint::one_sided_usable() const {
+  return lane_.config().shm.single_copy && vm_copy_usable();
+}
+
+void ShmEndpoint::doorbell() {
+  if (link_.is_self || tx_ == nullptr || !tx_->take_doorbell_request()) return;
+  FrameHeader h;
+  h.type = FrameType::Doorbell;
+  lane_.control().send_control(link_, h);
+}
+
+int ShmEndpoint::flush() {
+  int work = 0;
+  while (!out_.empty() && !closed_) {
+    if (!push(*tx_ring_, out_.front())) break;
+    detail::SendItem done = std::move(out_.front());
+    out_.pop_front();
+    lane_.handler().frame_written(*this, done);
+    ++work;
+  }
+  if (work > 0) doorbell();
+  return work;
+}
+
+int ShmEndpoint::poll() {
+  FrameHandler& up = lane_.handler();
+  int work = 0;
+  while (work < kRingBudget && !closed_ && link_.up()) {
+    ShmRing& ring = *rx_;
+    const std::byte* p = ring.peek();
+    if (p == nullptr) {
+      if (!ring.corrupt().empty()) up.protocol_error(link_, ring.corrupt());
+      break;
+    }
+    auto h = decode_header(p);
+    if (!h.ok()) {
+      up.protocol_error(link_, h.status().message());
+      break;
+    }
+    if (kFrameHeaderBytes + h->payload_len > ring.current_frame_room()) {
+      up.protocol_error(link_, "ring frame payload exceeds its record");
+      break;
+    }
+    auto sink = up.begin_frame(link_, *h, *this);
+    if (!sink.ok()) {
+      up.protocol_error(link_, sink.status().message());
+      break;
+    }
+    if (closed_ || !link_.up()) break;
+    const std::byte* payload = p + kFrameHeaderBytes;
+    std::string body;
+    if (sink->kind == detail::Sink::Direct && h->payload_len > 0) {
+      std::memcpy(sink->dst, payload, h->payload_len);
+    } else if (sink->kind == detail::Sink::Buffer && h->payload_len > 0) {
+      body = up.take_buffer();
+      body.assign(reinterpret_cast<const char*>(payload), h->payload_len);
+    }
+    // Retire the record before handling it: handlers may push into the self link's ring.
+    ring.pop();
+    up.end_frame(link_, *h, *this, *sink, std::move(body));
+    up.give_buffer(std::move(body));
+    ++work;
+  }
+  return work;
+}
+
+int ShmEndpoint::progress() {
+  int work = 0;
+  if (!out_.empty()) work += flush();
+  return work + poll();
+}
+
+bool ShmEndpoint::prepare_sleep() {
+  return link_.is_self || rx_->prepare_sleep();
+}
+
+void ShmEndpoint::end_sleep() {
+  if (!link_.is_self) rx_->cancel_sleep();
+}
+
+ShmLane::ShmLane(const EngineConfig& config, const detail::Identity& self, FrameHandler& handler,
+                 ControlSender& control)
+    : config_(config), self_(self), handler_(handler), control_(control) {
+  caps_.id = TransportId::Shm;
+  caps_.reach = kReachSelf | kReachSameHost;
+  caps_.one_sided = true;
+  caps_.eager_limit = config.shm.eager_limit;
+  // A ring frame's payload is bounded by the smaller of the two rings' records.
+  caps_.max_frame_payload = config.shm.ring_bytes / 4;
+}
+
+ShmLane::~ShmLane() {
+  shutdown(Status());
+}
+
+Result<ShmRing> ShmLane::create_ring(const PeerLink& link) {
+  const std::string name = "/orbite-" + std::to_string(self_.pid) + "-" + short_id(self_.id) + "-" +
+                           short_id(link.ep.id) + "-" + std::to_string(g_ring_counter++);
+  return ShmRing::create(name, config_.shm.ring_bytes);
+}
+
+void ShmLane::attach(PeerLink& link, std::unique_ptr<ShmRing> rx, std::unique_ptr<ShmRing> tx) {
+  auto ep = std::make_unique<ShmEndpoint>(*this, link, std::move(rx), std::move(tx));
+  active_.push_back(ep.get());
+  link.endpoints[static_cast<std::size_t>(TransportId::Shm)] = std::move(ep);
+}
+
+std::optional<std::string> ShmLane::offer(PeerLink& link) {
+  if (link.is_self || !link.same_host || !config_.shm.enable) return std::nullopt;
+  auto ring = create_ring(link);
+  if (!ring.ok()) {
+    ORBITE_LOG(Warn, Shm) << "no shared-memory ring for peer " << short_id(link.ep.id) << ": "
+                          << ring.status().message() << "; using TCP";
+    return std::nullopt;
+  }
+  auto owned = std::make_unique<ShmRing>(std::move(*ring));
+  std::string blob = encode_blob(*owned);
+  offered_[&link] = std::move(owned);
+  return blob;
+}
+
+Result<std::string> ShmLane::accept(PeerLink& link, std::string_view blob) {
+  if (!link.same_host || !config_.shm.enable) {
+    return Status::error(Errc::Unavailable, link.same_host ? "shared memory is disabled here"
+                                                           : "the peer is on another host");
+  }
+  Status failed;
+  auto peer = decode_blob(blob);
+  if (!peer.ok()) return peer.status();
+  auto own = create_ring(link);
+  if (!own.ok()) failed = own.status();
+  Result<ShmRing> theirs =
+      failed.ok() ? ShmRing::open(peer->name, peer->bytes) : Result<ShmRing>(failed);
+  if (!theirs.ok()) {
+    ORBITE_LOG(Warn, Shm) << "shared memory with peer " << short_id(link.ep.id) << " failed ("
+                          << theirs.status().message() << "); using TCP";
+    return theirs.status();
+  }
+  auto rx = std::make_unique<ShmRing>(std::move(*own));
+  std::string mine = encode_blob(*rx);
+  attach(link, std::move(rx), std::make_unique<ShmRing>(std::move(*theirs)));
+  return mine;
+}
+
+Status ShmLane::complete(PeerLink& link, std::optional<std::string_view> blob) {
+  auto it = offered_.find(&link);
+  if (it == offered_.end()) return {};
+  std::unique_ptr<ShmRing> own = std::move(it->second);
+  offered_.erase(it);
+  own->unlink_name();
+  if (!blob) return {};  // the peer declined shared memory: TCP only
+  ORBITE_ASSIGN_OR_RETURN(RingName peer, decode_blob(*blob));
+  auto theirs = ShmRing::open(peer.name, peer.bytes);
+  // Both sides have mapped both rings now (or never will): the names can go.
+  if (::shm_unlink(peer.name.c_str()) != 0 && errno != ENOENT) {
+    ORBITE_LOG(Debug, Shm) << "shm_unlink(" << peer.name << "): " << std::strerror(errno);
+  }
+  if (!theirs.ok()) return theirs.status();
+  attach(link, std::move(own), std::make_unique<ShmRing>(std::move(*theirs)));
+  return {};
+}
+
+Status ShmLane::open_self(PeerLink& link) {
+  // A rank talking to itself: one ring that it both writes and reads.
+  ORBITE_ASSIGN_OR_RETURN(ShmRing ring,
+                          ShmRing::create("/orbite-" + std::to_string(self_.pid) + "-self-" +
+                                              std::to_string(g_ring_counter++),
+                                          config_.shm.ring_bytes));
+  ring.unlink_name();
+  attach(link, std::make_unique<ShmRing>(std::move(ring)), nullptr);
+  return {};
+}
+
+Status ShmLane::adopt_connection(PeerLink&, int fd, std::uint32_t) {
+  net::Fd refused(fd);
+  return Status::error(Errc::Unavailable, "the shm transport opens no connections");
+}
+
+int ShmLane::progress() {
+  int work = 0;
+  // By index: a protocol error closes an endpoint, which leaves this list mid-loop.
+  for (std::size_t i = 0; i < active_.size(); ++i) work += active_[i]->progress();
+  return work;
+}
+
+bool ShmLane::prepare_sleep() {
+  for (std::size_t i = 0; i < active_.size(); ++i) {
+    if (!active_[i]->prepare_sleep()) {
+      for (std::size_t j = 0; j < i; ++j) active_[j]->end_sleep();
+      return false;
+    }
+  }
+  return true;
+}
+
+void ShmLane::end_sleep() {
+  for (ShmEndpoint* ep : active_) ep->end_sleep();
+}
+
+bool ShmLane::busy() const {
+  for (const ShmEndpoint* ep : active_) {
+    if (ep->busy()) return true;
+  }
+  return false;
+}
+
+void ShmLane::forget(PeerLink& link) {
+  offered_.erase(&link);
+}
+
+void ShmLane::shutdown(const Status&) {
+  offered_.clear();
+}
+
+}  // namespace orbite::p2p

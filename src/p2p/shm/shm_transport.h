@@ -1,0 +1,96 @@
+// The shm transport: one shared-memory ring per direction per same-host peer (each side creates
+// the ring it reads and names it in its connect blob; both names are unlinked once both sides
+// mapped them), a loopback ring for this engine itself, and single copy: one-sided access to the
+// peer's memory with process_vm_readv/writev. Rings cannot wake a sleeper: a consumer about to
+// sleep raises a flag, and the producer that sees it sends a Doorbell on the control channel.
+#pragma once
+
+#include <orbite/config.h>
+
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "p2p/peer.h"
+#include "p2p/shm/shm_ring.h"
+#include "p2p/transport.h"
+
+namespace orbite::p2p {
+
+class ShmLane;
+
+class ShmEndpoint final : public PeerEndpoint {
+ public:
+  // rx: the ring we read; tx: the ring we write (null for self: rx both ways).
+  ShmEndpoint(ShmLane& lane, detail::PeerLink& link, std::unique_ptr<ShmRing> rx,
+              std::unique_ptr<ShmRing> tx);
+  ~ShmEndpoint() override;
+  [[nodiscard]] const Capabilities& caps() const override;
+  void send(detail::SendItem item) override;
+  bool send_now(const FrameHeader& h, std::span<const iovec> payload) override;
+  [[nodiscard]] std::size_t paths() const override { return 1; }
+  Status read_peer(std::byte* local, std::uint64_t remote, std::uint64_t len) override;
+  Status write_peer(const std::byte* local, std::uint64_t remote, std::uint64_t len) override;
+  [[nodiscard]] bool one_sided_usable() const override;
+  [[nodiscard]] bool busy() const override { return !out_.empty(); }
+  void close(bool orderly) override;
+
+  // The lane's pass: queued frames into the ring, then arrived frames up.
+  int progress();
+  bool prepare_sleep();
+  void end_sleep();
+
+ private:
+  int flush();
+  int poll();
+  void doorbell();
+
+  ShmLane& lane_;
+  detail::PeerLink& link_;
+  std::unique_ptr<ShmRing> rx_;
+  std::unique_ptr<ShmRing> tx_;
+  ShmRing* tx_ring_ = nullptr;        // tx_, or rx_ for self
+  std::deque<detail::SendItem> out_;  // frames waiting for ring space
+  bool closed_ = false;
+};
+
+class ShmLane final : public LaneTransport {
+ public:
+  ShmLane(const EngineConfig& config, const detail::Identity& self, FrameHandler& handler,
+          ControlSender& control);
+  ~ShmLane() override;
+  [[nodiscard]] const Capabilities& caps() const override { return caps_; }
+  std::optional<std::string> offer(detail::PeerLink& link) override;
+  Result<std::string> accept(detail::PeerLink& link, std::string_view blob) override;
+  Status complete(detail::PeerLink& link, std::optional<std::string_view> blob) override;
+  Status open_self(detail::PeerLink& link) override;
+  Status adopt_connection(detail::PeerLink&, int fd, std::uint32_t) override;
+  int progress() override;
+  bool prepare_sleep() override;
+  void end_sleep() override;
+  [[nodiscard]] bool busy() const override;
+  void forget(detail::PeerLink& link) override;
+  void shutdown(const Status& why) override;
+
+  void detach(ShmEndpoint* ep) { std::erase(active_, ep); }
+  FrameHandler& handler() { return handler_; }
+  ControlSender& control() { return control_; }
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  Result<ShmRing> create_ring(const detail::PeerLink& link);
+  void attach(detail::PeerLink& link, std::unique_ptr<ShmRing> rx, std::unique_ptr<ShmRing> tx);
+
+  const EngineConfig& config_;
+  const detail::Identity& self_;
+  FrameHandler& handler_;
+  ControlSender& control_;
+  Capabilities caps_;
+  // Endpoints in the lane's passes; each removes itself when closed.
+  std::vector<ShmEndpoint*> active_;
+  // Rings this side created for a Hello, until the peer's answer arrives.
+  std::unordered_map<const detail::PeerLink*, std::unique_ptr<ShmRing>> offered_;
+};
+
+}  // namespace orbite::p2p

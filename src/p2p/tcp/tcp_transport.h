@@ -1,0 +1,90 @@
+// The tcp transport: `tcp.streams_per_peer` data streams per peer, opened by the side that opened
+// the control connection once the handshake is done, each announced by a Hello that joins the
+// link. Frames wait in the endpoint until a stream is up; bulk data is spread over the streams.
+// It reaches every peer but this engine itself, and has no one-sided access.
+#pragma once
+
+#include <orbite/config.h>
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "p2p/counters.h"
+#include "p2p/poller.h"
+#include "p2p/stream.h"
+#include "p2p/transport.h"
+
+namespace orbite::p2p {
+
+class TcpLane;
+
+class TcpEndpoint final : public PeerEndpoint {
+ public:
+  TcpEndpoint(TcpLane& lane, detail::PeerLink& link);
+  ~TcpEndpoint() override;
+  [[nodiscard]] const Capabilities& caps() const override;
+  void send(detail::SendItem item) override;
+  bool send_now(const FrameHeader&, std::span<const iovec>) override { return false; }
+  [[nodiscard]] std::size_t paths() const override { return ready_; }
+  Status read_peer(std::byte*, std::uint64_t, std::uint64_t) override;
+  Status write_peer(const std::byte*, std::uint64_t, std::uint64_t) override;
+  [[nodiscard]] bool one_sided_usable() const override { return false; }
+  [[nodiscard]] bool busy() const override;
+  void close(bool orderly) override;
+
+  // A stream finished its handshake: it carries frames from now on.
+  void stream_ready(FramedSocket& s);
+  void add_stream(std::unique_ptr<FramedSocket> s);
+  void drop_stream(FramedSocket& s);
+  [[nodiscard]] std::size_t streams() const { return streams_.size(); }
+
+ private:
+  TcpLane& lane_;
+  detail::PeerLink& link_;
+  // Lifetime: owned here; a closed stream is retired to the poller's graveyard.
+  std::vector<std::unique_ptr<FramedSocket>> streams_;
+  std::vector<FramedSocket*> ready_list_;  // handshaken streams, in order of readiness
+  std::size_t ready_ = 0;
+  std::deque<detail::SendItem> pending_;  // frames queued before any stream was up
+};
+
+class TcpLane final : public LaneTransport, public StreamOwner {
+ public:
+  TcpLane(const EngineConfig& config, const detail::Identity& self, Poller& poller,
+          FrameHandler& handler);
+  [[nodiscard]] const Capabilities& caps() const override { return caps_; }
+  std::optional<std::string> offer(detail::PeerLink& link) override;
+  Result<std::string> accept(detail::PeerLink& link, std::string_view blob) override;
+  Status complete(detail::PeerLink& link, std::optional<std::string_view> blob) override;
+  Status open_self(detail::PeerLink&) override;
+  Status adopt_connection(detail::PeerLink& link, int fd, std::uint32_t index) override;
+  int progress() override { return 0; }  // its streams are driven by the poller
+  bool prepare_sleep() override { return true; }
+  void end_sleep() override {}
+  [[nodiscard]] bool busy() const override { return false; }  // endpoints report their own
+  void forget(detail::PeerLink&) override {}
+  void shutdown(const Status&) override {}
+
+  Result<detail::Sink> stream_frame_begins(FramedSocket& s, const FrameHeader& h) override;
+  void stream_frame_ends(FramedSocket& s, const FrameHeader& h, detail::Sink& sink,
+                         std::string&& body) override;
+  void stream_written(FramedSocket& s, detail::SendItem& item) override;
+  void stream_failed(FramedSocket& s, const Status& why) override;
+  std::string take_buffer() override { return handler_.take_buffer(); }
+  void give_buffer(std::string&& b) override { handler_.give_buffer(std::move(b)); }
+
+  Poller& poller() { return poller_; }
+
+ private:
+  TcpEndpoint* endpoint_of(const FramedSocket& s) const;
+  void on_join_reply(FramedSocket& s, const FrameHeader& h, std::string_view body);
+
+  const EngineConfig& config_;
+  const detail::Identity& self_;
+  Poller& poller_;
+  FrameHandler& handler_;
+  Capabilities caps_;
+};
+
+}  // namespace orbite::p2p

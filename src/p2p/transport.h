@@ -1,0 +1,200 @@
+// The transport contract. A transport is one folder under src/p2p/ that implements three parts,
+// split by lifetime as UCX splits md / iface / ep:
+//
+//   MemoryDomain   one per engine and transport: what a registration needs on this transport (an
+//                  MR set on every RDMA context, a CUDA IPC handle; nothing for tcp and shm), its
+//                  release (a failed release is retained, never retried), and this transport's
+//                  part of the region descriptor.
+//   LaneTransport  one per lane and transport: capabilities, the connect blob it contributes to
+//                  the handshake, opening an endpoint from the peer's blob, progress, the fds it
+//                  puts in the lane's epoll set (through the Poller), sleep arming, busy, shutdown.
+//   PeerEndpoint   one per peer and transport: two-sided frames, and one-sided access where the
+//                  transport has it natively.
+//
+// The protocol above (matching, credits, rendezvous, the owner's checks of put/get) talks to these
+// interfaces only. An operation a transport lacks is a stub that returns Errc::Unavailable.
+#pragma once
+
+#include <orbite/status.h>
+#include <orbite/transfer.h>
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "p2p/frame.h"
+
+namespace orbite::detail {
+struct PeerLink;
+struct RegionRecord;
+struct SendItem;
+struct Sink;
+}  // namespace orbite::detail
+
+namespace orbite::p2p {
+
+// Transport identities are known by value everywhere (counters, descriptors, the selection
+// table); their implementations only inside their folders and the table in transports.cpp.
+enum class TransportId : std::uint8_t { Shm = 0, CudaIpc = 1, Rdma = 2, Tcp = 3 };
+inline constexpr std::size_t kTransportCount = 4;
+const char* transport_name(TransportId id);
+// The public Transport a TransportId answers to (CudaIpc is Transport::Nvlink).
+Transport public_transport(TransportId id);
+std::optional<TransportId> transport_id_of(Transport t);
+
+// Which peers a transport can reach.
+enum Reach : std::uint8_t { kReachSelf = 1, kReachSameHost = 2, kReachRemote = 4 };
+
+struct Capabilities {
+  TransportId id = TransportId::Tcp;
+  std::uint8_t reach = 0;  // Reach bits
+  bool host_memory = true;
+  bool cuda_memory = false;
+  // Native one-sided access to the peer's memory (single copy, RDMA READ/WRITE).
+  bool one_sided = false;
+  // The largest message sent eagerly, and the largest payload of one frame.
+  std::uint64_t eager_limit = 0;
+  std::uint64_t max_frame_payload = 0;
+};
+
+// The per-transport part of one registration; none for tcp and shm.
+struct DomainRegistration {
+  virtual ~DomainRegistration() = default;
+};
+
+class MemoryDomain {
+ public:
+  virtual ~MemoryDomain() = default;
+  [[nodiscard]] virtual TransportId id() const = 0;
+  // Prepares `region` on this transport before it becomes visible; null when nothing is needed.
+  virtual Result<std::unique_ptr<DomainRegistration>> register_region(
+      const detail::RegionRecord& region) = 0;
+  // Releases what register_region made. One that fails to release moves to the retained list
+  // (never released twice) and the error is returned.
+  virtual Status deregister(std::unique_ptr<DomainRegistration> registration) = 0;
+  [[nodiscard]] virtual std::size_t retained() const = 0;
+  // This transport's part of the region descriptor (empty: none needed), and the check of a
+  // peer's part before a request relies on it.
+  [[nodiscard]] virtual std::string pack(const detail::RegionRecord& region,
+                                         const DomainRegistration* registration) const = 0;
+  [[nodiscard]] virtual Status unpack(std::string_view blob) const = 0;
+};
+
+// A domain for transports that need nothing per registration and no key in the descriptor.
+class KeylessDomain final : public MemoryDomain {
+ public:
+  explicit KeylessDomain(TransportId id) : id_(id) {}
+  [[nodiscard]] TransportId id() const override { return id_; }
+  Result<std::unique_ptr<DomainRegistration>> register_region(
+      const detail::RegionRecord&) override {
+    return std::unique_ptr<DomainRegistration>();
+  }
+  Status deregister(std::unique_ptr<DomainRegistration>) override { return {}; }
+  [[nodiscard]] std::size_t retained() const override { return 0; }
+  [[nodiscard]] std::string pack(const detail::RegionRecord&,
+                                 const DomainRegistration*) const override {
+    return {};
+  }
+  [[nodiscard]] Status unpack(std::string_view blob) const override;
+
+ private:
+  TransportId id_;
+};
+
+class PeerEndpoint;
+
+// What an endpoint tells the protocol above it (the lane's Protocol implements it).
+class FrameHandler {
+ public:
+  virtual ~FrameHandler() = default;
+  // A frame's header arrived: where its payload goes. An error closes the peer as a protocol
+  // error.
+  virtual Result<detail::Sink> begin_frame(detail::PeerLink& link, const FrameHeader& h,
+                                           PeerEndpoint& from) = 0;
+  // The frame's payload is in place (in `body` for a Buffer sink).
+  virtual void end_frame(detail::PeerLink& link, const FrameHeader& h, PeerEndpoint& from,
+                         detail::Sink& sink, std::string&& body) = 0;
+  // A queued frame left entirely: its borrowed bytes are no longer needed.
+  virtual void frame_written(PeerEndpoint& ep, detail::SendItem& item) = 0;
+  // The endpoint's connection broke (the peer is lost unless it said Bye).
+  virtual void endpoint_failed(detail::PeerLink& link, const Status& why) = 0;
+  virtual void protocol_error(detail::PeerLink& link, const std::string& what) = 0;
+  // Payload buffers for Buffer sinks, recycled (allocating one per message costs page faults).
+  virtual std::string take_buffer() = 0;
+  virtual void give_buffer(std::string&& buffer) = 0;
+};
+
+// The control channel as a transport sees it: small frames to the peer's engine (doorbells
+// today, RDMA grants later), on the connection the handshake made.
+class ControlSender {
+ public:
+  virtual ~ControlSender() = default;
+  virtual void send_control(detail::PeerLink& link, const FrameHeader& h,
+                            std::string payload = {}) = 0;
+};
+
+class PeerEndpoint {
+ public:
+  virtual ~PeerEndpoint() = default;
+  [[nodiscard]] virtual const Capabilities& caps() const = 0;
+  [[nodiscard]] TransportId id() const { return caps().id; }
+  // Queues one frame; frames of one endpoint arrive in order. Borrowed bytes stay untouched
+  // until FrameHandler::frame_written. A broken endpoint reports through endpoint_failed.
+  virtual void send(detail::SendItem item) = 0;
+  // Hands over a small frame at once, copying header and payload; false when the endpoint
+  // cannot (no room, or it always queues), and nothing was taken.
+  virtual bool send_now(const FrameHeader& h, std::span<const iovec> payload) = 0;
+  // Parallel paths (TCP streams) usable now: bulk data may be spread over them.
+  [[nodiscard]] virtual std::size_t paths() const = 0;
+  // One-sided access to the peer's memory by address; Unavailable where not native, and also
+  // when the kernel refuses (the caller then sends the bytes as frames).
+  virtual Status read_peer(std::byte* local, std::uint64_t remote, std::uint64_t len) = 0;
+  virtual Status write_peer(const std::byte* local, std::uint64_t remote, std::uint64_t len) = 0;
+  [[nodiscard]] virtual bool one_sided_usable() const = 0;
+  // Output queued, or a frame half read.
+  [[nodiscard]] virtual bool busy() const = 0;
+  // Closes; `orderly` tells the peer first (Bye) when it can be done without blocking.
+  virtual void close(bool orderly) = 0;
+};
+
+// A handshake entry as the control channel carries it.
+struct ConnectBlob {
+  TransportId id = TransportId::Tcp;
+  std::string blob;
+};
+
+class LaneTransport {
+ public:
+  virtual ~LaneTransport() = default;
+  [[nodiscard]] virtual const Capabilities& caps() const = 0;
+  // Initiator: this side's blob for the Hello to `link`; nullopt when not offered to this peer.
+  virtual std::optional<std::string> offer(detail::PeerLink& link) = 0;
+  // Acceptor: the peer offered `blob`. Opens the endpoint and returns the blob for the HelloAck;
+  // an error declines (the link goes on without this transport).
+  virtual Result<std::string> accept(detail::PeerLink& link, std::string_view blob) = 0;
+  // Initiator: the peer answered `blob`, or declined (nullopt). Opens the endpoint or drops the
+  // offer.
+  virtual Status complete(detail::PeerLink& link, std::optional<std::string_view> blob) = 0;
+  // The endpoint to this engine itself; Unavailable where the transport has none.
+  virtual Status open_self(detail::PeerLink& link) = 0;
+  // A connection the peer opened for this transport (a Hello naming it), routed by the control
+  // channel; Unavailable where the transport opens none.
+  virtual Status adopt_connection(detail::PeerLink& link, int fd, std::uint32_t index) = 0;
+  // One pass; returns how much work it did.
+  virtual int progress() = 0;
+  // Arms for sleep (false: work arrived meanwhile, do not sleep), and disarms.
+  virtual bool prepare_sleep() = 0;
+  virtual void end_sleep() = 0;
+  [[nodiscard]] virtual bool busy() const = 0;
+  // The link failed: drop this transport's state for it.
+  virtual void forget(detail::PeerLink& link) = 0;
+  virtual void shutdown(const Status& why) = 0;
+};
+
+}  // namespace orbite::p2p
