@@ -288,6 +288,8 @@ int main(int argc, char** argv) {
     }
     // This table's own count for its footer; `wrong` keeps every table's for the exit status.
     std::uint64_t table_wrong = 0;
+    // This table's share of the engine's per-transport counters: the route it measured.
+    const orbite::EngineStats table_start = comm.engine().stats();
     for (std::uint64_t size : perf::size_list(o)) {
       Point p = bench.run(size);
       table_wrong += p.wrong;
@@ -299,6 +301,8 @@ int main(int argc, char** argv) {
     }
     if (report) {
       report->add_summary("engine (rank 0)", perf::describe_engine(comm.engine()));
+      report->add_summary("bytes by transport (rank 0)",
+                          perf::describe_routes(table_start, comm.engine().stats()));
       ok = report->finish(table_wrong) && ok;
     }
     wrong += table_wrong;

@@ -114,4 +114,24 @@ inline std::string describe_engine(const TransferEngine& engine) {
          std::to_string(s.unexpected_bytes_peak);
 }
 
+// What each transport carried between two snapshots of rank 0's engine, for the summary: the
+// route a table measured (tcp, shm; rdma and nvlink once they exist), payload bytes and frames.
+inline std::string describe_routes(const EngineStats& before, const EngineStats& after) {
+  std::string out;
+  for (Transport t : {Transport::Tcp, Transport::Shm, Transport::Rdma, Transport::Nvlink}) {
+    const TransportStats& a = after.of(t);
+    const TransportStats& b = before.of(t);
+    if (t != Transport::Tcp && t != Transport::Shm && a.frames_sent == b.frames_sent &&
+        a.frames_received == b.frames_received) {
+      continue;  // transports this engine does not have stay out of the line
+    }
+    if (!out.empty()) out += "; ";
+    out += std::string(to_string(t)) + ": sent " + std::to_string(a.bytes_sent - b.bytes_sent) +
+           " B in " + std::to_string(a.frames_sent - b.frames_sent) + " frames, received " +
+           std::to_string(a.bytes_received - b.bytes_received) + " B in " +
+           std::to_string(a.frames_received - b.frames_received) + " frames";
+  }
+  return out;
+}
+
 }  // namespace orbite::perf

@@ -53,7 +53,7 @@ Protocol::~Protocol() {
 
 Status Protocol::init() {
   ORBITE_RETURN_IF_ERROR(poller_.init());
-  control_ = std::make_unique<ControlChannel>(config_, self_, poller_, *this, counters_);
+  control_ = std::make_unique<ControlPlane>(config_, self_, poller_, *this, counters_);
   ORBITE_ASSIGN_OR_RETURN(transports_,
                           make_lane_transports(config_, self_, poller_, *this, *control_));
   return {};

@@ -127,7 +127,7 @@ class Protocol final : public FrameHandler, public ControlHost {
   // Member order is destruction order reversed: links (with their endpoints) go before the
   // transports and the control channel, and those before the poller they are registered with.
   Poller poller_;
-  std::unique_ptr<ControlChannel> control_;
+  std::unique_ptr<ControlPlane> control_;
   std::array<std::unique_ptr<LaneTransport>, kTransportCount> transports_;
   std::unique_ptr<WakeWatch> wake_;
   std::unordered_map<std::string, std::unique_ptr<Link>> links_;

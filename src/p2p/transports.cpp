@@ -17,10 +17,13 @@ Result<LaneTransports> make_lane_transports(const EngineConfig& config,
   return out;
 }
 
-MemoryDomains make_memory_domains(const EngineConfig&) {
+MemoryDomains make_memory_domains(const EngineConfig& config) {
   MemoryDomains out;
-  out[static_cast<std::size_t>(TransportId::Shm)] =
-      std::make_unique<KeylessDomain>(TransportId::Shm);
+  // A region is published on shm only where shm serves other peers; the loopback needs no key.
+  if (config.shm.enable) {
+    out[static_cast<std::size_t>(TransportId::Shm)] =
+        std::make_unique<KeylessDomain>(TransportId::Shm);
+  }
   out[static_cast<std::size_t>(TransportId::Tcp)] =
       std::make_unique<KeylessDomain>(TransportId::Tcp);
   return out;

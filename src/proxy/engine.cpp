@@ -2,7 +2,6 @@
 // here runs on the caller's thread: it validates, then hands requests to the proxy's lanes.
 #include <orbite/transfer.h>
 
-#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -130,17 +129,10 @@ RemoteRegion MemoryRegion::export_descriptor() const {
   std::vector<std::pair<std::uint8_t, std::string>> blobs;
   for (const auto& domain : core->domains) {
     if (!domain) continue;
-    // shm is published only where it is enabled; the loopback needs no descriptor entry.
-    if (domain->id() == p2p::TransportId::Shm && !core->config.shm.enable) continue;
     const auto i = static_cast<std::size_t>(domain->id());
     blobs.emplace_back(static_cast<std::uint8_t>(domain->id()),
                        domain->pack(*record_, record_->registrations[i].get()));
   }
-  // In the order version 1 listed them: tcp first.
-  std::sort(blobs.begin(), blobs.end(), [](const auto& a, const auto& b) {
-    return (a.first == static_cast<std::uint8_t>(p2p::TransportId::Tcp)) >
-           (b.first == static_cast<std::uint8_t>(p2p::TransportId::Tcp));
-  });
   return detail::DescriptorCodec::make(*record_, core->self, std::move(blobs));
 }
 

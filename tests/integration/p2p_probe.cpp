@@ -409,6 +409,47 @@ Transport transport_from_env() {
   fail("P2P_TEST_TRANSPORT='" + std::string(name) + "' is not unspec, tcp or shm");
 }
 
+// The route the test means carried the bytes: with tcp forced, tcp frames both ways and no frame
+// on shm (but the loopback of the self scenario); with shm or unspec between ranks of one host,
+// shm frames and no frame on tcp; with single copy off, no byte copied by address.
+void check_route(Context& c, const std::string& name) {
+  const orbite::EngineStats s = c.comm.engine().stats();
+  const orbite::TransportStats& tcp = s.of(Transport::Tcp);
+  const orbite::TransportStats& shm = s.of(Transport::Shm);
+  std::printf(
+      "rank %d: route tcp %llu/%llu frames %llu/%llu bytes, shm %llu/%llu frames %llu/%llu "
+      "bytes, single copy %llu bytes\n",
+      c.rank, static_cast<unsigned long long>(tcp.frames_sent),
+      static_cast<unsigned long long>(tcp.frames_received),
+      static_cast<unsigned long long>(tcp.bytes_sent),
+      static_cast<unsigned long long>(tcp.bytes_received),
+      static_cast<unsigned long long>(shm.frames_sent),
+      static_cast<unsigned long long>(shm.frames_received),
+      static_cast<unsigned long long>(shm.bytes_sent),
+      static_cast<unsigned long long>(shm.bytes_received),
+      static_cast<unsigned long long>(s.single_copy_bytes));
+  if (name == "self") {
+    // Messages to itself take the loopback whatever transport they name; nothing else moves.
+    check(shm.frames_sent > 0 && shm.frames_received > 0, "route: the loopback carried no frame");
+    check(tcp.frames_sent == 0 && tcp.frames_received == 0,
+          "route: " + std::to_string(tcp.frames_sent) + " tcp frames to itself");
+  } else if (c.options.transport == Transport::Tcp) {
+    check(tcp.frames_sent > 0 && tcp.frames_received > 0, "route: tcp carried no frame");
+    check(shm.frames_sent == 0 && shm.frames_received == 0,
+          "route: " + std::to_string(shm.frames_sent) + " shm frames with tcp forced");
+  } else {
+    check(shm.frames_sent > 0 && shm.frames_received > 0, "route: shm carried no frame");
+    check(tcp.frames_sent == 0 && tcp.frames_received == 0,
+          "route: " + std::to_string(tcp.frames_sent) + " tcp frames between ranks of one host");
+  }
+  const char* single = std::getenv("ORBITE_SHM_SINGLE_COPY");
+  if (single != nullptr && std::string_view(single) == "false") {
+    check(s.single_copy_bytes == 0, "route: " + std::to_string(s.single_copy_bytes) +
+                                        " bytes copied by address with single copy off");
+  }
+  std::printf("rank %d: route ok\n", c.rank);
+}
+
 }  // namespace
 }  // namespace orbite::probe
 
@@ -445,6 +486,7 @@ int main(int argc, char** argv) {
   // waits for the others before closing, so that no rank tears down connections a peer still
   // uses; with every request finished, close() has nothing left to prove.
   if (name != "killed_peer") {
+    check_route(c, name);
     barrier(c, "before close");
     check_ok(c.comm.engine().close(std::chrono::seconds(30)), "engine close");
   }

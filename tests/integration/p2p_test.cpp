@@ -66,6 +66,9 @@ class P2p : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(count_of(o.out, ": FAIL "), 0U) << shown;
     for (int r = 0; r < ranks; ++r) {
       EXPECT_EQ(count_of(o.out, pass_line(r, scenario)), 1U) << "rank " << r << shown;
+      // The probe checked the per-transport counters of the route this parameter means.
+      EXPECT_EQ(count_of(o.out, "rank " + std::to_string(r) + ": route ok\n"), 1U)
+          << "rank " << r << shown;
     }
   }
 };

@@ -1,6 +1,7 @@
 // The installed tools and the demo program, as real processes.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
@@ -460,6 +461,39 @@ TEST(PerfHarness, CheckedSweepWritesJsonRows) {
   EXPECT_EQ(doc["rows"][1]["wrong"], 0);
   // A point-to-point transfer's bus bandwidth is its algbw (as in nccl-tests' sendrecv_perf).
   expect_avg_busbw(*avg, doc, {"bw_gbps"});
+}
+
+// Each table names the route it measured: rank 0's per-transport counters over that table alone.
+// Between two local ranks the shm table moved its bytes on shm and none on tcp, and the tcp table
+// the other way round.
+TEST(PerfHarness, EachTableReportsTheRouteItMeasured) {
+  Outcome o = run_program({kBin + "/orbite-run", "-n", "2", "--timeout", "100", "--",
+                           std::string(ORBITE_BINARY_DIR) + "/perf_tests/sendrecv_perf", "--sizes",
+                           "8,70000", "-n", "3", "-w", "1", "-c", "1", "--transport", "shm,tcp"},
+                          120s);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  const std::regex line(
+      R"(# bytes by transport \(rank 0\): tcp: sent (\d+) B in (\d+) frames, received (\d+) B in )"
+      R"((\d+) frames; shm: sent (\d+) B in (\d+) frames, received (\d+) B in (\d+) frames)");
+  std::vector<std::array<std::uint64_t, 8>> tables;
+  for (auto it = std::sregex_iterator(o.out.begin(), o.out.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    std::array<std::uint64_t, 8> v{};
+    for (std::size_t i = 0; i < 8; ++i) v[i] = std::stoull((*it)[i + 1].str());
+    tables.push_back(v);
+  }
+  ASSERT_EQ(tables.size(), 2U) << o.out;
+  // Both sizes, several iterations, both directions: at least one 70000-byte message each way.
+  // Over shm a rendezvous is copied by the receiver (single copy), counted where it is copied.
+  const auto& shm = tables[0];
+  EXPECT_GE(shm[4] + shm[6], 2 * 70000U) << o.out;
+  EXPECT_GT(shm[5], 0U);
+  EXPECT_EQ(shm[1] + shm[3], 0U) << "tcp frames in the shm table\n" << o.out;
+  const auto& tcp = tables[1];
+  EXPECT_GE(tcp[0], 70000U) << o.out;
+  EXPECT_GE(tcp[2], 70000U) << o.out;
+  EXPECT_GT(tcp[1], 0U);
+  EXPECT_EQ(tcp[5] + tcp[7], 0U) << "shm frames in the tcp table\n" << o.out;
 }
 
 // Without -c nothing is checked and, as nccl-tests with -c 0, the sweep still closes with 0 OK.

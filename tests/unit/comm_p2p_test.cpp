@@ -86,6 +86,20 @@ class CommP2p : public ::testing::Test {
     }
   }
 
+  // Each rank sent `per_rank` bytes to the other over shm and nothing went over tcp. A byte
+  // copied by one side (single copy) counts once, on that side; a byte through a ring counts on
+  // both: the two engines together counted at least every byte once.
+  void expect_shm_carried(std::uint64_t per_rank) {
+    std::uint64_t counted = 0;
+    for (auto& c : comms_) {
+      const EngineStats s = c.engine().stats();
+      counted += s.of(Transport::Shm).bytes_sent + s.of(Transport::Shm).bytes_received;
+      EXPECT_EQ(s.of(Transport::Tcp).frames_sent, 0U);
+      EXPECT_EQ(s.of(Transport::Tcp).frames_received, 0U);
+    }
+    EXPECT_GE(counted, 2 * per_rank);
+  }
+
   std::vector<Communicator> comms_;
 };
 
@@ -95,6 +109,7 @@ TEST_F(CommP2p, RendezvousSizesOverSharedMemory) {
     exchange(n, Transport::Shm);
   }
   EXPECT_GT(comms_[0].engine().stats().single_copy_bytes, 0U);
+  expect_shm_carried(100000U + 256 * 1024 + 3000017U);
 }
 
 TEST_F(CommP2p, RefusedSingleCopyFallsBackForEveryPart) {
@@ -105,12 +120,25 @@ TEST_F(CommP2p, RefusedSingleCopyFallsBackForEveryPart) {
   }
   EXPECT_EQ(comms_[0].engine().stats().single_copy_bytes, 0U);
   EXPECT_EQ(comms_[1].engine().stats().single_copy_bytes, 0U);
+  // Every byte went through the rings instead, none over tcp.
+  expect_shm_carried(100000U + 256 * 1024 + 3000017U);
 }
 
 TEST_F(CommP2p, TcpBetweenSameHostRanks) {
+  std::uint64_t total = 0;
   for (std::uint64_t n :
        {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{70000}, std::uint64_t{5000011}}) {
     exchange(n, Transport::Tcp);
+    total += n;
+  }
+  // Forced tcp between ranks of one host: every byte crossed the tcp transport, none the rings.
+  for (auto& c : comms_) {
+    const EngineStats s = c.engine().stats();
+    EXPECT_GE(s.of(Transport::Tcp).bytes_sent, total);
+    EXPECT_GE(s.of(Transport::Tcp).bytes_received, total);
+    EXPECT_EQ(s.of(Transport::Shm).frames_sent, 0U);
+    EXPECT_EQ(s.of(Transport::Shm).frames_received, 0U);
+    EXPECT_EQ(s.single_copy_bytes, 0U);
   }
 }
 

@@ -54,6 +54,8 @@ class EngineTest : public ::testing::TestWithParam<Mode> {
     const RemoteRegion remote = import(dst_r);
     TransferOptions opts;
     opts.transport = t;
+    const EngineStats a_before = a.stats();
+    const EngineStats b_before = b.stats();
 
     auto put = a.put(src_r, 0, remote, 0, len, opts);
     ASSERT_TRUE(put.ok()) << put.status().to_string();
@@ -75,6 +77,33 @@ class EngineTest : public ::testing::TestWithParam<Mode> {
     EXPECT_EQ(back.mismatch(0, len, len + 2), std::nullopt);
     EXPECT_EQ(src.mismatch(0, len, len + 1), std::nullopt) << "a put leaves its source alone";
     EXPECT_TRUE(src.guards_intact() && back.guards_intact() && dst.guards_intact());
+    expect_route(a_before, a.stats(), b_before, b.stats(), t, len, a.config().shm.enable);
+  }
+
+  // The route a request meant carried its bytes: the put's and the get's payload (2 * len) on
+  // the transport the table picks (tcp when forced or when shm is off, shm otherwise between
+  // these same-host engines), and not a frame on the other.
+  static void expect_route(const EngineStats& a0, const EngineStats& a1, const EngineStats& b0,
+                           const EngineStats& b1, Transport t, std::uint64_t len, bool shm) {
+    const Transport used = t == Transport::Tcp || !shm ? Transport::Tcp : Transport::Shm;
+    const Transport other = used == Transport::Tcp ? Transport::Shm : Transport::Tcp;
+    // A byte copied by one side (single copy) counts once, on the copying side; through frames,
+    // on both: the two engines together count every byte at least once.
+    const auto moved = [&](Transport x) {
+      const auto delta = [x](const EngineStats& before, const EngineStats& after) {
+        return after.of(x).bytes_sent - before.of(x).bytes_sent + after.of(x).bytes_received -
+               before.of(x).bytes_received;
+      };
+      return delta(a0, a1) + delta(b0, b1);
+    };
+    EXPECT_GE(moved(used), 2 * len) << to_string(used) << " carried the payload";
+    EXPECT_GT(a1.of(used).frames_sent, a0.of(used).frames_sent);
+    EXPECT_GT(b1.of(used).frames_received, b0.of(used).frames_received);
+    EXPECT_EQ(a1.of(other).frames_sent, a0.of(other).frames_sent)
+        << "nothing on " << to_string(other);
+    EXPECT_EQ(b1.of(other).frames_sent, b0.of(other).frames_sent)
+        << "nothing on " << to_string(other);
+    EXPECT_EQ(a1.of(Transport::Rdma).frames_sent + a1.of(Transport::Nvlink).frames_sent, 0U);
   }
 
   void put_get_everywhere(TransferEngine& a, TransferEngine& b) {

@@ -18,38 +18,38 @@ std::string short_id(const std::string& id) {
 }
 }  // namespace
 
-class ControlChannel::ListenWatch final : public Watcher {
+class ControlPlane::ListenWatch final : public Watcher {
  public:
-  explicit ListenWatch(ControlChannel& c) : channel_(c) {}
+  explicit ListenWatch(ControlPlane& c) : channel_(c) {}
   void on_ready(std::uint32_t) override { channel_.accept_ready(); }
 
  private:
-  ControlChannel& channel_;
+  ControlPlane& channel_;
 };
 
 // An accepted connection whose Hello is still being read (bounded by tcp.connect_timeout).
-class ControlChannel::PendingAccept final : public Watcher {
+class ControlPlane::PendingAccept final : public Watcher {
  public:
-  explicit PendingAccept(ControlChannel& c) : channel_(c) {}
+  explicit PendingAccept(ControlPlane& c) : channel_(c) {}
   void on_ready(std::uint32_t) override { channel_.pending_ready_ = true; }
   net::Fd fd;
   std::vector<std::byte> bytes;
   Clock::time_point deadline;
 
  private:
-  ControlChannel& channel_;
+  ControlPlane& channel_;
 };
 
-ControlChannel::ControlChannel(const EngineConfig& config, const detail::Identity& self,
-                               Poller& poller, ControlHost& host, Counters& counters)
+ControlPlane::ControlPlane(const EngineConfig& config, const detail::Identity& self, Poller& poller,
+                           ControlHost& host, Counters& counters)
     : config_(config), self_(self), poller_(poller), host_(host), counters_(counters) {}
 
-ControlChannel::~ControlChannel() {
+ControlPlane::~ControlPlane() {
   shutdown();
   if (listen_fd_ >= 0) poller_.remove(listen_fd_);
 }
 
-Status ControlChannel::set_listener(int fd, std::function<void(Accepted)> route) {
+Status ControlPlane::set_listener(int fd, std::function<void(Accepted)> route) {
   listen_watch_ = std::make_unique<ListenWatch>(*this);
   ORBITE_RETURN_IF_ERROR(poller_.add(fd, EPOLLIN, listen_watch_.get()));
   listen_fd_ = fd;
@@ -57,7 +57,7 @@ Status ControlChannel::set_listener(int fd, std::function<void(Accepted)> route)
   return {};
 }
 
-Handshake ControlChannel::mine() const {
+Handshake ControlPlane::mine() const {
   Handshake h;
   h.engine_id = self_.id;
   h.host_id = self_.host_id;
@@ -66,7 +66,7 @@ Handshake ControlChannel::mine() const {
   return h;
 }
 
-void ControlChannel::connect(PeerLink& link) {
+void ControlPlane::connect(PeerLink& link) {
   if (link.ep.address.empty()) {
     return host_.fail_link(link,
                            Status::error(Errc::Unavailable, "peer " + short_id(link.ep.id) +
@@ -93,7 +93,7 @@ void ControlChannel::connect(PeerLink& link) {
   link.control->queue(std::move(item));
 }
 
-void ControlChannel::send_control(PeerLink& link, const FrameHeader& h, std::string payload) {
+void ControlPlane::send_control(PeerLink& link, const FrameHeader& h, std::string payload) {
   if (!link.control || !link.control->open()) return;
   detail::SendItem item;
   item.header = h;
@@ -102,11 +102,11 @@ void ControlChannel::send_control(PeerLink& link, const FrameHeader& h, std::str
   link.control->queue(std::move(item));
 }
 
-void ControlChannel::say_bye(PeerLink& link) {
+void ControlPlane::say_bye(PeerLink& link) {
   if (link.control && link.control->handshaken) link.control->send_bye();
 }
 
-Result<detail::Sink> ControlChannel::stream_frame_begins(FramedSocket& s, const FrameHeader& h) {
+Result<detail::Sink> ControlPlane::stream_frame_begins(FramedSocket& s, const FrameHeader& h) {
   detail::Sink sink;
   if (!s.handshaken) {
     if (h.type != FrameType::HelloAck && h.type != FrameType::HelloNack) {
@@ -130,14 +130,14 @@ Result<detail::Sink> ControlChannel::stream_frame_begins(FramedSocket& s, const 
   return sink;
 }
 
-void ControlChannel::stream_frame_ends(FramedSocket& s, const FrameHeader& h, detail::Sink&,
-                                       std::string&& body) {
+void ControlPlane::stream_frame_ends(FramedSocket& s, const FrameHeader& h, detail::Sink&,
+                                     std::string&& body) {
   if (!s.handshaken && s.link != nullptr) on_reply(*s.link, h, body);
 }
 
-void ControlChannel::stream_written(FramedSocket&, detail::SendItem&) {}
+void ControlPlane::stream_written(FramedSocket&, detail::SendItem&) {}
 
-void ControlChannel::stream_failed(FramedSocket& s, const Status& why) {
+void ControlPlane::stream_failed(FramedSocket& s, const Status& why) {
   PeerLink& link = *s.link;
   if (why.code() == Errc::Protocol) return host_.protocol_error(link, why.message());
   if (!s.handshaken && link.state == PeerLink::State::Connecting) {
@@ -154,7 +154,7 @@ void ControlChannel::stream_failed(FramedSocket& s, const Status& why) {
   host_.fail_link(link, why, false);
 }
 
-void ControlChannel::on_reply(PeerLink& link, const FrameHeader& h, std::string_view body) {
+void ControlPlane::on_reply(PeerLink& link, const FrameHeader& h, std::string_view body) {
   if (h.type == FrameType::HelloNack) {
     // The peer keeps the connection it opened to us; wait for it (bounded by connect_timeout).
     if (link.state == PeerLink::State::Connecting) {
@@ -177,7 +177,7 @@ void ControlChannel::on_reply(PeerLink& link, const FrameHeader& h, std::string_
   host_.established(link, *peer);
 }
 
-void ControlChannel::accept_ready() {
+void ControlPlane::accept_ready() {
   for (;;) {
     auto fd = net::accept_nonblocking(listen_fd_);
     if (!fd.ok()) {
@@ -201,14 +201,14 @@ void ControlChannel::accept_ready() {
   }
 }
 
-int ControlChannel::progress() {
+int ControlPlane::progress() {
   if (pending_.empty()) return 0;
   const std::size_t before = pending_.size();
   read_pending();
   return static_cast<int>(before - pending_.size());
 }
 
-void ControlChannel::read_pending() {
+void ControlPlane::read_pending() {
   pending_ready_ = false;
   const auto now = Clock::now();
   for (std::size_t i = 0; i < pending_.size();) {
@@ -271,7 +271,7 @@ void ControlChannel::read_pending() {
   }
 }
 
-bool ControlChannel::reply(int fd, FrameType type, const Handshake* hs) {
+bool ControlPlane::reply(int fd, FrameType type, const Handshake* hs) {
   FrameHeader h;
   h.type = type;
   const std::string body = hs ? encode_handshake(*hs) : std::string();
@@ -284,7 +284,7 @@ bool ControlChannel::reply(int fd, FrameType type, const Handshake* hs) {
   return ::send(fd, out.data(), out.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(out.size());
 }
 
-void ControlChannel::adopt(Accepted a) {
+void ControlPlane::adopt(Accepted a) {
   detail::Endpoint ep{a.hello.engine_id, "", a.hello.host_id, a.hello.pid};
   PeerLink& link = host_.link_for(ep);
   if (a.hello.join) {
@@ -330,7 +330,7 @@ void ControlChannel::adopt(Accepted a) {
   host_.established(link, a.hello);
 }
 
-void ControlChannel::shutdown() {
+void ControlPlane::shutdown() {
   for (auto& p : pending_) poller_.remove(p->fd.get());
   pending_.clear();
 }

@@ -45,11 +45,11 @@ class ControlHost {
   virtual void give_buffer(std::string&& buffer) = 0;
 };
 
-class ControlChannel final : public StreamOwner, public ControlSender {
+class ControlPlane final : public StreamOwner, public ControlSender {
  public:
-  ControlChannel(const EngineConfig& config, const detail::Identity& self, Poller& poller,
-                 ControlHost& host, Counters& counters);
-  ~ControlChannel() override;
+  ControlPlane(const EngineConfig& config, const detail::Identity& self, Poller& poller,
+               ControlHost& host, Counters& counters);
+  ~ControlPlane() override;
 
   // Lane 0 accepts; handshakes for peers of other lanes are routed to them by `route`.
   Status set_listener(int fd, std::function<void(Accepted)> route);

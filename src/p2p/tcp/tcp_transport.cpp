@@ -217,6 +217,8 @@ void TcpLane::on_join_reply(FramedSocket& s, const FrameHeader& h, std::string_v
 }
 
 void TcpLane::stream_written(FramedSocket& s, detail::SendItem& item) {
+  // Before its handshake a stream carries only its own Hello: nothing of the protocol's.
+  if (!s.handshaken) return;
   TcpEndpoint* ep = endpoint_of(s);
   if (ep != nullptr) handler_.frame_written(*ep, item);
 }

@@ -1,0 +1,2 @@
+// Must not compile: p2p sits below the proxy (tests/layering/CMakeLists.txt expects the error).
+#include "proxy/engine_core.h"
