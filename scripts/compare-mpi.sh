@@ -14,12 +14,24 @@
 #
 #   scripts/compare-mpi.sh [--rounds R] [--transports "shm tcp"] [--colls "all_reduce ..."]
 #                          [--ranks "2 4"] [--p2p-only | --no-p2p] [--out DIR] [--no-build]
-#                          [--] [benchmark flags...]
+#                          [--baseline DIR [--baseline-label NAME]] [--] [benchmark flags...]
 #
 # --colls: all_reduce all_gather broadcast reduce reduce_scatter alltoall (default), or none
 # (--p2p-only). --ranks: rank counts of the collectives (default 2); more ranks than cores
 # oversubscribe them, which measures scheduling as much as the library. --no-p2p skips the
 # point-to-point part.
+#
+# --baseline DIR (BASELINE): measures another OrbiTE build too, e.g. an older commit's build
+# directory (DIR/bin/orbite-run and DIR/perf_tests/<bench>, as in build/; the script does not
+# build it; a relative DIR is taken from the directory the script is called from). Every round
+# then also runs DIR's sendrecv_perf, putget_perf and <coll>_perf, with the same flags, beside
+# the current build's and Open MPI's (the current build first in odd rounds, the baseline in
+# even ones); a benchmark DIR lacks is skipped with a note. The summary adds, per transport and
+# size, the columns
+# "before" (the baseline's medians), "before/mpi" and "orbite/before", which is > 1 when the
+# current build is better (bandwidth orbite/before, latency before/orbite). --baseline-label
+# NAME (BASELINE_LABEL) names the baseline in the output (default: DIR's basename), e.g.
+# --baseline-label 44d17d7.
 #
 # Benchmark flags go to every benchmark (-n 50, -w 5, -c 1, -b/-e/-f/-i, --sizes), except
 # --window (point to point only) and -d/-o/-r/-z (collectives only); without a size flag the
@@ -30,9 +42,10 @@
 # pml ob1 keeps Open MPI on the named btl (pml ucx would bypass it), and osc ^ucx keeps its
 # one-sided operations there too.
 set -euo pipefail
+invoked_from="$PWD"
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo/p' "scripts/$(basename "$0")" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "compare-mpi: $*" >&2; exit 1; }
 
 rounds="${ROUNDS:-3}"
@@ -44,6 +57,8 @@ run_timeout="${RUN_TIMEOUT:-600}"
 out=""
 build=1
 p2p=1
+baseline="${BASELINE:-}"
+baseline_label="${BASELINE_LABEL:-}"
 bench_flags=()
 while (($#)); do
   case "$1" in
@@ -61,6 +76,11 @@ while (($#)); do
     --out) (($# >= 2)) || die "--out needs a value"; out="$2"; shift 2 ;;
     --out=*) out="${1#*=}"; shift ;;
     --no-build) build=0; shift ;;
+    --baseline) (($# >= 2)) || die "--baseline needs a value"; baseline="$2"; shift 2 ;;
+    --baseline=*) baseline="${1#*=}"; shift ;;
+    --baseline-label)
+      (($# >= 2)) || die "--baseline-label needs a value"; baseline_label="$2"; shift 2 ;;
+    --baseline-label=*) baseline_label="${1#*=}"; shift ;;
     --) shift; bench_flags+=("$@"); break ;;
     *) bench_flags+=("$1"); shift ;;
   esac
@@ -81,6 +101,16 @@ for n in $ranks_list; do
 done
 [ -n "$colls" ] && [ -z "$ranks_list" ] && die "--ranks: no rank count given"
 ((p2p)) || [ -n "$colls" ] || die "--no-p2p with no collectives: nothing to run"
+if [ -n "$baseline" ]; then
+  given="$baseline"
+  baseline="$(cd "$invoked_from" && cd -- "$given" 2>/dev/null && pwd)" ||
+    die "--baseline (BASELINE): '$given' is not a directory"
+  [ -n "$baseline_label" ] || baseline_label="$(basename -- "$baseline")"
+  [ -x "$baseline/bin/orbite-run" ] ||
+    die "--baseline: $baseline/bin/orbite-run is missing (DIR is a build directory, as build/)"
+elif [ -n "$baseline_label" ]; then
+  die "--baseline-label (BASELINE_LABEL) without --baseline (BASELINE)"
+fi
 
 sized=0
 for f in "${bench_flags[@]+"${bench_flags[@]}"}"; do
@@ -142,6 +172,21 @@ for b in "${benches[@]}"; do
   [ -x "build/perf_tests/$b" ] || die "build/perf_tests/$b is missing (drop --no-build)"
 done
 [ -x build/bin/orbite-run ] || die "build/bin/orbite-run is missing (drop --no-build)"
+# The baseline's benchmarks that run: those of the current ones that DIR has.
+before_tests=""
+if [ -n "$baseline" ]; then
+  tests="$colls"
+  ((p2p)) && tests="sendrecv putget $tests"
+  for b in $tests; do
+    if [ -x "$baseline/perf_tests/${b}_perf" ]; then
+      before_tests+="${before_tests:+ }$b"
+    else
+      echo "compare-mpi: note: $baseline/perf_tests/${b}_perf is missing: $b runs without" \
+        "the baseline ($baseline_label)" >&2
+    fi
+  done
+  [ -n "$before_tests" ] || die "--baseline: $baseline/perf_tests has none of the benchmarks to run"
+fi
 cores="$(nproc)"
 for n in $ranks_list; do
   if [ -n "$colls" ] && ((n > cores)); then
@@ -185,13 +230,29 @@ run() {
   fi
 }
 
+# builds ROUND TEST: the OrbiTE builds that run TEST in round ROUND: orbite (build/) and, with
+# --baseline, before (DIR), which runs first in the even rounds so that neither always runs first.
+builds() {
+  if [ -z "$baseline" ] || [[ " $before_tests " != *" $2 "* ]]; then
+    echo orbite
+  elif (($1 % 2)); then
+    echo orbite before
+  else
+    echo before orbite
+  fi
+}
+build_dir() { if [ "$1" = before ]; then echo "$baseline"; else echo build; fi; }
+
 for ((r = 1; r <= rounds; r++)); do
   for t in $transports; do
     read -r -a mca <<<"$(mpi_transport "$t")"
     if ((p2p)); then
       for bench in sendrecv putget; do
-        run "orbite-$bench-$t-r$r" build/bin/orbite-run -n 2 -- "build/perf_tests/${bench}_perf" \
-          --transport "$t" --json "$out/json/orbite-$bench-$t-r$r.json" "${p2p_flags[@]}"
+        for who in $(builds "$r" "$bench"); do
+          dir="$(build_dir "$who")"
+          run "$who-$bench-$t-r$r" "$dir/bin/orbite-run" -n 2 -- "$dir/perf_tests/${bench}_perf" \
+            --transport "$t" --json "$out/json/$who-$bench-$t-r$r.json" "${p2p_flags[@]}"
+        done
         run "mpi-$bench-$t-r$r" "${mpi_base[@]}" "${mca[@]}" \
           "${mpirun_extra[@]+"${mpirun_extra[@]}"}" "build/perf_tests/mpi_${bench}_perf" \
           --transport "$t" --json "$out/json/mpi-$bench-$t-r$r.json" "${p2p_flags[@]}"
@@ -200,8 +261,11 @@ for ((r = 1; r <= rounds; r++)); do
     for n in $ranks_list; do
       for c in $colls; do
         name="$c-$t-n$n-r$r"
-        run "orbite-$name" build/bin/orbite-run -n "$n" -- "build/perf_tests/${c}_perf" \
-          --transport "$t" --json "$out/json/coll-orbite-$name.json" "${coll_flags[@]}"
+        for who in $(builds "$r" "$c"); do
+          dir="$(build_dir "$who")"
+          run "$who-$name" "$dir/bin/orbite-run" -n "$n" -- "$dir/perf_tests/${c}_perf" \
+            --transport "$t" --json "$out/json/coll-$who-$name.json" "${coll_flags[@]}"
+        done
         run "mpi-$name" mpirun -np "$n" "${mpi_opts[@]}" "${mca[@]}" \
           "${mpirun_extra[@]+"${mpirun_extra[@]}"}" "build/perf_tests/mpi_${c}_perf" \
           --transport "$t" --json "$out/json/coll-mpi-$name.json" "${coll_flags[@]}"
@@ -223,14 +287,23 @@ echo "# compare-mpi: OrbiTE vs $mpi_version on $cores cores, $rounds interleaved
   "medians over the rounds"
 echo "# ratio > 1 means OrbiTE is better: bandwidth OrbiTE/MPI, latency MPI/OrbiTE (ratio of the" \
   "medians)"
+before_args=()
+if [ -n "$baseline" ]; then
+  echo "# before: the baseline OrbiTE $baseline_label ($baseline), the same flags in the same" \
+    "rounds; orbite/before > 1 means the current build is better: bandwidth orbite/before," \
+    "latency before/orbite"
+  before_args=("$baseline_label" "$baseline" "$before_tests")
+fi
 
 if ((p2p)); then
   scripts/compare_summary.py p2p "$out" "$rounds" "$transports" "$(nproc)" "$mpi_version" \
-    "$(mpi_transport shm)" "$(mpi_transport tcp)" "${p2p_flags[*]}"
+    "$(mpi_transport shm)" "$(mpi_transport tcp)" "${p2p_flags[*]}" \
+    "${before_args[@]+"${before_args[@]}"}"
 fi
 
 if [ -n "$colls" ]; then
   scripts/compare_summary.py coll "$out" "$rounds" "$transports" "$colls" "$ranks_list" "$gloo" \
-    "$(mpi_transport shm)" "$(mpi_transport tcp)" "${coll_flags[*]}"
+    "$(mpi_transport shm)" "$(mpi_transport tcp)" "${coll_flags[*]}" \
+    "${before_args[@]+"${before_args[@]}"}"
 fi
 echo "# results: $out/json, logs: $out/logs, summaries: $out/summary*.json"

@@ -114,14 +114,23 @@ Result<Request> Executor::start(std::string name, std::function<Task(Ctx&)> make
 void Executor::start_watch() {
   watching_ = true;
   abort_watch_.resize(static_cast<std::size_t>(size_));
-  for (int p = 0; p < size_; ++p) {
+  // A watch that cannot be posted leaves a rank's failure unheard: the collectives stop with
+  // the reason instead of waiting on a peer nobody watches.
+  auto watched = [&](Result<Request> r, int p, const char* what) {
+    if (r.ok()) return *r;
+    break_all(Status::error(r.status().code(), std::string("posting the failure watch's ") + what +
+                                                   " towards rank " + std::to_string(p) +
+                                                   " failed: " + r.status().message()));
+    return Request();
+  };
+  for (int p = 0; p < size_ && broken_.ok(); ++p) {
     if (p == rank_) continue;
-    if (auto r = post_(false, nullptr, 0, p, kAbortTag, true); r.ok()) {
-      abort_watch_[static_cast<std::size_t>(p)] = *r;
-    }
-    if (auto r = post_(true, nullptr, 0, p, kHelloTag, false); r.ok()) hellos_.push_back(*r);
-    if (auto r = post_(false, nullptr, 0, p, kHelloTag, false); r.ok()) hellos_.push_back(*r);
+    abort_watch_[static_cast<std::size_t>(p)] =
+        watched(post_(false, nullptr, 0, p, kAbortTag, true), p, "abort receive");
+    hellos_.push_back(watched(post_(true, nullptr, 0, p, kHelloTag, false), p, "hello send"));
+    hellos_.push_back(watched(post_(false, nullptr, 0, p, kHelloTag, false), p, "hello receive"));
   }
+  std::erase_if(hellos_, [](const Request& r) { return !r.valid(); });
 }
 
 bool Executor::advance(Op& op) {
@@ -169,7 +178,12 @@ void Executor::poll_locked() {
     if (first) {
       // Tell every other rank, so that none waits for a message this rank will never send.
       for (int p = 0; p < size_; ++p) {
-        if (p != rank_) (void)post_(true, nullptr, 0, p, kAbortTag, false);
+        if (p == rank_) continue;
+        // Best effort: a rank that cannot be told hears of it when its own link fails.
+        if (auto sent = post_(true, nullptr, 0, p, kAbortTag, false); !sent.ok()) {
+          ORBITE_LOG(Warn, Coll) << "telling rank " << p
+                                 << " of the failure: " << sent.status().message();
+        }
       }
     }
     finish(*owned, why);
@@ -265,7 +279,8 @@ void Executor::wait(const std::atomic<int>& phase, Duration timeout) {
       std::this_thread::yield();
       continue;
     }
-    (void)b.wait(std::min<Duration>(deadline.remaining(), kLivenessSlice));
+    // Its status is the message's; the collective reads it through its own context.
+    b.wait(std::min<Duration>(deadline.remaining(), kLivenessSlice)).ignore();
     if (!b.done()) {
       std::lock_guard lock(mu_);
       check_liveness();

@@ -42,9 +42,9 @@ Errc errc_from_wire(std::uint64_t v) {
 Result<detail::Sink> Protocol::begin_frame(Link& link, const FrameHeader& h, PeerEndpoint& from) {
   detail::Sink sink;
   TransportCounters& tc = counters_.of(from.id());
-  tc.frames_received.fetch_add(1, std::memory_order_relaxed);
-  tc.bytes_received.fetch_add(h.payload_len, std::memory_order_relaxed);
-  counters_.bytes_received.fetch_add(h.payload_len, std::memory_order_relaxed);
+  bump(tc.frames_received, 1);
+  bump(tc.bytes_received, h.payload_len);
+  bump(counters_.bytes_received, h.payload_len);
   switch (h.type) {
     case FrameType::Hello:
     case FrameType::HelloAck:
@@ -280,8 +280,8 @@ void Protocol::on_share(Link& link, const FrameHeader& h, PeerEndpoint& ep, std:
   send_control(ep, FrameType::ShareDone, h.a, static_cast<std::uint64_t>(copied.code()), part, 0, 0,
                copied.ok() ? std::string() : copied.message());
   if (copied.ok()) {
-    counters_.single_copy_bytes += part;
-    counters_.of(ep.id()).bytes_sent.fetch_add(part, std::memory_order_relaxed);
+    bump(counters_.single_copy_bytes, part);
+    bump(counters_.of(ep.id()).bytes_sent, part);
   }
   // The receiver's Fin or Reject follows Share on this endpoint: the request stays until then.
   add_received(link, h.id, part, copied);

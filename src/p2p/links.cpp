@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "common/log.h"
 #include "p2p/protocol.h"
@@ -29,7 +31,10 @@ class Protocol::WakeWatch final : public Watcher {
   explicit WakeWatch(int fd) : fd_(fd) {}
   void on_ready(std::uint32_t) override {
     std::uint64_t drained = 0;
-    [[maybe_unused]] auto n = ::read(fd_, &drained, sizeof(drained));
+    if (::read(fd_, &drained, sizeof(drained)) < 0 && errno != EAGAIN) {
+      ORBITE_LOG(Error, Proxy) << "read(eventfd) of the lane's wake-up failed: "
+                               << std::strerror(errno);
+    }
   }
 
  private:
@@ -149,7 +154,7 @@ void Protocol::established(PeerLink& link, const Handshake& peer) {
   link.ep.pid = peer.pid;
   link.credit = peer.eager_credit;
   link.credit_window = config_.eager_credit_bytes;
-  counters_.peers_connected++;
+  bump(counters_.peers_connected);
   std::string routes;
   for (const auto& ep : link.endpoints) {
     if (ep) routes += std::string(routes.empty() ? "" : ", ") + transport_name(ep->id());
@@ -166,7 +171,7 @@ void Protocol::endpoint_failed(PeerLink& link, const Status& why) {
 }
 
 void Protocol::protocol_error(PeerLink& link, const std::string& what) {
-  counters_.protocol_errors++;
+  bump(counters_.protocol_errors);
   ORBITE_LOG(Error, Tcp) << "protocol error from peer " << short_id(link.ep.id) << " (pid "
                          << link.ep.pid << "): " << what << "; closing its connection";
   fail_link(link, Status::error(Errc::Protocol, "protocol error: " + what), false);
@@ -181,7 +186,7 @@ void Protocol::fail_link(PeerLink& link, const Status& why, bool orderly) {
                      ? Status::error(Errc::ConnectionLost,
                                      "the peer closed its engine (" + why.message() + ")")
                      : why;
-  if (was_up && !orderly) counters_.peers_lost++;
+  if (was_up && !orderly) bump(counters_.peers_lost);
   if (orderly) {
     ORBITE_LOG(Debug, Tcp) << "connection to peer " << short_id(link.ep.id) << " (pid "
                            << link.ep.pid << ") closed: " << link.failure.message();

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/log.h"
+
 namespace orbite::p2p {
 
 namespace {
@@ -70,6 +72,10 @@ void Poller::set_write_interest(int fd, bool want) {
 int Poller::poll() {
   epoll_event evs[64];
   const int n = ::epoll_wait(epfd_.get(), evs, 64, 0);
+  if (n < 0 && errno != EINTR) {
+    // Not recoverable by retrying here; the next pass tries again, and the log says why.
+    ORBITE_LOG(Error, Proxy) << "epoll_wait on a lane's set failed: " << std::strerror(errno);
+  }
   for (int i = 0; i < n; ++i) {
     // Looked up per event: a handler earlier in the batch may have removed this fd.
     auto it = entries_.find(evs[i].data.fd);

@@ -38,15 +38,16 @@ Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) const {
     q.built[i] = transports_[i] != nullptr;
     q.open[i] = link.endpoints[i] ? &link.endpoints[i]->caps() : nullptr;
   }
-  q.peer = short_id(link.ep.id) + " at " + link.ep.address;
+  q.peer_id = link.ep.id;
+  q.peer_address = link.ep.address;
   ORBITE_ASSIGN_OR_RETURN(TransportId id, select_route(q));
   return link.endpoint(id);
 }
 
 void Protocol::count_sent(const PeerEndpoint& ep, std::uint64_t payload) {
   TransportCounters& c = counters_.of(ep.id());
-  c.frames_sent.fetch_add(1, std::memory_order_relaxed);
-  c.bytes_sent.fetch_add(payload, std::memory_order_relaxed);
+  bump(c.frames_sent, 1);
+  bump(c.bytes_sent, payload);
 }
 
 void Protocol::start(ReqPtr req) {
@@ -164,7 +165,7 @@ bool Protocol::send_data(Link& link, PeerEndpoint& ep, DataTarget target, std::u
 
 void Protocol::frame_written(PeerEndpoint& ep, SendItem& item) {
   count_sent(ep, item.header.payload_len);
-  counters_.bytes_sent.fetch_add(item.data_len, std::memory_order_relaxed);
+  bump(counters_.bytes_sent, item.data_len);
   if (item.pinned != nullptr) {
     item.pinned->unpin();
     item.pinned = nullptr;
@@ -192,7 +193,7 @@ void Protocol::issue_send(Link& link, const ReqPtr& req) {
   const std::uint64_t comm_tag = pack_comm_tag(req->comm, req->tag);
   if (req->length <= ep.caps().eager_limit && link.credit >= charge) {
     link.credit -= charge;
-    counters_.eager++;
+    bump(counters_.eager);
     FrameHeader h;
     h.type = FrameType::Eager;
     h.payload_len = static_cast<std::uint32_t>(req->length);
@@ -204,7 +205,7 @@ void Protocol::issue_send(Link& link, const ReqPtr& req) {
     iovec iov{const_cast<std::byte*>(req->src), req->length};
     if (ep.send_now(h, std::span<const iovec>(&iov, req->length ? 1 : 0))) {
       count_sent(ep, req->length);
-      counters_.bytes_sent.fetch_add(req->length, std::memory_order_relaxed);
+      bump(counters_.bytes_sent, req->length);
       req->bytes_done.store(req->length, std::memory_order_relaxed);
       return detail::complete_request(*req, {});
     }
@@ -219,7 +220,7 @@ void Protocol::issue_send(Link& link, const ReqPtr& req) {
     return;
   }
   link.inflight[req->id] = Inflight{req};
-  counters_.rendezvous++;
+  bump(counters_.rendezvous);
   const bool single = ep.one_sided_usable();
   send_control(ep, FrameType::Rts, req->id, comm_tag, seq, req->length,
                single ? reinterpret_cast<std::uint64_t>(req->src) : 0);
@@ -254,7 +255,7 @@ void Protocol::reject_truncated(Link& link, const ReqPtr& recv, const detail::Ar
 }
 
 void Protocol::consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& a) {
-  counters_.unexpected_bytes -= a.data.size();
+  drop(counters_.unexpected_bytes, a.data.size());
   if (a.length > recv->length) {
     reject_truncated(link, recv, a);
   } else {
@@ -285,8 +286,8 @@ void Protocol::match_rts(Link& link, const ReqPtr& recv, const detail::Arrival& 
     }
     Status copied = ep.read_peer(recv->dst, a.sender_addr, split);
     if (copied.ok()) {
-      counters_.single_copy_bytes += split;
-      counters_.of(ep.id()).bytes_received.fetch_add(split, std::memory_order_relaxed);
+      bump(counters_.single_copy_bytes, split);
+      bump(counters_.of(ep.id()).bytes_received, split);
       send_control(ep, FrameType::Fin, a.sender_id, 0, split);
       return add_received(link, recv->id, split);
     }
@@ -347,8 +348,10 @@ void Protocol::deliver_arrival(Link& link, detail::Arrival&& a) {
     link.recv_seq++;
     if (!try_match_arrival(link, a)) {
       if (a.type == FrameType::Eager) {
-        const auto now = counters_.unexpected_bytes += a.data.size();
-        if (now > counters_.unexpected_peak) counters_.unexpected_peak = now;
+        const auto now = bump(counters_.unexpected_bytes, a.data.size());
+        if (now > counters_.unexpected_peak.load(std::memory_order_relaxed)) {
+          counters_.unexpected_peak.store(now, std::memory_order_relaxed);
+        }
       }
       link.unexpected.push_back(std::move(a));
     }
@@ -388,7 +391,7 @@ void Protocol::fail_inflight_of(Link& link, const Status& why) {
   link.waiting.clear();
   for (auto& req : link.posted) detail::complete_request(*req, why);
   link.posted.clear();
-  for (auto& a : link.unexpected) counters_.unexpected_bytes -= a.data.size();
+  for (auto& a : link.unexpected) drop(counters_.unexpected_bytes, a.data.size());
   link.unexpected.clear();
   link.reorder.clear();
   link.sessions.clear();

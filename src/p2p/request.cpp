@@ -13,7 +13,7 @@ void complete_request(RequestState& req, Status status) {
   const bool ok = status.ok();
   req.final_status = std::move(status);
   if (req.counters != nullptr) {
-    (ok ? req.counters->completed : req.counters->failed).fetch_add(1, std::memory_order_relaxed);
+    bump(ok ? req.counters->completed : req.counters->failed);
   }
   req.phase.store(ok ? 1 : 2, std::memory_order_release);
 }

@@ -34,7 +34,19 @@ struct ProgressDriver {
   virtual void wait(const std::atomic<int>& phase, Duration timeout) = 0;
 };
 
-// Engine-wide completion counters a request reports into (absent for a collective's own request).
+// A counter with one writer at a time (the holder of its lane's mutex; the mutex orders the
+// writers) and readers anywhere (stats()): a relaxed load and store, not a locked read-modify-
+// write, since the small-message path bumps several per message. Returns the new value.
+inline std::uint64_t bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) {
+  const std::uint64_t v = c.load(std::memory_order_relaxed) + n;
+  c.store(v, std::memory_order_relaxed);
+  return v;
+}
+inline void drop(std::atomic<std::uint64_t>& c, std::uint64_t n) {
+  c.store(c.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+}
+
+// The completion counters of the lane a request runs on (absent for a collective's own request).
 struct CompletionCounters {
   std::atomic<std::uint64_t> completed{0}, failed{0};
 };

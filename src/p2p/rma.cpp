@@ -87,9 +87,9 @@ void Protocol::on_put_or_get(Link& link, const FrameHeader& h, PeerEndpoint& ep,
     Status copied = put ? ep.read_peer(at, addr, h.d) : ep.write_peer(at, addr, h.d);
     r.unpin();
     if (copied.ok()) {
-      counters_.single_copy_bytes += h.d;
+      bump(counters_.single_copy_bytes, h.d);
       TransportCounters& tc = counters_.of(ep.id());
-      (put ? tc.bytes_received : tc.bytes_sent).fetch_add(h.d, std::memory_order_relaxed);
+      bump((put ? tc.bytes_received : tc.bytes_sent), h.d);
     }
     return ack(copied, h.d);
   }

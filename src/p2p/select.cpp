@@ -44,6 +44,12 @@ std::string refusal(const RouteRow& row, const RouteQuery& q) {
   return {};
 }
 
+std::string peer_name(const RouteQuery& q) {
+  std::string out(q.peer_id.substr(0, 8));
+  if (!q.peer_address.empty()) out += " at " + std::string(q.peer_address);
+  return out;
+}
+
 }  // namespace
 
 Result<TransportId> select_route(const RouteQuery& q) {
@@ -64,11 +70,11 @@ Result<TransportId> select_route(const RouteQuery& q) {
     if (no.empty()) return row.id;
     if (wanted) {
       return Status::error(Errc::Unavailable, "transport " + std::string(to_string(q.requested)) +
-                                                  " cannot reach peer " + q.peer + ": " + no);
+                                                  " cannot reach peer " + peer_name(q) + ": " + no);
     }
     why += (why.empty() ? "" : "; ") + std::string(row.name) + ": " + no;
   }
-  return Status::error(Errc::Unavailable, "no transport reaches peer " + q.peer +
+  return Status::error(Errc::Unavailable, "no transport reaches peer " + peer_name(q) +
                                               (why.empty() ? "" : " (" + why + ")"));
 }
 

@@ -8,6 +8,7 @@
 #include <orbite/transfer.h>
 
 #include <array>
+#include <string_view>
 
 #include "p2p/transport.h"
 
@@ -22,7 +23,10 @@ struct RouteQuery {
   std::array<bool, kTransportCount> built{};
   // Capabilities of the endpoints open to this peer (null: none open for that transport).
   std::array<const Capabilities*, kTransportCount> open{};
-  std::string peer;  // named in errors
+  // The peer as errors name it: its engine ID (first 8 characters) and address. Views, so that
+  // a successful selection allocates nothing.
+  std::string_view peer_id;
+  std::string_view peer_address;
 };
 
 // The rows in order: which transport each one picks, and the reach it needs.

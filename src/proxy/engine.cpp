@@ -384,31 +384,38 @@ Status TransferEngine::close(Duration timeout) {
 }
 
 EngineStats TransferEngine::stats() const {
-  const auto& c = core_->counters;
   EngineStats s;
-  s.requests_submitted = c.submitted.load();
-  s.requests_completed = c.completed.load();
-  s.requests_failed = c.failed.load();
-  s.bytes_sent = c.bytes_sent.load();
-  s.bytes_received = c.bytes_received.load();
-  s.eager_messages = c.eager.load();
-  s.rendezvous_messages = c.rendezvous.load();
-  s.single_copy_bytes = c.single_copy_bytes.load();
-  s.peers_connected = c.peers_connected.load();
-  s.peers_lost = c.peers_lost.load();
-  s.protocol_errors = c.protocol_errors.load();
+  s.requests_submitted = core_->submitted.load(std::memory_order_relaxed);
   s.regions_registered = core_->regions.size();
-  s.unexpected_bytes = c.unexpected_bytes.load();
-  s.unexpected_bytes_peak = c.unexpected_peak.load();
-  s.worker_idle_sleeps = c.idle_sleeps.load();
-  for (std::size_t i = 0; i < p2p::kTransportCount; ++i) {
-    const p2p::TransportCounters& t = c.transport[i];
-    TransportStats& out = s.transports[static_cast<std::size_t>(
-        p2p::public_transport(static_cast<p2p::TransportId>(i)))];
-    out.bytes_sent = t.bytes_sent.load(std::memory_order_relaxed);
-    out.bytes_received = t.bytes_received.load(std::memory_order_relaxed);
-    out.frames_sent = t.frames_sent.load(std::memory_order_relaxed);
-    out.frames_received = t.frames_received.load(std::memory_order_relaxed);
+  // Each lane counts its own peers; the engine's figures are their sums (the unexpected-bytes
+  // peak is the sum of the lanes' peaks, an upper bound of the engine's).
+  for (const auto& lane : core_->lanes) {
+    const p2p::Counters& c = lane->counters;
+    auto get = [](const std::atomic<std::uint64_t>& v) {
+      return v.load(std::memory_order_relaxed);
+    };
+    s.requests_completed += get(c.completed);
+    s.requests_failed += get(c.failed);
+    s.bytes_sent += get(c.bytes_sent);
+    s.bytes_received += get(c.bytes_received);
+    s.eager_messages += get(c.eager);
+    s.rendezvous_messages += get(c.rendezvous);
+    s.single_copy_bytes += get(c.single_copy_bytes);
+    s.peers_connected += get(c.peers_connected);
+    s.peers_lost += get(c.peers_lost);
+    s.protocol_errors += get(c.protocol_errors);
+    s.unexpected_bytes += get(c.unexpected_bytes);
+    s.unexpected_bytes_peak += get(c.unexpected_peak);
+    s.worker_idle_sleeps += get(lane->idle_sleeps);
+    for (std::size_t i = 0; i < p2p::kTransportCount; ++i) {
+      const p2p::TransportCounters& t = c.transport[i];
+      TransportStats& out = s.transports[static_cast<std::size_t>(
+          p2p::public_transport(static_cast<p2p::TransportId>(i)))];
+      out.bytes_sent += get(t.bytes_sent);
+      out.bytes_received += get(t.bytes_received);
+      out.frames_sent += get(t.frames_sent);
+      out.frames_received += get(t.frames_received);
+    }
   }
   return s;
 }

@@ -73,7 +73,7 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
     lane->core = core.get();
     lane->index = static_cast<int>(i);
     lane->protocol = std::make_unique<p2p::Protocol>(core->config, core->self, core->regions,
-                                                     core->counters, lane->index);
+                                                     lane->counters, lane->index);
     ORBITE_RETURN_IF_ERROR(lane->protocol->init());
     lane->wake_fd = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     lane->driver_epfd = net::Fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -165,8 +165,8 @@ Result<Request> EngineCore::submit(std::shared_ptr<RequestState> req) {
   Lane& lane = lane_for(req->peer->ep.id);
   // The driver aliases the engine: a request keeps its engine alive while anyone holds it.
   req->driver = std::shared_ptr<ProgressDriver>(shared_from_this(), &lane);
-  req->counters = &counters;
-  counters.submitted++;
+  req->counters = &lane.counters;
+  submitted.fetch_add(1, std::memory_order_relaxed);
   lane.submit(req);
   // Start it on this thread when the lane is free: a small send then completes before wait().
   if (lane.mu.try_lock()) {
@@ -266,7 +266,7 @@ Status EngineCore::close(Duration timeout) {
   for (auto& lane : lanes) {
     std::lock_guard lock(lane->mu);
     lane->progress_once();
-    const auto before = counters.failed.load();
+    const auto before = lane->counters.failed.load();
     while (MpscNode* node = lane->queue.pop()) {
       auto* raw = static_cast<RequestState*>(node);
       auto req = std::move(raw->queued_self);
@@ -276,7 +276,7 @@ Status EngineCore::close(Duration timeout) {
       complete_request(**req, Status::error(Errc::Cancelled, "the engine closed"));
     }
     lane->protocol->shutdown(Status::error(Errc::Cancelled, "the engine closed"));
-    cancelled += counters.failed.load() - before;
+    cancelled += lane->counters.failed.load() - before;
   }
   regions.kill_all();
   listener.reset();

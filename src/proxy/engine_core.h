@@ -39,6 +39,7 @@ struct Lane final : ProgressDriver {
   std::mutex mu;
   MpscQueue queue;  // lock-free: any thread pushes, mu's holder pops
   // protected by mu
+  p2p::Counters counters;  // this lane's; written by mu's holder only
   std::unique_ptr<p2p::Protocol> protocol;
   proxy::TieredQueue<std::shared_ptr<RequestState>> ready;
   std::mutex adopt_mu;                // guards adopts
@@ -54,6 +55,7 @@ struct Lane final : ProgressDriver {
   // A coarse monotonic clock (ns): cheap enough for every wait().
   static std::int64_t coarse_now_ns();
   std::atomic<bool> sleeping{false};
+  std::atomic<std::uint64_t> idle_sleeps{0};  // written by the worker only
   std::uint64_t passes = 0;
   std::thread worker;
 
@@ -78,7 +80,7 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   Identity self;
   net::Fd listener;
   p2p::RegionRegistry regions;
-  p2p::Counters counters;
+  std::atomic<std::uint64_t> submitted{0};  // any thread
   // One memory domain per transport, indexed by TransportId; the table's built column.
   p2p::MemoryDomains domains;
   std::array<bool, p2p::kTransportCount> built{};
@@ -103,6 +105,12 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   void stop_threads();
   [[nodiscard]] bool any_busy();
   MemoryRegion wrap(std::shared_ptr<RegionRecord> r) { return MemoryRegion(std::move(r)); }
+  // Tests: every lane's mutex, held until the guards go, so that submissions wait in the queues.
+  static std::vector<std::unique_lock<std::mutex>> hold_lanes(TransferEngine& engine) {
+    std::vector<std::unique_lock<std::mutex>> held;
+    for (auto& lane : engine.core_->lanes) held.emplace_back(lane->mu);
+    return held;
+  }
   static const std::shared_ptr<RegionRecord>& record_of(const MemoryRegion& m) { return m.record_; }
 };
 

@@ -4,7 +4,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "common/log.h"
 #include "proxy/engine_core.h"
@@ -18,6 +20,13 @@ constexpr int kPollingSpinPasses = 256;
 constexpr std::uint64_t kSocketPollPeriod = 256;
 // How long after a user thread's last wait() the worker still leaves progress to user threads.
 constexpr std::int64_t kUserDrivingWindowNs = 2'000'000;
+
+// A worker's sleep; a failed wait (other than a signal) is logged and ends the sleep early.
+void sleep_on(int epfd, epoll_event* ev, int timeout_ms) {
+  if (::epoll_wait(epfd, ev, 1, timeout_ms) < 0 && errno != EINTR) {
+    ORBITE_LOG(Error, Proxy) << "epoll_wait failed: " << std::strerror(errno);
+  }
+}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -74,7 +83,11 @@ void Lane::submit(const std::shared_ptr<RequestState>& req) {
 
 void Lane::wake() {
   std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd.get(), &one, sizeof(one));
+  // EAGAIN: the counter is saturated, so a wake-up is pending anyway.
+  if (::write(wake_fd.get(), &one, sizeof(one)) < 0 && errno != EAGAIN) {
+    ORBITE_LOG(Error, Proxy) << "lane " << index
+                             << ": write(eventfd) failed: " << std::strerror(errno);
+  }
 }
 
 bool Lane::user_driving_recently() const {
@@ -83,11 +96,11 @@ bool Lane::user_driving_recently() const {
 }
 
 void Lane::sleep_once() {
-  core->counters.idle_sleeps++;
+  bump(idle_sleeps);
   epoll_event ev[1];
   if (user_driving_recently()) {
     // A user thread is progressing the lane: stay out of its way, but not for long.
-    ::epoll_wait(driver_epfd.get(), ev, 1, 1);
+    sleep_on(driver_epfd.get(), ev, 1);
   } else {
     int timeout_ms = -1;
     {
@@ -105,13 +118,17 @@ void Lane::sleep_once() {
       else if (busy)
         timeout_ms = 100;  // connection deadlines and the like
     }
-    ::epoll_wait(protocol->epoll_fd(), ev, 1, timeout_ms);
+    sleep_on(protocol->epoll_fd(), ev, timeout_ms);
     sleeping.store(false, std::memory_order_relaxed);
     std::lock_guard lock(mu);
     protocol->end_sleep();
   }
   std::uint64_t drained = 0;
-  [[maybe_unused]] auto n = ::read(wake_fd.get(), &drained, sizeof(drained));
+  // EAGAIN: nobody rang; the sleep ended on a socket, a ring's doorbell or its timeout.
+  if (::read(wake_fd.get(), &drained, sizeof(drained)) < 0 && errno != EAGAIN) {
+    ORBITE_LOG(Error, Proxy) << "lane " << index
+                             << ": read(eventfd) failed: " << std::strerror(errno);
+  }
 }
 
 void Lane::poll() {

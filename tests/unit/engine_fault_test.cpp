@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include <orbite/transfer.h>
 
@@ -182,8 +183,12 @@ TEST_P(EngineFaultTest, GarbageInsteadOfHelloIsDropped) {
   std::string bad_handshake =
       p2p::encode_handshake(FakePeer::hello_body("fa4e0000000000000000000000000001"));
   bad_handshake[0] = static_cast<char>(bad_handshake[0] ^ 1);
+  std::string old_version = FakePeer::frame(
+      hello, p2p::encode_handshake(FakePeer::hello_body("fa4e0000000000000000000000000002")));
+  old_version[2] = 1;  // the frame version before connect blobs
   const std::vector<Garbage> cases = {
       {"bytes", std::string(p2p::kFrameHeaderBytes, 'Z')},
+      {"a Hello of frame version 1", old_version},
       {"a Put before Hello", FakePeer::frame(put)},
       {"a Hello with a malformed handshake", FakePeer::frame(hello, bad_handshake)},
   };
@@ -219,6 +224,64 @@ TEST_P(EngineFaultTest, ForcedShmTowardsAnotherHostIsUnavailable) {
     EXPECT_CONTAINS(st.message(), "shm");
   }
   EXPECT_EQ(local_.mismatch(0, 64, 21), std::nullopt);
+}
+
+// A peer of another frame version, as an initiator sees it: a listener played by hand that either
+// answers A's Hello with a version-1 frame or closes the connection without answering. A's put
+// fails with a message that names the versions, and A goes on serving B.
+TEST_P(EngineFaultTest, PeerOfAnotherFrameVersionFailsTheHandshakeClearly) {
+  for (bool answers : {true, false}) {
+    SCOPED_TRACE(answers ? "answers with version 1" : "closes without answering");
+    auto listener = net::listen_tcp(net::HostPort{"127.0.0.1", 0});
+    ASSERT_TRUE(listener.ok()) << listener.status().to_string();
+    auto where = net::local_endpoint(listener->get());
+    ASSERT_TRUE(where.ok());
+    char id[33];
+    std::snprintf(id, sizeof id, "01d0%020x%08x", ::getpid(), answers ? 1 : 2);
+    const RemoteRegion remote = foreign_descriptor(id, FakePeer::kHostId, kFakeRegion, kFakeLength,
+                                                   net::format_host_port(where->host, where->port));
+    auto put = a_->put(local_r_, 0, remote, 0, 16);
+    ASSERT_TRUE(put.ok()) << put.status().to_string();
+
+    net::Fd conn;
+    const Deadline deadline = Deadline::after(kWait);
+    while (!conn.valid() && !deadline.expired()) {
+      auto fd = net::accept_nonblocking(listener->get());
+      ASSERT_TRUE(fd.ok()) << fd.status().to_string();
+      if (fd->valid()) {
+        conn = std::move(*fd);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    ASSERT_TRUE(conn.valid()) << "A never connected";
+    std::array<std::byte, p2p::kFrameHeaderBytes> hdr{};
+    ASSERT_TRUE(net::read_exact(conn.get(), hdr, Deadline::after(kWait), "Hello").ok());
+    auto hello = p2p::decode_header(hdr.data());
+    ASSERT_TRUE(hello.ok()) << hello.status().to_string();
+    EXPECT_EQ(hello->type, FrameType::Hello);
+    if (answers) {
+      FrameHeader ack;
+      ack.type = FrameType::HelloAck;
+      std::string reply = FakePeer::frame(ack);
+      reply[2] = 1;
+      ASSERT_TRUE(
+          net::write_all(conn.get(),
+                         std::span(reinterpret_cast<const std::byte*>(reply.data()), reply.size()),
+                         Deadline::after(kWait), "reply")
+              .ok());
+    }
+    conn.reset();
+    Status st = put->wait(kWait);
+    EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
+    if (answers) {
+      EXPECT_CONTAINS(st.message(), "frame version 1, this engine speaks 2");
+    } else {
+      EXPECT_CONTAINS(st.message(), "before answering the handshake");
+      EXPECT_CONTAINS(st.message(), "speaks version 2");
+    }
+  }
+  expect_a_serves_b(77);
 }
 
 TEST_P(EngineFaultTest, ClosedEngineCancelsNewWork) {

@@ -14,6 +14,7 @@
 #include "../support/config_test_helpers.h"
 #include "engine_test_support.h"
 #include "p2p/shm/vm_copy.h"
+#include "proxy/engine_core.h"
 
 namespace orbite {
 namespace {
@@ -390,24 +391,46 @@ TEST_P(EngineTest, RdmaAndNvlinkAreUnavailableAtSubmission) {
   EXPECT_EQ(a_->stats().requests_submitted, submitted);
 }
 
-TEST_P(EngineTest, PrioritiesAllComplete) {
-  Guarded src(3 * 4096), dst(3 * 4096);
-  src.fill(11);
-  MemoryRegion src_r = must_register(*a_, src.data(), src.size());
-  MemoryRegion dst_r = must_register(*b_, dst.data(), dst.size());
-  const RemoteRegion remote = import(dst_r);
-  std::vector<Request> reqs;
-  std::uint64_t at = 0;
-  for (Priority p : {Priority::Low, Priority::Medium, Priority::High}) {
+// Work a lane accepted while it was busy starts High, then Medium, then Low (FIFO within a
+// tier). The lanes are held while three puts to one range are submitted Low, Medium, High; each
+// put travels in order on its route, so the range ends up with the bytes of the last one
+// started. FIFO would leave High's bytes there; the tiers leave Low's. Over every route.
+TEST_P(EngineTest, PrioritiesStartHighThenMediumThenLow) {
+  for (Transport t : {Transport::Tcp, Transport::Shm}) {
+    SCOPED_TRACE(std::string(to_string(t)));
+    Guarded dst(4096);
+    std::vector<Guarded> srcs;
+    std::vector<MemoryRegion> src_r;
+    const Priority order[] = {Priority::Low, Priority::Medium, Priority::High};
+    for (int i = 0; i < 3; ++i) srcs.emplace_back(4096);
+    for (int i = 0; i < 3; ++i) {
+      srcs[i].fill(100 + static_cast<std::uint64_t>(i));
+      src_r.push_back(must_register(*a_, srcs[i].data(), 4096));
+    }
+    MemoryRegion dst_r = must_register(*b_, dst.data(), dst.size());
+    const RemoteRegion remote = import(dst_r);
+    // Connected first, so that the three wait in the lane's tiers rather than for the link.
     TransferOptions opts;
-    opts.priority = p;
-    auto r = a_->put(src_r, at, remote, at, 4096, opts);
-    ASSERT_TRUE(r.ok());
-    reqs.push_back(*r);
-    at += 4096;
+    opts.transport = t;
+    auto warm = a_->put(src_r[0], 0, remote, 0, 8, opts);
+    ASSERT_TRUE(warm.ok() && warm->wait(kWait).ok());
+
+    std::vector<Request> reqs;
+    {
+      auto held = detail::EngineCore::hold_lanes(*a_);
+      for (int i = 0; i < 3; ++i) {
+        opts.priority = order[i];
+        auto r = a_->put(src_r[i], 0, remote, 0, 4096, opts);
+        ASSERT_TRUE(r.ok()) << r.status().to_string();
+        reqs.push_back(*r);
+      }
+      for (auto& r : reqs) EXPECT_FALSE(r.done()) << "nothing starts while the lanes are held";
+    }
+    ASSERT_TRUE(wait_all(reqs, kWait).ok());
+    EXPECT_EQ(dst.mismatch(0, dst.size(), 100), std::nullopt)
+        << "the Low put (submitted first) started last";
+    EXPECT_TRUE(dst.guards_intact());
   }
-  ASSERT_TRUE(wait_all(reqs, kWait).ok());
-  EXPECT_EQ(dst.mismatch(0, dst.size(), 11), std::nullopt);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, EngineTest,

@@ -139,13 +139,15 @@ inline RemoteRegion import(const MemoryRegion& region) {
 
 // A descriptor in RemoteRegion::bytes()'s layout naming an engine that exists only as a fake.
 inline RemoteRegion foreign_descriptor(const std::string& owner_id, const std::string& host_id,
-                                       std::uint64_t region_id, std::uint64_t length) {
+                                       std::uint64_t region_id, std::uint64_t length,
+                                       const std::string& address = "127.0.0.1:1") {
   std::string out;
   wire::Writer w(out);
   w.put<std::uint32_t>(0x4f52524d);  // "ORRM"
   w.put<std::uint8_t>(1);
   w.put_bytes(owner_id);
-  w.put_bytes("127.0.0.1:1");  // never dialled: the engine finds the fake's connection by id
+  // By default never dialled: the engine finds the fake's connection by id.
+  w.put_bytes(address);
   w.put_bytes(host_id);
   w.put<std::int64_t>(::getpid());
   w.put<std::uint64_t>(region_id);

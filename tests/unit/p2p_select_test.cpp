@@ -36,7 +36,7 @@ RouteQuery peer(bool self, bool same_host) {
   q.built[at(TransportId::Tcp)] = true;
   if (self || same_host) q.open[at(TransportId::Shm)] = &kShm;
   if (!self) q.open[at(TransportId::Tcp)] = &kTcp;
-  q.peer = "p";
+  q.peer_id = "p";
   return q;
 }
 

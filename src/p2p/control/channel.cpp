@@ -258,7 +258,7 @@ void ControlPlane::read_pending() {
     if (problem.starts_with("closed before")) {
       ORBITE_LOG(Debug, Tcp) << "control connection dropped: " << problem;
     } else if (!problem.empty()) {
-      counters_.protocol_errors++;
+      bump(counters_.protocol_errors);
       ORBITE_LOG(Warn, Tcp) << "control connection refused: " << problem;
     } else {
       Accepted a{std::move(p.fd), std::move(hello)};

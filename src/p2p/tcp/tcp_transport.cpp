@@ -30,6 +30,10 @@ const Capabilities& TcpEndpoint::caps() const {
 }
 
 void TcpEndpoint::send(detail::SendItem item) {
+  if (closed_) {
+    if (item.pinned != nullptr) item.pinned->unpin();
+    return;
+  }
   if (ready_ == 0) {
     pending_.push_back(std::move(item));
     return;
@@ -85,6 +89,7 @@ void TcpEndpoint::drop_stream(FramedSocket& s) {
 }
 
 void TcpEndpoint::close(bool orderly) {
+  closed_ = true;
   for (auto& s : streams_) {
     if (orderly && s->handshaken) s->send_bye();
     s->close();

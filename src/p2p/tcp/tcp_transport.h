@@ -47,6 +47,7 @@ class TcpEndpoint final : public PeerEndpoint {
   std::vector<FramedSocket*> ready_list_;  // handshaken streams, in order of readiness
   std::size_t ready_ = 0;
   std::deque<detail::SendItem> pending_;  // frames queued before any stream was up
+  bool closed_ = false;
 };
 
 class TcpLane final : public LaneTransport, public StreamOwner {
