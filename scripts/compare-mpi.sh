@@ -27,11 +27,10 @@
 # then also runs DIR's sendrecv_perf, putget_perf and <coll>_perf, with the same flags, beside
 # the current build's and Open MPI's (the current build first in odd rounds, the baseline in
 # even ones); a benchmark DIR lacks is skipped with a note. The summary adds, per transport and
-# size, the columns
-# "before" (the baseline's medians), "before/mpi" and "orbite/before", which is > 1 when the
-# current build is better (bandwidth orbite/before, latency before/orbite). --baseline-label
-# NAME (BASELINE_LABEL) names the baseline in the output (default: DIR's basename), e.g.
-# --baseline-label 44d17d7.
+# size, the columns "before" (the baseline's medians), "before/mpi" and "orbite/before", which
+# is > 1 when the current build is better (bandwidth orbite/before, latency before/orbite).
+# --baseline-label NAME (BASELINE_LABEL) names the baseline in the output (default: DIR's
+# basename), e.g. --baseline-label 44d17d7.
 #
 # Benchmark flags go to every benchmark (-n 50, -w 5, -c 1, -b/-e/-f/-i, --sizes), except
 # --window (point to point only) and -d/-o/-r/-z (collectives only); without a size flag the

@@ -200,7 +200,8 @@ def p2p_baseline(out, rounds, transports, cores, mpi_version, mca_shm, mca_tcp, 
     print(f"# orbite: this build; before: {base['label']} ({base['dir']}); mpi: Open MPI")
     print_skipped(base, tests)
     for t in transports:
-        docs = {(impl, test): [load(out, f"{impl}-{test}-{t}-r{r}.json") for r in range(1, rounds + 1)]
+        docs = {(impl, test): [load(out, f"{impl}-{test}-{t}-r{r}.json")
+                               for r in range(1, rounds + 1)]
                 for impl in ("orbite", "before", "mpi") for test in tests
                 if impl != "before" or test in base["tests"]}
         print("#")

@@ -101,7 +101,7 @@ Result<Request> Executor::start(std::string name, std::function<Task(Ctx&)> make
       });
   op->ctx->scratch_source = [this](std::uint64_t bytes) { return take_scratch(bytes); };
   op->result_bytes = result_bytes;
-  op->state = std::make_shared<detail::RequestState>();
+  op->state = detail::make_request_state();
   op->state->driver = shared_from_this();
   op->task = make(*op->ctx);
   Request request = detail::RequestAccess::make(op->state);

@@ -66,7 +66,7 @@ Status Communicator::Impl::start_collectives() {
       rank, static_cast<int>(peers.size()),
       [ep = std::move(ep), c = std::move(c), id](bool send, void* data, std::uint64_t bytes,
                                                  int peer, std::int32_t msg_tag, bool passive) {
-        auto s = std::make_shared<detail::RequestState>();
+        auto s = detail::make_request_state();
         s->passive = passive;
         s->kind = send ? detail::OpKind::Send : detail::OpKind::Recv;
         s->peer = ep[static_cast<size_t>(peer)];

@@ -65,7 +65,7 @@ struct Communicator::Impl {
   // A send or receive of this communicator, its buffer still to be set.
   std::shared_ptr<detail::RequestState> message(detail::OpKind kind, std::uint64_t bytes, int peer,
                                                 int msg_tag, const TransferOptions& options) const {
-    auto s = std::make_shared<detail::RequestState>();
+    auto s = detail::make_request_state();
     s->kind = kind;
     s->options = options;
     s->peer = endpoints[static_cast<size_t>(peer)];

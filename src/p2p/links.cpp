@@ -150,6 +150,7 @@ Status Protocol::adopt_join(PeerLink& link, net::Fd fd, const Handshake& hello) 
 
 void Protocol::established(PeerLink& link, const Handshake& peer) {
   link.state = PeerLink::State::Established;
+  link.host_routes = {};
   link.connect_deadline.reset();
   link.ep.pid = peer.pid;
   link.credit = peer.eager_credit;
@@ -182,6 +183,7 @@ void Protocol::fail_link(PeerLink& link, const Status& why, bool orderly) {
   const bool was_up = link.state == PeerLink::State::Established;
   orderly = orderly || link.peer_closing;
   link.state = PeerLink::State::Failed;
+  link.host_routes = {};
   link.failure = link.peer_closing
                      ? Status::error(Errc::ConnectionLost,
                                      "the peer closed its engine (" + why.message() + ")")

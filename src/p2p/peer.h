@@ -132,6 +132,10 @@ struct PeerLink {
   std::unique_ptr<p2p::FramedSocket> control;
   // One endpoint per transport that reaches the peer, indexed by TransportId.
   std::array<std::unique_ptr<p2p::PeerEndpoint>, p2p::kTransportCount> endpoints;
+  // The selection table's answer per requested Transport for host memory, once established: the
+  // table is a pure function of the link's endpoints, which change only when it connects or
+  // fails (both clear this).
+  std::array<p2p::PeerEndpoint*, 5> host_routes{};
   std::optional<std::chrono::steady_clock::time_point> connect_deadline;
   std::deque<std::shared_ptr<RequestState>> waiting;  // started before the link was up
   Status failure;

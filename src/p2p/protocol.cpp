@@ -28,7 +28,10 @@ std::string short_id(const std::string& id) {
 
 }  // namespace
 
-Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) const {
+Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) {
+  const bool host = !req.local || req.local->kind == MemoryKind::Host;
+  const auto wanted = static_cast<std::size_t>(req.options.transport);
+  if (host && link.host_routes[wanted] != nullptr) return link.host_routes[wanted];
   RouteQuery q;
   q.requested = req.options.transport;
   q.memory = req.local ? req.local->kind : MemoryKind::Host;
@@ -41,7 +44,9 @@ Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) const {
   q.peer_id = link.ep.id;
   q.peer_address = link.ep.address;
   ORBITE_ASSIGN_OR_RETURN(TransportId id, select_route(q));
-  return link.endpoint(id);
+  PeerEndpoint* ep = link.endpoint(id);
+  if (host && link.up()) link.host_routes[wanted] = ep;
+  return ep;
 }
 
 void Protocol::count_sent(const PeerEndpoint& ep, std::uint64_t payload) {

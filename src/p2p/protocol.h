@@ -85,7 +85,7 @@ class Protocol final : public FrameHandler, public ControlHost {
   void count_sent(const PeerEndpoint& ep, std::uint64_t payload);
 
   // protocol.cpp: routes, send/recv matching
-  Result<PeerEndpoint*> route(Link& link, const Req& req) const;
+  Result<PeerEndpoint*> route(Link& link, const Req& req);
   void issue(Link& link, const ReqPtr& req);
   void issue_send(Link& link, const ReqPtr& req);
   void issue_recv(Link& link, const ReqPtr& req);

@@ -98,6 +98,13 @@ struct RequestState : MpscNode {
   Status first_error;  // of a batch's parts; reported once every part is done
 };
 
+// A fresh request state. States (with their shared_ptr control block) come from a free list of
+// the calling thread: once warm, a small send or receive allocates nothing. The thread that
+// drops the last reference keeps the block for its own next request (usually the thread that
+// made it: the user's Request handle lets go last). Sanitizer builds allocate every time, so
+// that a use after free is still caught.
+std::shared_ptr<RequestState> make_request_state();
+
 // Completes a request once (success when `status` is ok), releases the local region pin it holds,
 // counts it, and publishes the result to waiters. A second call is ignored.
 void complete_request(RequestState& req, Status status);

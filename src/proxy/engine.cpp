@@ -337,7 +337,7 @@ Result<Request> submit_rma(EngineCore& core, OpKind kind, const MemoryRegion& lo
     return Status::error(Errc::InvalidArgument,
                          std::string(op) + ": the local region is being unregistered");
   }
-  auto s = std::make_shared<RequestState>();
+  auto s = detail::make_request_state();
   s->kind = kind;
   s->options = options;
   auto peer = std::make_shared<detail::PeerRef>();

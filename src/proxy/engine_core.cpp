@@ -167,25 +167,44 @@ Result<Request> EngineCore::submit(std::shared_ptr<RequestState> req) {
   req->driver = std::shared_ptr<ProgressDriver>(shared_from_this(), &lane);
   req->counters = &lane.counters;
   submitted.fetch_add(1, std::memory_order_relaxed);
-  lane.submit(req);
   // Start it on this thread when the lane is free: a small send then completes before wait().
+  // With nothing queued ahead of it, it skips the queues: there is no order to keep.
   if (lane.mu.try_lock()) {
-    lane.start_submitted();
+    if (!lane.queue.maybe_nonempty() && lane.ready.empty()) {
+      lane.protocol->start(req);
+      lane.protocol->flush_dirty();
+    } else {
+      lane.submit(req);
+      lane.start_submitted();
+    }
     lane.mu.unlock();
+  } else {
+    lane.submit(req);
   }
   return RequestAccess::make(std::move(req));
 }
 
 void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration timeout) {
-  const Deadline deadline = Deadline::after(timeout);
   lane.drivers.fetch_add(1, std::memory_order_acq_rel);
-  auto last_work = std::chrono::steady_clock::now();
+  // The clock is first read after 16 idle passes: a small ping-pong finishes before that, and
+  // every read costs tens of nanoseconds on a path that takes a few hundred. The deadline starts
+  // then too, a few passes (well under a microsecond) late.
+  Deadline deadline;
+  auto last_work = std::chrono::steady_clock::time_point();
   auto last_yield = last_work;
   unsigned idle = 0;
   while (phase.load(std::memory_order_acquire) == 0) {
     int work = 0;
     if (lane.mu.try_lock()) {
-      work = lane.progress_once();
+      // A few passes per acquisition while nothing arrives: taking and dropping the mutex costs
+      // about as much as a pass over the rings. Dropped often enough that other threads waiting
+      // on this lane (or submitting to it) get their turn.
+      // No pause between them: a pause costs about as much as a pass, and a message that lands
+      // meanwhile waits for it.
+      for (int pass = 0; pass < 8; ++pass) {
+        work = lane.progress_once();
+        if (work > 0 || phase.load(std::memory_order_acquire) != 0) break;
+      }
       lane.mu.unlock();
     }
     if (phase.load(std::memory_order_acquire) != 0) break;
@@ -198,7 +217,10 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
       continue;
     }
     const auto now = std::chrono::steady_clock::now();
-    if (idle == 16) last_work = last_yield = now;
+    if (idle == 16) {
+      last_work = last_yield = now;
+      if (deadline.time_point() == Clock::time_point::max()) deadline = Deadline::after(timeout);
+    }
     // When more threads spin than there are cores (ranks and their workers oversubscribing the
     // cores), a peer waiting on this core would otherwise wait for the scheduler's tick. By time,
     // not by passes: a pass over TCP sockets costs microseconds, one over rings nanoseconds.
@@ -207,7 +229,7 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
       ::sched_yield();
       last_yield = now;
     }
-    if (deadline.expired()) break;
+    if (now >= deadline.time_point()) break;
     if (now - last_work > std::chrono::milliseconds(2)) {
       // Nothing moved for a while: leave progress to the worker (woken by sockets and
       // doorbells) and poll the request's state at a gentle pace.

@@ -70,7 +70,8 @@ int Lane::progress_once() {
     for (auto& a : taken) protocol->adopt(std::move(a));
     work += static_cast<int>(taken.size());
   }
-  work += start_submitted();
+  // Two loads tell whether anything was submitted: an idle pass skips the queues.
+  if (queue.maybe_nonempty() || !ready.empty()) work += start_submitted();
   work += protocol->progress(++passes % kSocketPollPeriod == 0);
   return work;
 }
