@@ -5,7 +5,8 @@ Layers, bottom to top: common < platform < bootstrap, topo < p2p < proxy < coll 
 includes only its own layer and those below; coll uses p2p only for the request state (never a
 transport's folder or the control channel) and never the proxy. A transport's folder
 (p2p/tcp, p2p/shm, p2p/rdma, p2p/cuda) is included only from inside it and from the transport
-table, p2p/transports.cpp. The build enforces the layer order too (src/CMakeLists.txt); this
+table, p2p/transports.cpp. Above p2p, only its face (P2P_FACE) is visible. The build enforces
+the layer order too (src/CMakeLists.txt); this
 also catches the relative includes and the rules within a layer that the build cannot see.
 """
 import os
@@ -15,6 +16,11 @@ import sys
 RANK = {"common": 1, "platform": 2, "bootstrap": 3, "topo": 3, "p2p": 4, "proxy": 5, "coll": 6,
         "comm": 7}
 TRANSPORTS = ("tcp", "shm", "rdma", "cuda")
+# What the layers above p2p may include of it: the request state, endpoints, regions, counters,
+# the contract's types, a lane's protocol as an interface, the memory domains, the descriptor
+# codec and the selection table. No socket, ring, stream, endpoint or peer-link type.
+P2P_FACE = {"request.h", "endpoint.h", "registry.h", "counters.h", "transport.h", "lane.h",
+            "domains.h", "descriptor.h", "select.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -50,8 +56,11 @@ def main():
                             why = "a higher layer"
                         elif layer == "coll" and parts[0] == "proxy":
                             why = "the proxy"
-                        elif layer == "coll" and parts[0] == "p2p" and len(parts) > 2:
-                            why = "a transport or the control channel"
+                        elif layer == "coll" and parts[0] == "p2p" and parts[1:] != ["request.h"]:
+                            why = "p2p beyond the request state"
+                        elif (RANK[layer] > RANK["p2p"] and parts[0] == "p2p" and
+                              "/".join(parts[1:]) not in P2P_FACE):
+                            why = "p2p's inside (sockets, rings, streams, links)"
                         elif parts[0] == "p2p" and len(parts) > 2 and parts[1] in TRANSPORTS:
                             inside = len(rel) > 2 and rel[0] == "p2p" and rel[1] == parts[1]
                             table = rel == ["p2p", "transports.cpp"]

@@ -11,7 +11,8 @@
 #include "coll/algorithms.h"
 #include "coll/executor.h"
 #include "coll/select.h"
-#include "p2p/peer.h"
+#include "p2p/endpoint.h"
+#include "p2p/request.h"
 
 namespace orbite {
 

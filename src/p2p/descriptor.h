@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "p2p/peer.h"
+#include "p2p/endpoint.h"
 #include "p2p/registry.h"
 #include "p2p/transport.h"
 

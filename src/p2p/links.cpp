@@ -64,8 +64,33 @@ Status Protocol::init() {
   return {};
 }
 
-Status Protocol::set_listener(int fd, std::function<void(Accepted)> route) {
-  return control_->set_listener(fd, std::move(route));
+AcceptedConnection::AcceptedConnection(std::unique_ptr<Accepted> accepted)
+    : accepted_(std::move(accepted)) {}
+AcceptedConnection::AcceptedConnection(AcceptedConnection&&) noexcept = default;
+AcceptedConnection& AcceptedConnection::operator=(AcceptedConnection&&) noexcept = default;
+AcceptedConnection::~AcceptedConnection() = default;
+const std::string& AcceptedConnection::peer_id() const {
+  return accepted_->hello.engine_id;
+}
+std::unique_ptr<Accepted> AcceptedConnection::take() {
+  return std::move(accepted_);
+}
+
+std::unique_ptr<LaneProtocol> make_lane_protocol(const EngineConfig& config,
+                                                 const detail::Identity& self,
+                                                 RegionRegistry& regions, Counters& counters,
+                                                 int lane_index) {
+  return std::make_unique<Protocol>(config, self, regions, counters, lane_index);
+}
+
+Status Protocol::set_listener(int fd, std::function<void(AcceptedConnection)> route) {
+  return control_->set_listener(fd, [route = std::move(route)](Accepted a) {
+    route(AcceptedConnection(std::make_unique<Accepted>(std::move(a))));
+  });
+}
+
+void Protocol::adopt(AcceptedConnection accepted) {
+  if (auto a = accepted.take()) control_->adopt(std::move(*a));
 }
 
 Status Protocol::set_wake_fd(int fd) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "p2p/endpoint.h"
 #include "p2p/frame.h"
 #include "p2p/registry.h"
 #include "p2p/request.h"
@@ -28,24 +29,6 @@ namespace orbite::detail {
 using p2p::FrameHeader;
 using p2p::FrameType;
 using p2p::kFrameHeaderBytes;
-
-// Where a peer lives: enough to connect to it and to decide whether it shares this host.
-struct Endpoint {
-  std::string id;
-  std::string address;
-  std::string host_id;
-  std::int64_t pid = 0;
-};
-
-// This engine, as peers know it.
-using Identity = Endpoint;
-
-// An endpoint as requests carry it: shared, with the lane's link cached after the first use so
-// that the hot path skips the lookup by engine ID. Links live as long as their lane.
-struct PeerRef {
-  Endpoint ep;
-  mutable std::atomic<PeerLink*> link{nullptr};
-};
 
 // Where a frame's payload goes on arrival.
 struct Sink {

@@ -62,6 +62,17 @@ void Poller::remove(int fd) {
   entries_.erase(it);
 }
 
+void Poller::set_stream(int fd, bool stream) {
+  auto it = entries_.find(fd);
+  if (it == entries_.end() || it->second.stream == stream) return;
+  it->second.stream = stream;
+  if (stream) {
+    ++streams_;
+  } else {
+    --streams_;
+  }
+}
+
 void Poller::set_write_interest(int fd, bool want) {
   auto it = entries_.find(fd);
   if (it == entries_.end() || it->second.write == want) return;

@@ -37,6 +37,8 @@ class Poller {
   Status modify(int fd, std::uint32_t events);
   // Also used on fds already closed elsewhere: only the table entry matters then.
   void remove(int fd);
+  // Whether the hot path reads `fd` directly (a data stream) or leaves it to epoll.
+  void set_stream(int fd, bool stream);
   // Sockets with output waiting for EPOLLOUT: while any, every pass polls.
   void set_write_interest(int fd, bool want);
   [[nodiscard]] int writers() const { return writers_; }

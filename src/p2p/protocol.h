@@ -16,6 +16,7 @@
 
 #include "p2p/control/channel.h"
 #include "p2p/counters.h"
+#include "p2p/lane.h"
 #include "p2p/peer.h"
 #include "p2p/poller.h"
 #include "p2p/registry.h"
@@ -23,7 +24,7 @@
 
 namespace orbite::p2p {
 
-class Protocol final : public FrameHandler, public ControlHost {
+class Protocol final : public LaneProtocol, public FrameHandler, public ControlHost {
  public:
   Protocol(const EngineConfig& config, const detail::Identity& self, RegionRegistry& regions,
            Counters& counters, int lane_index);
@@ -31,26 +32,21 @@ class Protocol final : public FrameHandler, public ControlHost {
   Protocol(const Protocol&) = delete;
   Protocol& operator=(const Protocol&) = delete;
 
-  Status init();
-  [[nodiscard]] int epoll_fd() const { return poller_.fd(); }
-  Status set_listener(int fd, std::function<void(Accepted)> route);
-  // The lane's wake-up eventfd: part of the epoll set so a sleeping worker wakes on submission.
-  Status set_wake_fd(int fd);
-  void adopt(Accepted accepted) { control_->adopt(std::move(accepted)); }
-
-  // Begins a request: connects if needed, then issues its first frames.
-  void start(std::shared_ptr<detail::RequestState> req);
-  // One pass over the transports and (when asked) the sockets; returns how much work it did.
-  int progress(bool poll_sockets);
-  // Writes what requests queued on sockets since the last pass (one sendmsg per socket).
-  void flush_dirty() { poller_.flush_deferred(); }
-  // Arms the transports before the worker sleeps; false if work arrived.
-  bool prepare_sleep();
-  void end_sleep();
+  // LaneProtocol
+  Status init() override;
+  [[nodiscard]] int epoll_fd() const override { return poller_.fd(); }
+  Status set_listener(int fd, std::function<void(AcceptedConnection)> route) override;
+  Status set_wake_fd(int fd) override;
+  void adopt(AcceptedConnection accepted) override;
+  void start(std::shared_ptr<detail::RequestState> req) override;
+  int progress(bool poll_sockets) override;
+  // One sendmsg per socket for what requests queued since the last pass.
+  void flush_dirty() override { poller_.flush_deferred(); }
+  bool prepare_sleep() override;
+  void end_sleep() override;
   // Requests or sessions in flight, output queued, or connections being made.
-  [[nodiscard]] bool busy() const;
-  // Fails every request and closes every connection.
-  void shutdown(const Status& why);
+  [[nodiscard]] bool busy() const override;
+  void shutdown(const Status& why) override;
 
   // FrameHandler
   Result<detail::Sink> begin_frame(detail::PeerLink& link, const FrameHeader& h,

@@ -110,10 +110,10 @@ FramedSocket::~FramedSocket() {
   close();
 }
 
-Status FramedSocket::watch() {
+Status FramedSocket::watch(bool hot) {
   want_write_ = connecting_;
   ORBITE_RETURN_IF_ERROR(
-      poller_.add(fd_.get(), EPOLLIN | (connecting_ ? EPOLLOUT : 0u), this, /*stream=*/true));
+      poller_.add(fd_.get(), EPOLLIN | (connecting_ ? EPOLLOUT : 0u), this, hot));
   poller_.set_write_interest(fd_.get(), want_write_);
   return {};
 }

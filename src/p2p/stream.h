@@ -50,8 +50,10 @@ class FramedSocket final : public Watcher {
   FramedSocket(const FramedSocket&) = delete;
   FramedSocket& operator=(const FramedSocket&) = delete;
 
-  // Puts the fd in the poller's set.
-  Status watch();
+  // Puts the fd in the poller's set; `hot`: the hot path reads it directly (see Poller).
+  Status watch(bool hot = true);
+  // Leaves reading to epoll from now on (a control connection past its handshake).
+  void cool() { poller_.set_stream(fd_.get(), false); }
   // Queues a frame (header encoded here); it leaves when the pass ends.
   void queue(detail::SendItem item);
   // Writes now what it can; the rest waits for EPOLLOUT.

@@ -72,8 +72,8 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
     auto lane = std::make_unique<Lane>();
     lane->core = core.get();
     lane->index = static_cast<int>(i);
-    lane->protocol = std::make_unique<p2p::Protocol>(core->config, core->self, core->regions,
-                                                     lane->counters, lane->index);
+    lane->protocol = p2p::make_lane_protocol(core->config, core->self, core->regions,
+                                             lane->counters, lane->index);
     ORBITE_RETURN_IF_ERROR(lane->protocol->init());
     lane->wake_fd = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     lane->driver_epfd = net::Fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -93,9 +93,9 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
     core->lanes.push_back(std::move(lane));
   }
   EngineCore* raw = core.get();
-  ORBITE_RETURN_IF_ERROR(
-      core->lanes[0]->protocol->set_listener(core->listener.get(), [raw](p2p::Accepted a) {
-        Lane& target = raw->lane_for(a.hello.engine_id);
+  ORBITE_RETURN_IF_ERROR(core->lanes[0]->protocol->set_listener(
+      core->listener.get(), [raw](p2p::AcceptedConnection a) {
+        Lane& target = raw->lane_for(a.peer_id());
         if (target.index == 0) {
           target.protocol->adopt(std::move(a));
           return;

@@ -19,13 +19,12 @@
 
 #include "common/mpsc_queue.h"
 #include "common/net.h"
-#include "p2p/control/handshake.h"
 #include "p2p/counters.h"
-#include "p2p/peer.h"
-#include "p2p/protocol.h"
+#include "p2p/domains.h"
+#include "p2p/endpoint.h"
+#include "p2p/lane.h"
 #include "p2p/registry.h"
 #include "p2p/request.h"
-#include "p2p/transports.h"
 #include "proxy/tiered_queue.h"
 
 namespace orbite::detail {
@@ -40,10 +39,10 @@ struct Lane final : ProgressDriver {
   MpscQueue queue;  // lock-free: any thread pushes, mu's holder pops
   // protected by mu
   p2p::Counters counters;  // this lane's; written by mu's holder only
-  std::unique_ptr<p2p::Protocol> protocol;
+  std::unique_ptr<p2p::LaneProtocol> protocol;
   proxy::TieredQueue<std::shared_ptr<RequestState>> ready;
-  std::mutex adopt_mu;                // guards adopts
-  std::vector<p2p::Accepted> adopts;  // connections lane 0 read a Hello on, for this lane
+  std::mutex adopt_mu;                          // guards adopts
+  std::vector<p2p::AcceptedConnection> adopts;  // connections lane 0 read a Hello on, for this lane
   std::atomic<bool> has_adopts{false};
   net::Fd wake_fd;
   net::Fd driver_epfd;  // holds wake_fd only: where the worker sleeps while a user drives

@@ -61,7 +61,7 @@ int Lane::start_submitted() {
 int Lane::progress_once() {
   int work = 0;
   if (has_adopts.load(std::memory_order_acquire)) {
-    std::vector<p2p::Accepted> taken;
+    std::vector<p2p::AcceptedConnection> taken;
     {
       std::lock_guard lock(adopt_mu);
       taken.swap(adopts);

@@ -171,6 +171,9 @@ void ControlPlane::on_reply(PeerLink& link, const FrameHeader& h, std::string_vi
                                           " at an address advertised by " + short_id(link.ep.id));
   }
   link.control->handshaken = true;
+  // From here it carries only Bye and doorbells: epoll finds those, the hot path need not pay a
+  // recv() for it on every pass.
+  link.control->cool();
   if (Status st = host_.complete_offers(link, *peer); !st.ok()) {
     return host_.fail_link(link, st, false);
   }
@@ -326,7 +329,9 @@ void ControlPlane::adopt(Accepted a) {
   link.control = std::make_unique<FramedSocket>(poller_, *this, std::move(a.fd), false, &link, 0);
   link.control->handshaken = true;
   link.accepted = true;
-  if (Status st = link.control->watch(); !st.ok()) return host_.fail_link(link, st, false);
+  if (Status st = link.control->watch(/*hot=*/false); !st.ok()) {
+    return host_.fail_link(link, st, false);
+  }
   host_.established(link, a.hello);
 }
 

@@ -1,0 +1,67 @@
+// A lane's protocol as the proxy sees it: what a worker (or a waiting user thread) calls with the
+// lane's mutex held. The proxy names no socket, ring, stream or endpoint type: those live behind
+// this interface (p2p/protocol.h implements it).
+#pragma once
+
+#include <orbite/config.h>
+#include <orbite/status.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "p2p/counters.h"
+#include "p2p/endpoint.h"
+#include "p2p/registry.h"
+#include "p2p/request.h"
+
+namespace orbite::p2p {
+
+struct Accepted;
+
+// A connection lane 0's listener accepted, its Hello read, on its way to the lane that owns the
+// peer. The proxy only reads whose it is and hands it on.
+class AcceptedConnection {
+ public:
+  explicit AcceptedConnection(std::unique_ptr<Accepted> accepted);
+  AcceptedConnection(AcceptedConnection&&) noexcept;
+  AcceptedConnection& operator=(AcceptedConnection&&) noexcept;
+  ~AcceptedConnection();
+  [[nodiscard]] const std::string& peer_id() const;
+  std::unique_ptr<Accepted> take();
+
+ private:
+  std::unique_ptr<Accepted> accepted_;
+};
+
+class LaneProtocol {
+ public:
+  virtual ~LaneProtocol() = default;
+  virtual Status init() = 0;
+  // The lane's epoll set, where an idle worker sleeps.
+  [[nodiscard]] virtual int epoll_fd() const = 0;
+  // Lane 0 accepts; connections of peers owned by other lanes go to `route`.
+  virtual Status set_listener(int fd, std::function<void(AcceptedConnection)> route) = 0;
+  // The lane's wake-up eventfd, put in the epoll set.
+  virtual Status set_wake_fd(int fd) = 0;
+  virtual void adopt(AcceptedConnection accepted) = 0;
+  // Begins a request: connects if needed, then issues its first frames.
+  virtual void start(std::shared_ptr<detail::RequestState> req) = 0;
+  // One pass over the transports and (when asked) the sockets; returns how much work it did.
+  virtual int progress(bool poll_sockets) = 0;
+  // Writes what requests queued since the last pass.
+  virtual void flush_dirty() = 0;
+  // Arms the transports before the worker sleeps (false: work arrived, do not sleep).
+  virtual bool prepare_sleep() = 0;
+  virtual void end_sleep() = 0;
+  [[nodiscard]] virtual bool busy() const = 0;
+  // Fails every request and closes every connection.
+  virtual void shutdown(const Status& why) = 0;
+};
+
+std::unique_ptr<LaneProtocol> make_lane_protocol(const EngineConfig& config,
+                                                 const detail::Identity& self,
+                                                 RegionRegistry& regions, Counters& counters,
+                                                 int lane_index);
+
+}  // namespace orbite::p2p
