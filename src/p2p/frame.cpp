@@ -119,6 +119,7 @@ const char* frame_type_name(FrameType t) {
     case FrameType::Bye: return "Bye";
     case FrameType::Share: return "Share";
     case FrameType::ShareDone: return "ShareDone";
+    case FrameType::TransportControl: return "TransportControl";
   }
   return "?";
 }

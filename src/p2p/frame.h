@@ -44,8 +44,11 @@ enum class FrameType : std::uint8_t {
   Share = 16,      // id: sender request; a: receiver request; b: split; c: length; payload: the
                    // receiver's 8-byte address: the sender copies [split, length) itself
   ShareDone = 17,  // id: receiver request; a: Errc; b: bytes the sender copied
+  // On the control connection, for one transport: a: transport id; b: that transport's message
+  // kind; payload: its body (tcp: "open your data streams"; later RDMA's grants).
+  TransportControl = 18,
 };
-inline constexpr std::uint8_t kMaxFrameType = 17;
+inline constexpr std::uint8_t kMaxFrameType = 18;
 
 // Where a Data frame's bytes land on the receiver.
 enum class DataTarget : std::uint64_t { Recv = 1, PutSession = 2, GetReply = 3 };

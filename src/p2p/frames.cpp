@@ -51,6 +51,8 @@ Result<detail::Sink> Protocol::begin_frame(Link& link, const FrameHeader& h, Pee
     case FrameType::HelloNack:
       return Status::error(Errc::Protocol,
                            std::string(frame_type_name(h.type)) + " on an established connection");
+    case FrameType::TransportControl:
+      return Status::error(Errc::Protocol, "TransportControl outside the control connection");
     case FrameType::Bye: link.peer_closing = true; [[fallthrough]];
     case FrameType::Doorbell:
     case FrameType::Rts:

@@ -173,6 +173,16 @@ Status Protocol::adopt_join(PeerLink& link, net::Fd fd, const Handshake& hello) 
   return t->adopt_connection(link, fd.release(), hello.join_index);
 }
 
+void Protocol::transport_control(PeerLink& link, const FrameHeader& h, std::string_view body) {
+  LaneTransport* t = h.a < kTransportCount ? transport(static_cast<TransportId>(h.a)) : nullptr;
+  if (t == nullptr) {
+    return protocol_error(link, "TransportControl for transport " + std::to_string(h.a) +
+                                    ", which this engine does not have");
+  }
+  if (link.state != PeerLink::State::Established) return;
+  if (Status st = t->on_control(link, h.b, body); !st.ok()) protocol_error(link, st.message());
+}
+
 void Protocol::established(PeerLink& link, const Handshake& peer) {
   link.state = PeerLink::State::Established;
   link.host_routes = {};

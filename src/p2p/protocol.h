@@ -67,6 +67,8 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void established(detail::PeerLink& link, const Handshake& peer) override;
   void fail_link(detail::PeerLink& link, const Status& why, bool orderly) override;
   Status adopt_join(detail::PeerLink& link, net::Fd fd, const Handshake& hello) override;
+  void transport_control(detail::PeerLink& link, const FrameHeader& h,
+                         std::string_view body) override;
 
  private:
   using Link = detail::PeerLink;

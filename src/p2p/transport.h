@@ -186,6 +186,9 @@ class LaneTransport {
   // A connection the peer opened for this transport (a Hello naming it), routed by the control
   // channel; Unavailable where the transport opens none.
   virtual Status adopt_connection(detail::PeerLink& link, int fd, std::uint32_t index) = 0;
+  // A TransportControl frame the peer's transport sent on the control connection: `kind` and
+  // `body` mean what this transport says; an error closes the peer as a protocol error.
+  virtual Status on_control(detail::PeerLink& link, std::uint64_t kind, std::string_view body) = 0;
   // One pass; returns how much work it did.
   virtual int progress() = 0;
   // Arms for sleep (false: work arrived meanwhile, do not sleep), and disarms.

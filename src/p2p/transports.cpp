@@ -13,7 +13,7 @@ Result<LaneTransports> make_lane_transports(const EngineConfig& config,
   out[static_cast<std::size_t>(TransportId::Shm)] =
       std::make_unique<ShmLane>(config, self, handler, control);
   out[static_cast<std::size_t>(TransportId::Tcp)] =
-      std::make_unique<TcpLane>(config, self, poller, handler);
+      std::make_unique<TcpLane>(config, self, poller, handler, control);
   return out;
 }
 

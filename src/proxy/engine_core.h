@@ -54,6 +54,7 @@ struct Lane final : ProgressDriver {
   // A coarse monotonic clock (ns): cheap enough for every wait().
   static std::int64_t coarse_now_ns();
   std::atomic<bool> sleeping{false};
+  std::atomic<bool> socket_woke{false};  // the worker's sleep ended on an fd: poll them next pass
   std::atomic<std::uint64_t> idle_sleeps{0};  // written by the worker only
   std::uint64_t passes = 0;
   std::thread worker;

@@ -22,10 +22,13 @@ constexpr std::uint64_t kSocketPollPeriod = 256;
 constexpr std::int64_t kUserDrivingWindowNs = 2'000'000;
 
 // A worker's sleep; a failed wait (other than a signal) is logged and ends the sleep early.
-void sleep_on(int epfd, epoll_event* ev, int timeout_ms) {
-  if (::epoll_wait(epfd, ev, 1, timeout_ms) < 0 && errno != EINTR) {
+// Returns whether an fd was ready.
+bool sleep_on(int epfd, epoll_event* ev, int timeout_ms) {
+  const int n = ::epoll_wait(epfd, ev, 1, timeout_ms);
+  if (n < 0 && errno != EINTR) {
     ORBITE_LOG(Error, Proxy) << "epoll_wait failed: " << std::strerror(errno);
   }
+  return n > 0;
 }
 
 inline void cpu_relax() {
@@ -72,7 +75,12 @@ int Lane::progress_once() {
   }
   // Two loads tell whether anything was submitted: an idle pass skips the queues.
   if (queue.maybe_nonempty() || !ready.empty()) work += start_submitted();
-  work += protocol->progress(++passes % kSocketPollPeriod == 0);
+  // The pass after a wake-up by an fd polls the sockets: what woke the worker (a doorbell on a
+  // control connection, which the hot path does not read) is consumed at once instead of
+  // keeping the fd readable, and every later sleep short, until the next periodic poll.
+  const bool woken = socket_woke.load(std::memory_order_relaxed) &&
+                     socket_woke.exchange(false, std::memory_order_relaxed);
+  work += protocol->progress(woken || ++passes % kSocketPollPeriod == 0);
   return work;
 }
 
@@ -119,7 +127,9 @@ void Lane::sleep_once() {
       else if (busy)
         timeout_ms = 100;  // connection deadlines and the like
     }
-    sleep_on(protocol->epoll_fd(), ev, timeout_ms);
+    if (sleep_on(protocol->epoll_fd(), ev, timeout_ms)) {
+      socket_woke.store(true, std::memory_order_relaxed);
+    }
     sleeping.store(false, std::memory_order_relaxed);
     std::lock_guard lock(mu);
     protocol->end_sleep();

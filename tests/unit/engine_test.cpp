@@ -391,6 +391,20 @@ TEST_P(EngineTest, RdmaAndNvlinkAreUnavailableAtSubmission) {
   EXPECT_EQ(a_->stats().requests_submitted, submitted);
 }
 
+// tcp's data streams open on the link's first use of tcp, by the side that opened the control
+// connection: here A opened it (over shm, which uses no tcp stream), and B, the acceptor, is the
+// first to use tcp, so it asks A for the streams. Both directions then carry bytes over tcp.
+TEST_P(EngineTest, TcpStreamsOpenOnFirstUseWhicheverSideUsesItFirst) {
+  put_then_get(*a_, *b_, Transport::Shm, 4096);
+  EXPECT_EQ(a_->stats().of(Transport::Tcp).frames_sent, 0U) << "no tcp traffic yet";
+  EXPECT_EQ(b_->stats().of(Transport::Tcp).frames_sent, 0U);
+  // The acceptor's first tcp frame waits for the streams it asked A for.
+  put_then_get(*b_, *a_, Transport::Tcp, kMiB + 3);
+  put_then_get(*a_, *b_, Transport::Tcp, 70000);
+  EXPECT_EQ(a_->stats().peers_connected, 1U) << "one link, its streams added to it";
+  EXPECT_EQ(a_->stats().protocol_errors + b_->stats().protocol_errors, 0U);
+}
+
 // Work a lane accepted while it was busy starts High, then Medium, then Low (FIFO within a
 // tier). The lanes are held while three puts to one range are submitted Low, Medium, High; each
 // put travels in order on its route, so the range ends up with the bytes of the last one

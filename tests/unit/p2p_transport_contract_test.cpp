@@ -131,7 +131,7 @@ class TransportContract : public ::testing::TestWithParam<Param> {
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
     int i = 0;
     for (Side* s : {&a_, &b_}) {
-      s->lane = std::make_unique<TcpLane>(config_, ids_[i], s->poller, s->handler);
+      s->lane = std::make_unique<TcpLane>(config_, ids_[i], s->poller, s->handler, s->handler);
       ASSERT_TRUE(s->lane->accept(s->link, "").ok());
       ASSERT_TRUE(s->lane->adopt_connection(s->link, sv[i], 0).ok());
       ++i;

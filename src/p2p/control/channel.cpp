@@ -115,6 +115,7 @@ Result<detail::Sink> ControlPlane::stream_frame_begins(FramedSocket& s, const Fr
     }
     return sink;
   }
+  if (h.type == FrameType::TransportControl) return sink;  // a Buffer: its body
   if (h.type != FrameType::Bye && h.type != FrameType::Doorbell) {
     return Status::error(Errc::Protocol,
                          std::string(frame_type_name(h.type)) + " frame on the control connection");
@@ -132,7 +133,9 @@ Result<detail::Sink> ControlPlane::stream_frame_begins(FramedSocket& s, const Fr
 
 void ControlPlane::stream_frame_ends(FramedSocket& s, const FrameHeader& h, detail::Sink&,
                                      std::string&& body) {
-  if (!s.handshaken && s.link != nullptr) on_reply(*s.link, h, body);
+  if (s.link == nullptr) return;
+  if (!s.handshaken) return on_reply(*s.link, h, body);
+  if (h.type == FrameType::TransportControl) host_.transport_control(*s.link, h, body);
 }
 
 void ControlPlane::stream_written(FramedSocket&, detail::SendItem&) {}

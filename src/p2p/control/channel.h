@@ -41,6 +41,9 @@ class ControlHost {
   // An extra connection for one transport of an established link.
   virtual Status adopt_join(detail::PeerLink& link, net::Fd fd, const Handshake& hello) = 0;
   virtual void protocol_error(detail::PeerLink& link, const std::string& what) = 0;
+  // A TransportControl frame, for the transport it names.
+  virtual void transport_control(detail::PeerLink& link, const FrameHeader& h,
+                                 std::string_view body) = 0;
   virtual std::string take_buffer() = 0;
   virtual void give_buffer(std::string&& buffer) = 0;
 };

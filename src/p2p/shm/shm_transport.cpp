@@ -293,6 +293,11 @@ Status ShmLane::adopt_connection(PeerLink&, int fd, std::uint32_t) {
   return Status::error(Errc::Unavailable, "the shm transport opens no connections");
 }
 
+Status ShmLane::on_control(PeerLink&, std::uint64_t kind, std::string_view) {
+  return Status::error(Errc::Protocol,
+                       "shm control message " + std::to_string(kind) + ": shm defines none");
+}
+
 int ShmLane::progress() {
   int work = 0;
   // By index: a protocol error closes an endpoint, which leaves this list mid-loop.

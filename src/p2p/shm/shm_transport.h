@@ -66,6 +66,7 @@ class ShmLane final : public LaneTransport {
   Status complete(detail::PeerLink& link, std::optional<std::string_view> blob) override;
   Status open_self(detail::PeerLink& link) override;
   Status adopt_connection(detail::PeerLink&, int fd, std::uint32_t) override;
+  Status on_control(detail::PeerLink&, std::uint64_t kind, std::string_view) override;
   int progress() override;
   bool prepare_sleep() override;
   void end_sleep() override;

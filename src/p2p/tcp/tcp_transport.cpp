@@ -19,7 +19,8 @@ std::string short_id(const std::string& id) {
 }
 }  // namespace
 
-TcpEndpoint::TcpEndpoint(TcpLane& lane, PeerLink& link) : lane_(lane), link_(link) {}
+TcpEndpoint::TcpEndpoint(TcpLane& lane, PeerLink& link, bool initiator)
+    : lane_(lane), link_(link), initiator_(initiator) {}
 
 TcpEndpoint::~TcpEndpoint() {
   close(false);
@@ -36,6 +37,12 @@ void TcpEndpoint::send(detail::SendItem item) {
   }
   if (ready_ == 0) {
     pending_.push_back(std::move(item));
+    // The first frame for tcp brings its streams up: links that never use tcp open none.
+    if (!opened_) {
+      opened_ = true;
+      if (!initiator_) return lane_.ask_for_streams(link_);
+      if (Status st = open(); !st.ok()) lane_.handler().endpoint_failed(link_, st);
+    }
     return;
   }
   FramedSocket* s = ready_list_[item.path % ready_];
@@ -48,6 +55,11 @@ Status TcpEndpoint::read_peer(std::byte*, std::uint64_t, std::uint64_t) {
 
 Status TcpEndpoint::write_peer(const std::byte*, std::uint64_t, std::uint64_t) {
   return Status::error(Errc::Unavailable, "the tcp transport has no one-sided access");
+}
+
+Status TcpEndpoint::open() {
+  opened_ = true;
+  return lane_.open_streams(link_, *this);
 }
 
 bool TcpEndpoint::busy() const {
@@ -105,8 +117,8 @@ void TcpEndpoint::close(bool orderly) {
 }
 
 TcpLane::TcpLane(const EngineConfig& config, const detail::Identity& self, Poller& poller,
-                 FrameHandler& handler)
-    : config_(config), self_(self), poller_(poller), handler_(handler) {
+                 FrameHandler& handler, ControlSender& control)
+    : config_(config), self_(self), poller_(poller), handler_(handler), control_(control) {
   caps_.id = TransportId::Tcp;
   caps_.reach = kReachSameHost | kReachRemote;
   caps_.eager_limit = config.tcp.eager_limit;
@@ -121,13 +133,19 @@ std::optional<std::string> TcpLane::offer(PeerLink& link) {
 Result<std::string> TcpLane::accept(PeerLink& link, std::string_view) {
   // The initiator opens the streams; frames wait in the endpoint until the first joins.
   link.endpoints[static_cast<std::size_t>(TransportId::Tcp)] =
-      std::make_unique<TcpEndpoint>(*this, link);
+      std::make_unique<TcpEndpoint>(*this, link, /*initiator=*/false);
   return std::string();
 }
 
 Status TcpLane::complete(PeerLink& link, std::optional<std::string_view> blob) {
   if (!blob) return {};
-  auto ep = std::make_unique<TcpEndpoint>(*this, link);
+  // No stream yet: the first frame for tcp opens them (TcpEndpoint::send).
+  link.endpoints[static_cast<std::size_t>(TransportId::Tcp)] =
+      std::make_unique<TcpEndpoint>(*this, link, /*initiator=*/true);
+  return {};
+}
+
+Status TcpLane::open_streams(PeerLink& link, TcpEndpoint& ep) {
   const std::uint32_t streams = std::max<std::uint32_t>(1, config_.tcp.streams_per_peer);
   for (std::uint32_t i = 0; i < streams; ++i) {
     auto fd = start_connect(link.ep.address, config_.tcp);
@@ -150,10 +168,31 @@ Status TcpLane::complete(PeerLink& link, std::optional<std::string_view> blob) {
     item.owned = encode_handshake(join);
     item.header.payload_len = static_cast<std::uint32_t>(item.owned.size());
     s->queue(std::move(item));
-    ep->add_stream(std::move(s));
+    ep.add_stream(std::move(s));
   }
-  link.endpoints[static_cast<std::size_t>(TransportId::Tcp)] = std::move(ep);
   return {};
+}
+
+void TcpLane::ask_for_streams(PeerLink& link) {
+  FrameHeader h;
+  h.type = FrameType::TransportControl;
+  h.a = static_cast<std::uint64_t>(TransportId::Tcp);
+  h.b = kOpenStreams;
+  control_.send_control(link, h);
+}
+
+Status TcpLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view body) {
+  auto* ep = static_cast<TcpEndpoint*>(link.endpoint(TransportId::Tcp));
+  if (kind != kOpenStreams || !body.empty()) {
+    return Status::error(Errc::Protocol, "tcp control message " + std::to_string(kind) + " with " +
+                                             std::to_string(body.size()) + " bytes is unknown");
+  }
+  if (ep == nullptr || link.accepted) {
+    return Status::error(Errc::Protocol, "peer " + short_id(link.ep.id) +
+                                             " asked for tcp streams this side does not open");
+  }
+  if (ep->streams() > 0) return {};  // already opening or open
+  return ep->open();
 }
 
 Status TcpLane::open_self(PeerLink&) {

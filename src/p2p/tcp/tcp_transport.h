@@ -1,7 +1,9 @@
-// The tcp transport: `tcp.streams_per_peer` data streams per peer, opened by the side that opened
-// the control connection once the handshake is done, each announced by a Hello that joins the
-// link. Frames wait in the endpoint until a stream is up; bulk data is spread over the streams.
-// It reaches every peer but this engine itself, and has no one-sided access.
+// The tcp transport: `tcp.streams_per_peer` data streams per peer, each announced by a Hello that
+// joins the link. They are opened when the link first uses tcp, always by the side that opened
+// the control connection (so that one side's streams keep their frames in order); the other side
+// asks for them with a TransportControl frame. Frames wait in the endpoint until a stream is up;
+// bulk data is spread over the streams. It reaches every peer but this engine itself, and has
+// no one-sided access.
 #pragma once
 
 #include <orbite/config.h>
@@ -21,7 +23,8 @@ class TcpLane;
 
 class TcpEndpoint final : public PeerEndpoint {
  public:
-  TcpEndpoint(TcpLane& lane, detail::PeerLink& link);
+  // `initiator`: this side opened the control connection, so it opens the streams.
+  TcpEndpoint(TcpLane& lane, detail::PeerLink& link, bool initiator);
   ~TcpEndpoint() override;
   [[nodiscard]] const Capabilities& caps() const override;
   void send(detail::SendItem item) override;
@@ -38,6 +41,8 @@ class TcpEndpoint final : public PeerEndpoint {
   void add_stream(std::unique_ptr<FramedSocket> s);
   void drop_stream(FramedSocket& s);
   [[nodiscard]] std::size_t streams() const { return streams_.size(); }
+  // Opens the streams now (the initiator), once.
+  Status open();
 
  private:
   TcpLane& lane_;
@@ -47,19 +52,24 @@ class TcpEndpoint final : public PeerEndpoint {
   std::vector<FramedSocket*> ready_list_;  // handshaken streams, in order of readiness
   std::size_t ready_ = 0;
   std::deque<detail::SendItem> pending_;  // frames queued before any stream was up
+  const bool initiator_;
+  bool opened_ = false;  // initiator: streams opened; acceptor: asked for them
   bool closed_ = false;
 };
 
 class TcpLane final : public LaneTransport, public StreamOwner {
  public:
   TcpLane(const EngineConfig& config, const detail::Identity& self, Poller& poller,
-          FrameHandler& handler);
+          FrameHandler& handler, ControlSender& control);
   [[nodiscard]] const Capabilities& caps() const override { return caps_; }
   std::optional<std::string> offer(detail::PeerLink& link) override;
   Result<std::string> accept(detail::PeerLink& link, std::string_view blob) override;
   Status complete(detail::PeerLink& link, std::optional<std::string_view> blob) override;
   Status open_self(detail::PeerLink&) override;
   Status adopt_connection(detail::PeerLink& link, int fd, std::uint32_t index) override;
+  // kOpenStreams from the acceptor: the initiator opens its streams.
+  Status on_control(detail::PeerLink& link, std::uint64_t kind, std::string_view body) override;
+  static constexpr std::uint64_t kOpenStreams = 1;
   int progress() override { return 0; }  // its streams are driven by the poller
   bool prepare_sleep() override { return true; }
   void end_sleep() override {}
@@ -76,6 +86,11 @@ class TcpLane final : public LaneTransport, public StreamOwner {
   void give_buffer(std::string&& b) override { handler_.give_buffer(std::move(b)); }
 
   Poller& poller() { return poller_; }
+  // The initiator's streams for `link` (connect, then a Hello that joins the link).
+  Status open_streams(detail::PeerLink& link, TcpEndpoint& ep);
+  // The acceptor's request for them.
+  void ask_for_streams(detail::PeerLink& link);
+  FrameHandler& handler() { return handler_; }
 
  private:
   TcpEndpoint* endpoint_of(const FramedSocket& s) const;
@@ -85,6 +100,7 @@ class TcpLane final : public LaneTransport, public StreamOwner {
   const detail::Identity& self_;
   Poller& poller_;
   FrameHandler& handler_;
+  ControlSender& control_;
   Capabilities caps_;
 };
 
