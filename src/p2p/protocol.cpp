@@ -132,7 +132,10 @@ void Protocol::send_control(PeerEndpoint& ep, FrameType type, std::uint64_t id, 
 bool Protocol::send_data(Link& link, PeerEndpoint& ep, DataTarget target, std::uint64_t id,
                          const std::byte* data, std::uint64_t len, const ReqPtr& req,
                          detail::RegionRecord* pin_each, std::uint64_t base) {
-  const std::size_t paths = ep.paths();
+  // A put session opens with its Put frame, on the endpoint's first path: its Data must not
+  // overtake it on another stream. Receives and get replies are registered before their Data can
+  // be asked for, so theirs may spread.
+  const std::size_t paths = target == DataTarget::PutSession ? 1 : ep.paths();
   std::uint64_t chunk = ep.caps().max_frame_payload;
   if (paths > 1) chunk = std::max<std::uint64_t>(256 * 1024, std::min(chunk, len / paths + 1));
   if (pin_each != nullptr && len > 0 &&
@@ -155,7 +158,7 @@ bool Protocol::send_data(Link& link, PeerEndpoint& ep, DataTarget target, std::u
       item.on_written = SendItem::SendProgress;
     }
     item.pinned = pin_each;
-    item.path = path++;  // spread over the endpoint's paths, round-robin
+    item.path = paths > 1 ? path++ : 0;  // spread over the endpoint's paths, round-robin
     ep.send(std::move(item));
     if (link.state == PeerLink::State::Failed) {
       // Items not yet queued still hold their pins.

@@ -11,6 +11,7 @@
 
 #include <orbite/communicator.h>
 #include <orbite/store.h>
+#include <orbite/transfer.h>
 
 #include "p2p/shm/vm_copy.h"
 
@@ -204,6 +205,35 @@ TEST_F(CommP2pStreams, StripedRendezvousArrivesWhole) {
   }
   EXPECT_EQ(comms_[0].engine().stats().single_copy_bytes, 0U);
   EXPECT_EQ(comms_[0].engine().stats().protocol_errors, 0U);
+}
+
+// A put opens its session with its Put frame: its Data stays behind it on the same stream (an
+// earlier version striped it, and Data could overtake the Put on another stream: a protocol
+// error). Gets stripe their replies. Large enough to be striped, many times over.
+TEST_F(CommP2pStreams, StripedPutsAndGetsKeepTheirOrder) {
+  constexpr std::uint64_t kLen = 5 * 1024 * 1024 + 11;
+  std::vector<std::uint8_t> src = pattern(kLen, 5), dst(kLen, 0), back(kLen, 0);
+  TransferEngine& a = comms_[0].engine();
+  TransferEngine& b = comms_[1].engine();
+  auto src_r = a.register_memory(src.data(), kLen);
+  auto back_r = a.register_memory(back.data(), kLen);
+  auto dst_r = b.register_memory(dst.data(), kLen);
+  ASSERT_TRUE(src_r.ok() && back_r.ok() && dst_r.ok());
+  auto remote = RemoteRegion::from_bytes(dst_r->export_descriptor().bytes());
+  ASSERT_TRUE(remote.ok()) << remote.status().to_string();
+  TransferOptions tcp;
+  tcp.transport = Transport::Tcp;
+  for (int round = 0; round < 12; ++round) {
+    auto put = a.put(*src_r, 0, *remote, 0, kLen, tcp);
+    ASSERT_TRUE(put.ok()) << put.status().to_string();
+    ASSERT_TRUE(put->wait(30s).ok()) << "round " << round;
+    auto get = a.get(*back_r, 0, *remote, 0, kLen, tcp);
+    ASSERT_TRUE(get.ok()) << get.status().to_string();
+    ASSERT_TRUE(get->wait(30s).ok()) << "round " << round;
+  }
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(back, src);
+  EXPECT_EQ(a.stats().protocol_errors + b.stats().protocol_errors, 0U);
 }
 
 }  // namespace
