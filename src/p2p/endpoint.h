@@ -29,3 +29,12 @@ struct PeerRef {
 };
 
 }  // namespace orbite::detail
+
+namespace orbite::p2p {
+
+// An engine ID as logs and errors name it: its first 8 hex digits.
+inline std::string short_id(const std::string& id) {
+  return id.substr(0, 8);
+}
+
+}  // namespace orbite::p2p

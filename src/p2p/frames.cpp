@@ -14,10 +14,6 @@ using detail::PeerLink;
 
 namespace {
 
-std::string short_id(const std::string& id) {
-  return id.substr(0, 8);
-}
-
 // An Eager or Rts frame as the matching queues keep it (Eager's payload is added by the caller).
 detail::Arrival arrival_of(const FrameHeader& h, PeerEndpoint& from) {
   detail::Arrival a;

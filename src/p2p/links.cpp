@@ -20,9 +20,6 @@ namespace {
 constexpr std::size_t kMaxSpareBuffer = 1 << 20;
 constexpr std::size_t kMaxSpareBuffers = 256;
 
-std::string short_id(const std::string& id) {
-  return id.substr(0, 8);
-}
 }  // namespace
 
 // Drains the lane's eventfd: its only job is to end the worker's epoll_wait.

@@ -22,10 +22,6 @@ namespace {
 constexpr std::uint64_t kShareMin = 256 * 1024;
 constexpr std::size_t kMaxReorder = 1 << 16;
 
-std::string short_id(const std::string& id) {
-  return id.substr(0, 8);
-}
-
 }  // namespace
 
 Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) {

@@ -10,12 +10,6 @@ using detail::Inflight;
 using detail::OpKind;
 using detail::PeerLink;
 
-namespace {
-std::string short_id(const std::string& id) {
-  return id.substr(0, 8);
-}
-}  // namespace
-
 void Protocol::issue_put_get(Link& link, const ReqPtr& req) {
   auto routed = route(link, *req);
   if (!routed.ok()) return detail::complete_request(*req, routed.status());

@@ -12,12 +12,6 @@ namespace orbite::p2p {
 using detail::PeerLink;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-std::string short_id(const std::string& id) {
-  return id.substr(0, 8);
-}
-}  // namespace
-
 class ControlPlane::ListenWatch final : public Watcher {
  public:
   explicit ListenWatch(ControlPlane& c) : channel_(c) {}

@@ -22,10 +22,6 @@ constexpr std::size_t kMaxRingName = 255;
 
 std::atomic<std::uint64_t> g_ring_counter{0};
 
-std::string short_id(const std::string& id) {
-  return id.substr(0, 8);
-}
-
 std::string encode_blob(const ShmRing& ring) {
   std::string out;
   wire::Writer w(out);

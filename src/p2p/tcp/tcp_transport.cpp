@@ -14,9 +14,6 @@ namespace {
 // streams share a large message.
 constexpr std::uint64_t kTcpChunk = 4 * 1024 * 1024;
 
-std::string short_id(const std::string& id) {
-  return id.substr(0, 8);
-}
 }  // namespace
 
 TcpEndpoint::TcpEndpoint(TcpLane& lane, PeerLink& link, bool initiator)
