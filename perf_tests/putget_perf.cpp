@@ -253,19 +253,7 @@ int main(int argc, char** argv) {
                     "bytes / time",
                     "iterations shrink above 2G moved per point (at least 3); the JSON rows "
                     "hold the counts"}};
-      // One transfer between two ranks: its bus bandwidth is its bandwidth (nccl-tests'
-      // sendrecv_perf counts busbw = algbw); the closing Avg line averages put and get alike, as
-      // nccl-tests averages out of place and in place.
-      report.emplace(std::move(info), o,
-                     std::vector<perf::Column>{
-                         {"size(B)", "size", 0},
-                         {"put(us)", "put_lat_us", 2},
-                         {"get(us)", "get_lat_us", 2},
-                         {.header = "put(GB/s)", .key = "put_bw_gbps", .bus_bandwidth = true},
-                         {.header = "get(GB/s)", .key = "get_bw_gbps", .bus_bandwidth = true},
-                         {"#wrong", "wrong", 0},
-                         {"lat_iters", "lat_iters", 0, false},
-                         {"bw_iters", "bw_iters", 0, false}});
+      report.emplace(std::move(info), o, perf::putget_columns());
       report->print_header();
     }
     // This table's own count for its footer; `wrong` keeps every table's for the exit status.

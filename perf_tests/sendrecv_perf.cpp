@@ -274,16 +274,7 @@ int main(int argc, char** argv) {
                     "stream; bytes / time",
                     "iterations shrink above 2G moved per point (at least 3); the JSON rows "
                     "hold the counts"}};
-      // One transfer between two ranks: its bus bandwidth is its algbw (nccl-tests'
-      // sendrecv_perf counts busbw = algbw), what the closing Avg line averages.
-      report.emplace(std::move(info), o,
-                     std::vector<perf::Column>{
-                         {"size(B)", "size", 0},
-                         {"lat(us)", "lat_us", 2},
-                         {.header = "algbw(GB/s)", .key = "bw_gbps", .bus_bandwidth = true},
-                         {"#wrong", "wrong", 0},
-                         {"lat_iters", "lat_iters", 0, false},
-                         {"bw_iters", "bw_iters", 0, false}});
+      report.emplace(std::move(info), o, perf::sendrecv_columns());
       report->print_header();
     }
     // This table's own count for its footer; `wrong` keeps every table's for the exit status.

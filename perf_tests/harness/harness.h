@@ -171,12 +171,21 @@ struct Column {
   // A text column: the cell holds an index into labels, printed (and written to JSON) as that
   // label. Lets a row carry a type or an operator name while cells stay numbers.
   std::vector<std::string> labels = {};
+
   // A title printed above a run of adjacent columns with the same group ("out-of-place").
   std::string group = {};
   // A bus bandwidth (GB/s) in nccl-tests' sense: a table with such columns ends with nccl-tests'
   // closing lines, whose "Avg bus bandwidth" is the mean of these cells (see Report::finish).
   bool bus_bandwidth = false;
 };
+
+// The table layouts of the point-to-point sweeps, shared by OrbiTE's and the MPI references' so
+// that compare-mpi.sh reads the same keys from both. One transfer between two ranks: its bus
+// bandwidth is its bandwidth (nccl-tests' sendrecv_perf counts busbw = algbw); putget's closing
+// Avg line averages put and get alike, as nccl-tests averages out of place and in place.
+std::vector<Column> sendrecv_columns();
+std::vector<Column> putget_columns();
+
 // A value, or nullopt: printed "N/A" and written as JSON null.
 using Cell = std::optional<double>;
 

@@ -255,4 +255,24 @@ bool Report::finish(std::uint64_t wrong_bytes) {
   return ok;
 }
 
+std::vector<Column> sendrecv_columns() {
+  return {{"size(B)", "size", 0},
+          {"lat(us)", "lat_us", 2},
+          {.header = "algbw(GB/s)", .key = "bw_gbps", .bus_bandwidth = true},
+          {"#wrong", "wrong", 0},
+          {"lat_iters", "lat_iters", 0, false},
+          {"bw_iters", "bw_iters", 0, false}};
+}
+
+std::vector<Column> putget_columns() {
+  return {{"size(B)", "size", 0},
+          {"put(us)", "put_lat_us", 2},
+          {"get(us)", "get_lat_us", 2},
+          {.header = "put(GB/s)", .key = "put_bw_gbps", .bus_bandwidth = true},
+          {.header = "get(GB/s)", .key = "get_bw_gbps", .bus_bandwidth = true},
+          {"#wrong", "wrong", 0},
+          {"lat_iters", "lat_iters", 0, false},
+          {"bw_iters", "bw_iters", 0, false}};
+}
+
 }  // namespace orbite::perf

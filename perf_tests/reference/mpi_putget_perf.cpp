@@ -245,17 +245,7 @@ int main(int argc, char** argv) {
                     "bytes / time",
                     "iterations shrink above 2G moved per point (at least 3); the JSON rows "
                     "hold the counts"}};
-      // busbw = bandwidth for one transfer between two ranks (as in putget_perf.cpp).
-      report.emplace(std::move(info), o,
-                     std::vector<perf::Column>{
-                         {"size(B)", "size", 0},
-                         {"put(us)", "put_lat_us", 2},
-                         {"get(us)", "get_lat_us", 2},
-                         {.header = "put(GB/s)", .key = "put_bw_gbps", .bus_bandwidth = true},
-                         {.header = "get(GB/s)", .key = "get_bw_gbps", .bus_bandwidth = true},
-                         {"#wrong", "wrong", 0},
-                         {"lat_iters", "lat_iters", 0, false},
-                         {"bw_iters", "bw_iters", 0, false}});
+      report.emplace(std::move(info), o, perf::putget_columns());
       report->print_header();
     }
     for (std::uint64_t bytes : perf::size_list(o)) {

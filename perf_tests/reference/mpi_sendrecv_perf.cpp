@@ -259,15 +259,7 @@ int main(int argc, char** argv) {
                     "stream; bytes / time",
                     "iterations shrink above 2G moved per point (at least 3); the JSON rows "
                     "hold the counts"}};
-      // busbw = algbw for one transfer between two ranks, as nccl-tests' sendrecv_perf counts it.
-      report.emplace(std::move(info), o,
-                     std::vector<perf::Column>{
-                         {"size(B)", "size", 0},
-                         {"lat(us)", "lat_us", 2},
-                         {.header = "algbw(GB/s)", .key = "bw_gbps", .bus_bandwidth = true},
-                         {"#wrong", "wrong", 0},
-                         {"lat_iters", "lat_iters", 0, false},
-                         {"bw_iters", "bw_iters", 0, false}});
+      report.emplace(std::move(info), o, perf::sendrecv_columns());
       report->print_header();
     }
     for (std::uint64_t bytes : perf::size_list(o)) {

@@ -284,6 +284,45 @@ TEST_P(EngineFaultTest, PeerOfAnotherFrameVersionFailsTheHandshakeClearly) {
   expect_a_serves_b(77);
 }
 
+// TransportControl frames on the control connection are checked like every other frame: one for
+// a transport this engine lacks, one of a kind its transport does not define, and one on a data
+// stream are protocol errors that fail that peer only.
+TEST_P(EngineFaultTest, BadTransportControlFailsThatPeerOnly) {
+  struct Case {
+    const char* what;
+    std::uint64_t transport;
+    std::uint64_t kind;
+    bool on_control;
+    const char* named;
+  };
+  const Case cases[] = {
+      {"an unknown transport", 9, 1, true, "transport 9, which this engine does not have"},
+      {"a kind shm does not define", 0, 7, true, "shm control message 7"},
+      {"a kind tcp does not define", 3, 5, true, "tcp control message 5"},
+      {"on a data stream", 3, 1, false, "TransportControl outside the control connection"},
+  };
+  std::uint64_t seed = 90;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto fake = connected_fake();
+    ASSERT_NE(fake, nullptr);
+    const auto errors = a_->stats().protocol_errors;
+    Request get = get_from_fake(*fake);
+    ASSERT_TRUE(get.valid());
+    FrameHeader h;
+    h.type = FrameType::TransportControl;
+    h.a = c.transport;
+    h.b = c.kind;
+    const std::string frame = FakePeer::frame(h);
+    ASSERT_TRUE((c.on_control ? fake->send_control_bytes(frame) : fake->send_bytes(frame)).ok());
+    Status st = get.wait(kWait);
+    EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
+    EXPECT_CONTAINS(st.message(), c.named);
+    EXPECT_EQ(a_->stats().protocol_errors, errors + 1);
+    expect_a_serves_b(seed++);
+  }
+}
+
 TEST_P(EngineFaultTest, ClosedEngineCancelsNewWork) {
   Guarded dst(64);
   MemoryRegion dst_r = must_register(*b_, dst.data(), 64);

@@ -182,6 +182,13 @@ class FakePeer {
   [[nodiscard]] const std::string& id() const { return id_; }
   [[nodiscard]] bool connected() const { return fd_.valid(); }
 
+  // On the control connection, after the handshake too.
+  Status send_control_bytes(const std::string& bytes) {
+    return net::write_all(fd_.get(),
+                          std::span(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
+                          Deadline::after(kWait), "fake peer control write");
+  }
+
   // On the tcp data stream once hello() opened it, on the control connection before.
   Status send_bytes(const std::string& bytes) {
     return net::write_all(io(),

@@ -616,13 +616,10 @@ TEST(RemoteRegion, TruncatedFlippedOrExtendedBytesAreRejected) {
   EXPECT_TRUE(engine->close(std::chrono::seconds(10)).ok());
 }
 
-// Version 1 (before per-transport blobs) named its transports by a mask; it still decodes, and
-// re-encodes as version 2 with an empty blob per transport.
-TEST(RemoteRegion, VersionOneStillDecodes) {
-  std::string v1;
-  wire::Writer w(v1);
+// The fields every descriptor version shares, as RemoteRegion::bytes() writes them.
+void descriptor_prefix(wire::Writer& w, std::uint8_t version, std::uint8_t rights) {
   w.put<std::uint32_t>(0x4f52524d);
-  w.put<std::uint8_t>(1);
+  w.put<std::uint8_t>(version);
   w.put_bytes("0123456789abcdef0123456789abcdef");
   w.put_bytes("127.0.0.1:4000");
   w.put_bytes("node:boot");
@@ -630,7 +627,15 @@ TEST(RemoteRegion, VersionOneStillDecodes) {
   w.put<std::uint64_t>(5);
   w.put<std::uint64_t>(1);
   w.put<std::uint64_t>(4096);
-  w.put<std::uint8_t>(1);  // read only
+  w.put<std::uint8_t>(rights);
+}
+
+// Version 1 (before per-transport blobs) named its transports by a mask; it still decodes, and
+// re-encodes as version 2 with an empty blob per transport.
+TEST(RemoteRegion, VersionOneStillDecodes) {
+  std::string v1;
+  wire::Writer w(v1);
+  descriptor_prefix(w, 1, 1);  // read only
   w.put<std::uint32_t>((1u << static_cast<unsigned>(Transport::Tcp)) |
                        (1u << static_cast<unsigned>(Transport::Shm)));
   auto r = RemoteRegion::from_bytes(v1);
@@ -652,16 +657,7 @@ TEST(RemoteRegion, TransportEntriesAreChecked) {
   auto encode = [](std::vector<std::pair<std::uint8_t, std::string>> entries) {
     std::string out;
     wire::Writer w(out);
-    w.put<std::uint32_t>(0x4f52524d);
-    w.put<std::uint8_t>(2);
-    w.put_bytes("0123456789abcdef0123456789abcdef");
-    w.put_bytes("127.0.0.1:4000");
-    w.put_bytes("node:boot");
-    w.put<std::int64_t>(77);
-    w.put<std::uint64_t>(5);
-    w.put<std::uint64_t>(1);
-    w.put<std::uint64_t>(4096);
-    w.put<std::uint8_t>(3);
+    descriptor_prefix(w, 2, 3);
     w.put<std::uint8_t>(static_cast<std::uint8_t>(entries.size()));
     for (const auto& [id, blob] : entries) {
       w.put<std::uint8_t>(id);
@@ -679,6 +675,34 @@ TEST(RemoteRegion, TransportEntriesAreChecked) {
   auto big = RemoteRegion::from_bytes(encode({{3, std::string(4097, 'k')}}));
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().code(), Errc::InvalidArgument);
+}
+
+// A transport's entry is its memory domain's to check: tcp needs no key, so a descriptor whose
+// tcp entry carries bytes (forged, or from a newer engine) decodes, but a put or get over it is
+// refused before anything is queued, naming the transport.
+TEST(RemoteRegion, ATransportsDomainRefusesABlobItDoesNotKnow) {
+  auto engine = loopback_engine(true);
+  ASSERT_NE(engine, nullptr);
+  std::vector<std::byte> mem(64);
+  auto local = engine->register_memory(mem.data(), mem.size());
+  ASSERT_TRUE(local.ok());
+  std::string bytes;
+  wire::Writer w(bytes);
+  descriptor_prefix(w, 2, 3);
+  w.put<std::uint8_t>(1);
+  w.put<std::uint8_t>(3);  // tcp
+  w.put_bytes("key?");
+  auto remote = RemoteRegion::from_bytes(bytes);
+  ASSERT_TRUE(remote.ok()) << remote.status().to_string();
+  const auto submitted = engine->stats().requests_submitted;
+  for (bool put : {true, false}) {
+    auto r = put ? engine->put(*local, 0, *remote, 0, 16) : engine->get(*local, 0, *remote, 0, 16);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Errc::InvalidArgument);
+    EXPECT_CONTAINS(r.status().message(), "4 bytes for tcp, which needs none");
+  }
+  EXPECT_EQ(engine->stats().requests_submitted, submitted);
+  EXPECT_TRUE(engine->close(std::chrono::seconds(10)).ok());
 }
 
 }  // namespace
