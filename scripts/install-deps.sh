@@ -11,6 +11,9 @@ packages=(
   libibverbs-dev
   ibverbs-utils       # ibv_devices/ibv_devinfo, run against softverbs by its tests
   iproute2            # ip netns/link: softverbs' rail test cuts a veth link
+  perftest            # ib_write_bw/ib_read_bw: softverbs.perftest runs them unchanged on softverbs
+  rdmacm-utils        # rping/ucmatose: librdmacm programs, loaded against softverbs' exports
+  python3-pyverbs     # rdma-core's Python bindings: softverbs.pyverbs lists devices with them
   libopenmpi-dev openmpi-bin
   clang-format clang-tidy
   libgloo-dev         # the Gloo all_reduce reference of the collective benchmarks

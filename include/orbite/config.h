@@ -39,6 +39,10 @@ enum class RdmaCudaMemory : std::uint8_t { Staged, Direct };
 enum class GpuDirectRegistration : std::uint8_t { Auto, Dmabuf, Peermem };
 // The guide's name for the progress mode.
 using RdmaProgressMode = ProgressMode;
+// Whether the engine installs its RDMA transport: auto when the verbs library loads and a device
+// passes the capability checks, on (failure is an engine creation error), off (the library is
+// never loaded).
+enum class RdmaEnable : std::uint8_t { Auto, On, Off };
 
 // TENT's SchedulingParams for bandwidth-aware NIC selection.
 struct SchedulingParams {
@@ -51,6 +55,10 @@ struct SchedulingParams {
 };
 
 struct ORBITE_API RdmaConfig {
+  RdmaEnable enable = RdmaEnable::Auto;
+  // What dlopen is given for the verbs library (also ORBITE_IBVERBS_LIBRARY). The first load in
+  // a process wins: a later engine naming another path fails with a Configuration error.
+  std::string ibverbs_library = "libibverbs.so.1";
   // Device, port and GID pins. Unset lets discovery choose; a pin never falls back.
   std::optional<std::string> device;
   std::optional<std::uint32_t> port;

@@ -9,6 +9,7 @@
 
 #include <orbite/config.h>
 #include <orbite/export.h>
+#include <orbite/rdma.h>
 #include <orbite/status.h>
 
 #include <array>
@@ -237,6 +238,8 @@ class ORBITE_API TransferEngine {
   Status close(Duration timeout = std::chrono::seconds(30));
 
   [[nodiscard]] EngineStats stats() const;
+  // The RDMA transport's counters and contexts (installed = false when it is not installed).
+  [[nodiscard]] RdmaStats rdma_stats() const;
 
  private:
   friend class Communicator;

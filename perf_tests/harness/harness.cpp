@@ -321,8 +321,9 @@ Options parse_options(int argc, char** argv, const Program& program, bool print_
       while (true) {
         const auto comma = rest.find(',');
         const std::string one(rest.substr(0, comma));
-        if (one != "unspec" && one != "tcp" && one != "shm") {
-          p.error("flag " + shown + ": expected unspec, tcp, shm or a list such as shm,tcp, got " +
+        if (one != "unspec" && one != "tcp" && one != "shm" && (one != "rdma" || !program.rdma)) {
+          p.error("flag " + shown + ": expected unspec, tcp, shm" +
+                  std::string(program.rdma ? ", rdma" : "") + " or a list such as shm,tcp, got " +
                   quoted(v));
         }
         o.transports.push_back(one);

@@ -66,6 +66,8 @@ struct Program {
   std::string transport_help = {};
   // The binary measures one transport per run: a list given to --transport is a usage error.
   bool single_transport = false;
+  // --transport also accepts rdma (the binary measures put/get).
+  bool rdma = false;
 };
 
 // Parses the command line over `defaults`. -h prints the usage and exits 0; a bad flag prints an

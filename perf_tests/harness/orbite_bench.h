@@ -21,6 +21,7 @@ inline constexpr Duration kOpTimeout = std::chrono::seconds(120);
 inline Transport transport_from_flag(const std::string& name) {
   if (name == "tcp") return Transport::Tcp;
   if (name == "shm") return Transport::Shm;
+  if (name == "rdma") return Transport::Rdma;
   return Transport::Unspec;
 }
 
@@ -37,6 +38,14 @@ inline std::vector<std::string> transports_to_measure(const Options& options,
 inline TransferOptions transfer_options(const Options& options) {
   TransferOptions t;
   t.transport = transport_from_flag(options.transport);
+  return t;
+}
+
+// The benchmark's own messages between the ranks (descriptors, "done" words): the measured
+// transport, except RDMA, which carries put/get only so far.
+inline TransferOptions control_options(const Options& options) {
+  TransferOptions t = transfer_options(options);
+  if (t.transport == Transport::Rdma) t.transport = Transport::Unspec;
   return t;
 }
 
@@ -122,7 +131,8 @@ inline std::string describe_routes(const EngineStats& before, const EngineStats&
     const TransportStats& a = after.of(t);
     const TransportStats& b = before.of(t);
     if (t != Transport::Tcp && t != Transport::Shm && a.frames_sent == b.frames_sent &&
-        a.frames_received == b.frames_received) {
+        a.frames_received == b.frames_received && a.bytes_sent == b.bytes_sent &&
+        a.bytes_received == b.bytes_received) {
       continue;  // transports this engine does not have stay out of the line
     }
     if (!out.empty()) out += "; ";

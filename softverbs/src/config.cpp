@@ -4,11 +4,13 @@
 // {"devices": [{"bind": "127.0.0.1", "rate_gbps": 100, "numa_node": 0,
 //               "pci_bus_id": "0000:17:00.0", "port_state": "ACTIVE",
 //               "gids": ["::ffff:10.0.0.1", "fe80::1"], "netns": "rail_a",
-//               "faults": ["delay 50", "disable mw"]}],
+//               "faults": ["delay 50", "disable mw"], "mw_strict": true, "mw_index_limit": 0}],
 //  "port_base": 21000}
 // port_base (default 21000) is shared by all devices: see kSlots in internal.h. "netns" puts
 // the device's sockets in a network namespace (/var/run/netns/<name>, or an absolute path).
 // "faults" are control commands (control.cpp) without the device name, run at first use.
+// "mw_strict" (default true) and "mw_index_limit" (default 0, no limit) set the memory window
+// keys and indices (mw.cpp), as the commands mw_strict and mw_index_limit do.
 //
 // Devices are named soft_<index> in file order. GID 0 is always the IPv4-mapped bind address
 // (as RoCEv2 builds it from the interface address); "gids" adds entries after it.
@@ -202,6 +204,22 @@ class Fields {
     *out = v->get<double>();
     return true;
   }
+  bool boolean(const char* key, bool* out) {
+    const Json* v = find(key);
+    if (v == nullptr) return true;
+    if (!v->is_boolean()) return wrong(key, "true or false", *v);
+    *out = v->get<bool>();
+    return true;
+  }
+  bool count(const char* key, uint32_t max, uint32_t* out) {
+    const Json* v = find(key);
+    if (v == nullptr) return true;
+    if (!v->is_number_unsigned() || v->get<uint64_t>() > max) {
+      return wrong(key, ("an integer 0.." + std::to_string(max)).c_str(), *v);
+    }
+    *out = static_cast<uint32_t>(v->get<uint64_t>());
+    return true;
+  }
   bool numa_node(const char* key, int* out) {
     const Json* v = find(key);
     if (v == nullptr) return true;
@@ -283,7 +301,9 @@ bool parse_file(const char* path, std::vector<DeviceConfig>* out, std::string* e
     if (!f.text("bind", &d.bind) || !f.number("rate_gbps", &d.rate_gbps) ||
         !f.numa_node("numa_node", &d.numa_node) || !f.text("pci_bus_id", &d.pci_bus_id) ||
         !f.text("port_state", &state) || !f.text("netns", &d.netns) ||
-        !f.texts("faults", &d.faults) || !f.texts("gids", &gids)) {
+        !f.texts("faults", &d.faults) || !f.texts("gids", &gids) ||
+        !f.boolean("mw_strict", &d.mw_strict) ||
+        !f.count("mw_index_limit", kMwIndexCount, &d.mw_index_limit)) {
       return false;
     }
     if (jd.contains("port_state") && !parse_state(state, &d.port_state)) {

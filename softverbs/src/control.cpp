@@ -8,6 +8,7 @@
 //   gid DEV INDEX GID|delete  rate         DEV GBPS
 //   delay DEV MICROSECONDS    fail_wr      DEV QPN|* NTH [STATUS]
 //   drop DEV QPN              disable|enable DEV mw|send_inv
+//   mw_strict DEV on|off      mw_index_limit DEV N (0: none)
 #include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -80,13 +81,15 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
   for (std::string w; in >> w;) words.push_back(w);
   if (words.empty()) return "empty command";
   c->verb = words[0];
-  static const char* const verbs[] = {"port", "gid",  "rate",    "delay", "fail_wr",
-                                      "drop", "show", "disable", "enable"};
+  static const char* const verbs[] = {"port",    "gid",       "rate",          "delay",
+                                      "fail_wr", "drop",      "show",          "disable",
+                                      "enable",  "mw_strict", "mw_index_limit"};
   bool known = false;
   for (const char* v : verbs) known = known || c->verb == v;
   if (!known) {
     return "unknown command '" + c->verb +
-           "' (port, gid, rate, delay, fail_wr, drop, show, disable, enable)";
+           "' (port, gid, rate, delay, fail_wr, drop, show, disable, enable, mw_strict, "
+           "mw_index_limit)";
   }
   if (words.size() < 2) return c->verb + ": missing device";
   if (resolve) {
@@ -139,6 +142,15 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
     if (a[0] != "mw" && a[0] != "send_inv") {
       return c->verb + ": feature '" + a[0] + "' is not mw or send_inv";
     }
+  } else if (c->verb == "mw_strict") {
+    if (auto e = want(1, 1, "on|off"); !e.empty()) return e;
+    if (a[0] != "on" && a[0] != "off") return "mw_strict: '" + a[0] + "' is not on or off";
+  } else if (c->verb == "mw_index_limit") {
+    if (auto e = want(1, 1, "N"); !e.empty()) return e;
+    if (!parse_u64(a[0], &u) || u > kMwIndexCount) {
+      return "mw_index_limit: '" + a[0] + "' is not 0.." + std::to_string(kMwIndexCount) +
+             " (0: no limit)";
+    }
   } else {  // show
     if (auto e = want(0, 0, ""); !e.empty()) return e;
   }
@@ -160,7 +172,8 @@ std::string show(DeviceState& st) {
     o << " link " << (st.link_up ? "up" : "down") << " rate " << st.rate_gbps;
   }
   o << " delay_us " << st.delay_ns / 1000 << (st.mw_disabled ? " mw off" : "")
-    << (st.send_inv_disabled ? " send_inv off" : "");
+    << (st.send_inv_disabled ? " send_inv off" : "") << (st.mw_strict ? "" : " mw_strict off");
+  if (const uint32_t limit = st.mw_index_limit; limit != 0) o << " mw_index_limit " << limit;
   std::lock_guard lock(st.gid_mu);
   o << " gids";
   for (const ibv_gid& g : st.gids) o << " " << gid_text(g);
@@ -258,6 +271,11 @@ int execute_command(const std::string& command, std::string* reply) {
     }
   } else if (c.verb == "disable" || c.verb == "enable") {
     (a[0] == "mw" ? st.mw_disabled : st.send_inv_disabled) = c.verb == "disable";
+  } else if (c.verb == "mw_strict") {
+    st.mw_strict = a[0] == "on";
+  } else if (c.verb == "mw_index_limit") {
+    // Windows already allocated above a lowered limit stay; new ones must fit below it.
+    st.mw_index_limit = static_cast<uint32_t>(std::stoul(a[0]));
   } else {
     *reply = show(st);
   }

@@ -11,24 +11,28 @@
 #include <new>
 
 #include "internal.h"
+#include "provider_abi.h"
 
 #undef ibv_query_port
 
-// Declared by rdma-core's driver.h (not installed): the GID type as sysfs spells it.
-enum ibv_gid_type_sysfs { IBV_GID_TYPE_SYSFS_IB_ROCE_V1, IBV_GID_TYPE_SYSFS_ROCE_V2 };
-
 extern "C" {
 int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size);
-int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
-                       ibv_gid_type_sysfs* type);
 }
 
 namespace softverbs {
 namespace {
 
+// rdma-core's providers reach their own state from an ibv_device through the verbs_device
+// around it, whose first member after the ibv_device is the provider's ops pointer (their
+// mlx5dv_*/efadv_* calls compare it with their own ops to tell their devices from others).
+// A softverbs device has that pointer in the same place, pointing at a softverbs object, so
+// those calls see a device of another provider and fail with EOPNOTSUPP as they do there.
+const char kSoftverbsOps[] = "softverbs";
+
 struct DeviceBox {
   ibv_device ibv;
-  int index;
+  const void* provider_ops = kSoftverbsOps;  // where verbs_device::ops is
+  int index = 0;
 };
 
 // The device structs live for the whole process, as rdma-core's do.
@@ -68,13 +72,19 @@ void fill_device_attr(DeviceState& st, ibv_device_attr* a) {
   a->hw_ver = 1;
   a->max_qp = 1 << 15;
   a->max_qp_wr = 1 << 14;
+  // MEM_MGT_EXTENSIONS: local invalidation and SEND_WITH_INV (ibv_query_device(3)), so it
+  // goes with either "disable mw" (no LOCAL_INV) or "disable send_inv".
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
-                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
-  a->max_mw = 1 << 20;
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+                        IBV_DEVICE_MEM_MGT_EXTENSIONS;
+  const uint32_t limit = st.mw_index_limit.load();
+  a->max_mw = limit != 0 ? static_cast<int>(limit) : 1 << 20;
   if (st.mw_disabled.load()) {
-    a->device_cap_flags &= ~(IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+    a->device_cap_flags &=
+        ~(IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_MEM_MGT_EXTENSIONS);
     a->max_mw = 0;
   }
+  if (st.send_inv_disabled.load()) a->device_cap_flags &= ~IBV_DEVICE_MEM_MGT_EXTENSIONS;
   a->max_sge = 32;
   a->max_sge_rd = 32;
   a->max_cq = 1 << 16;
@@ -121,13 +131,25 @@ int query_port_ext(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t l
   return 0;
 }
 
+// The caller's struct may be an older, shorter revision: only its first `size` bytes are ours.
 int query_device_ext(ibv_context* ctx, const ibv_query_device_ex_input* input,
                      ibv_device_attr_ex* attr, size_t size) {
   if (input != nullptr && input->comp_mask != 0) return EINVAL;
   if (size < sizeof(attr->orig_attr)) return EINVAL;
-  std::memset(attr, 0, size < sizeof(*attr) ? size : sizeof(*attr));
-  fill_device_attr(*device_of(ctx)->st, &attr->orig_attr);
+  ibv_device_attr_ex full{};
+  fill_device_attr(*device_of(ctx)->st, &full.orig_attr);
+  // The 64-bit flags: the 32 of orig_attr, and none of the extended ones above them.
+  full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
+  full.phys_port_cnt_ex = full.orig_attr.phys_port_cnt;
+  std::memcpy(attr, &full, size < sizeof(full) ? size : sizeof(full));
   return 0;
+}
+
+bool is_zero_gid(const ibv_gid& g) {
+  for (uint8_t b : g.raw) {
+    if (b != 0) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -293,6 +315,7 @@ int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gi
   return 0;
 }
 
+// An empty (all-zero) entry has no type; rdma-core reports it as IB/RoCE v1, as here.
 int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
                        ibv_gid_type_sysfs* type) {
   DeviceState& st = *device_of(context)->st;
@@ -301,16 +324,19 @@ int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int inde
     errno = EINVAL;
     return -1;
   }
-  *type = IBV_GID_TYPE_SYSFS_ROCE_V2;
+  *type = is_zero_gid(st.gids[index]) ? IBV_GID_TYPE_SYSFS_IB_ROCE_V1 : IBV_GID_TYPE_SYSFS_ROCE_V2;
   return 0;
 }
 
+// As the kernel's GID query answers: a port or an index outside the table is EINVAL, an
+// empty (all-zero) entry inside it ENODATA (a GID deleted in the middle of the table).
 int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
                       ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
   DeviceState& st = *device_of(context)->st;
   if (flags != 0 || entry_size < sizeof(ibv_gid_entry)) return EINVAL;
   std::lock_guard lock(st.gid_mu);
-  if (port_num != 1 || gid_index >= st.gids.size()) return ENODATA;
+  if (port_num != 1 || gid_index >= st.gids.size()) return EINVAL;
+  if (is_zero_gid(st.gids[gid_index])) return ENODATA;
   std::memset(entry, 0, entry_size);
   entry->gid = st.gids[gid_index];
   entry->gid_index = gid_index;
@@ -319,20 +345,28 @@ int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_inde
   return 0;
 }
 
+// The valid (non-zero) entries, in index order; -EINVAL when they do not fit in max_entries.
 ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
                              uint32_t flags, size_t entry_size) {
   DeviceState& st = *device_of(context)->st;
   if (flags != 0 || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
-  size_t count = 0;
+  std::vector<ibv_gid> gids;
   {
     std::lock_guard lock(st.gid_mu);
-    count = st.gids.size();
+    gids = st.gids;
   }
-  if (max_entries < count) return -EINVAL;
   auto* p = reinterpret_cast<char*>(entries);
-  for (uint32_t i = 0; i < count; ++i) {
-    _ibv_query_gid_ex(context, 1, i, reinterpret_cast<ibv_gid_entry*>(p + i * entry_size), 0,
-                      entry_size);
+  size_t count = 0;
+  for (uint32_t i = 0; i < gids.size(); ++i) {
+    if (is_zero_gid(gids[i])) continue;
+    if (count == max_entries) return -EINVAL;
+    auto* e = reinterpret_cast<ibv_gid_entry*>(p + count * entry_size);
+    std::memset(e, 0, entry_size);
+    e->gid = gids[i];
+    e->gid_index = i;
+    e->port_num = 1;
+    e->gid_type = IBV_GID_TYPE_ROCE_V2;
+    ++count;
   }
   return static_cast<ssize_t>(count);
 }

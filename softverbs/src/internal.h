@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -40,6 +41,8 @@ struct DeviceConfig {
   std::string sysfs_path;  // fake ibdev_path (class/infiniband/<name>) or empty
   std::string netns;       // network namespace of the bind address ("" = the process's own)
   std::vector<std::string> faults;  // control commands applied when the device is first used
+  bool mw_strict = true;            // a window's bind keeps its index bits (mw.cpp)
+  uint32_t mw_index_limit = 0;      // window indices per context (0: kMwIndexCount)
 };
 
 // Every opened context runs one NIC, which listens on bind:(port_base + slot) with the first
@@ -111,10 +114,13 @@ struct MrInfo {
   ibv_pd* pd = nullptr;
 };
 
-// A type-2B memory window (mw.cpp). Its index is fixed at allocation (the unbound rkey is
-// index << 8, indices from kMwIndexBase); a bind gives it the rkey the bind WR names, any value
-// not in use, as rdma-unit-test's MwType2 cases expect.
+// A type-2B memory window (mw.cpp). Its index is fixed at allocation: the lowest free one from
+// kMwIndexBase (freed indices are reused), at most the device's mw_index_limit of them. Its
+// rkey is index << 8 | a key byte. With mw_strict (the default) a bind's rkey must keep the
+// index (rkey >> 8 == index, as ibv_inc_rkey does), as on hardware; without it, any value not
+// in use by another window or a region (rdma-unit-test's MwType2 cases choose their own).
 inline constexpr uint32_t kMwIndexBase = 0x800000;
+inline constexpr uint32_t kMwIndexCount = 0x800000;  // indices kMwIndexBase .. 0xffffff
 struct MwInfo {
   ibv_pd* pd = nullptr;
   bool bound = false;
@@ -304,6 +310,8 @@ struct DeviceState {
   uint8_t active_width = 0;
   std::atomic<bool> mw_disabled{false};
   std::atomic<bool> send_inv_disabled{false};
+  std::atomic<bool> mw_strict{true};        // "mw_strict DEV on|off"
+  std::atomic<uint32_t> mw_index_limit{0};  // "mw_index_limit DEV N"; 0: kMwIndexCount
   std::atomic<uint64_t> delay_ns{0};
   std::mutex fault_mu;
   std::vector<WrFault> wr_faults;
@@ -352,7 +360,8 @@ struct Device {
   uint32_t next_mr_index = 1;
   std::unordered_map<uint32_t, MwInfo> mws;         // by index, under mr_mu as well
   std::unordered_map<uint32_t, uint32_t> mw_rkeys;  // rkey of a bound window -> index
-  uint32_t next_mw_index = kMwIndexBase;
+  uint32_t next_mw_index = kMwIndexBase;            // above every index handed out so far
+  std::map<uint32_t, uint8_t> free_mws;             // freed indices below it -> their last key byte
   std::mutex qp_mu;
   std::unordered_map<uint32_t, std::shared_ptr<Qp>> qps;
   uint32_t next_qp_index = 0x10;

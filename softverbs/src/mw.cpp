@@ -1,9 +1,14 @@
 // Type-2B memory windows: ibv_alloc_mw/ibv_dealloc_mw (through the context's ops, as the
 // inline verbs call them), binds and local invalidations posted on a QP's SQ, remote
 // invalidation by SEND_WITH_INV, and the checks of remote requests that name a window.
-// A bound window's rkey is the one its bind WR names (bind_mw.rkey: often ibv_inc_rkey of the
-// previous one, but any value not in use by another window or region), and the bind updates
-// mw->rkey to it. Outcomes follow rdma-unit-test's unit MwType2 cases where they name one.
+// A bound window's rkey is the one its bind WR names (bind_mw.rkey), and the bind updates
+// mw->rkey to it. Strict keys (the default, "mw_strict DEV off" to leave them): the rkey must
+// keep the window's index in its upper 24 bits, so only the low 8 bits (what ibv_inc_rkey
+// changes) are the application's choice, as on hardware. Without them, any value not in use
+// by another window or region. Indices are the lowest free ones (a freed index is reused, and
+// starts from the key byte after its last one, so the last key of its previous life is refused),
+// at most mw_index_limit of them (ENOMEM beyond). Outcomes follow rdma-unit-test's MwType2
+// cases where they name one.
 #include <cerrno>
 #include <new>
 
@@ -17,6 +22,10 @@ bool is_mw_key(Device& dev, uint32_t rkey) {
 }
 
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
+  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {  // not a window type
+    errno = EINVAL;
+    return nullptr;
+  }
   if (type != IBV_MW_TYPE_2) {  // type 1 windows are not emulated
     errno = EOPNOTSUPP;
     return nullptr;
@@ -32,15 +41,24 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
     return nullptr;
   }
   std::unique_lock lock(dev->mr_mu);
-  const uint32_t index = dev->next_mw_index++;
-  if (index > 0xffffff) {
+  const bool reuse = !dev->free_mws.empty();
+  const uint32_t index = reuse ? dev->free_mws.begin()->first : dev->next_mw_index;
+  const uint8_t key = reuse ? static_cast<uint8_t>(dev->free_mws.begin()->second + 1) : 0;
+  uint32_t limit = dev->st->mw_index_limit.load();
+  if (limit == 0 || limit > kMwIndexCount) limit = kMwIndexCount;
+  if (index - kMwIndexBase >= limit) {
     delete mw;
     errno = ENOMEM;
     return nullptr;
   }
+  if (reuse) {
+    dev->free_mws.erase(dev->free_mws.begin());
+  } else {
+    ++dev->next_mw_index;
+  }
   MwInfo info;
   info.pd = pd;
-  info.rkey = index << 8;
+  info.rkey = index << 8 | key;
   dev->mws[index] = info;
   mw->context = pd->context;
   mw->pd = pd;
@@ -57,6 +75,7 @@ int dealloc_mw(ibv_mw* mw) {
     auto it = dev->mws.find(mw->handle);
     if (it != dev->mws.end()) {
       if (it->second.bound) dev->mw_rkeys.erase(it->second.rkey);  // invalidated with it
+      dev->free_mws[it->first] = static_cast<uint8_t>(it->second.rkey & 0xff);
       dev->mws.erase(it);
     }
   }
@@ -86,6 +105,9 @@ ibv_wc_status bind_now(Qp& qp, const ibv_send_wr& wr) {
   // must not name another window or a region (BindRKeyReuse, InUseRkey).
   if (w.bound && w.qpn != qp.ibv->qp_num) return IBV_WC_MW_BIND_ERR;
   const uint32_t rkey = wr.bind_mw.rkey;
+  // Strict keys: only the key byte is the application's (ibv_inc_rkey), the index is the
+  // window's.
+  if (dev.st->mw_strict.load() && rkey >> 8 != it->first) return IBV_WC_MW_BIND_ERR;
   auto used = dev.mw_rkeys.find(rkey);
   if ((used != dev.mw_rkeys.end() && used->second != it->first) || dev.mrs.count(rkey) != 0) {
     return IBV_WC_MW_BIND_ERR;

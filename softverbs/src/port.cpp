@@ -41,6 +41,8 @@ std::vector<std::unique_ptr<DeviceState>>& states() {
       st->active_speed = cfg[i].active_speed;
       st->active_width = cfg[i].active_width;
       st->bucket.set_rate(cfg[i].rate_gbps * 1e9 / 8, now_ns());
+      st->mw_strict = cfg[i].mw_strict;
+      st->mw_index_limit = cfg[i].mw_index_limit;
       v->push_back(std::move(st));
     }
     return v;

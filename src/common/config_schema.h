@@ -53,6 +53,8 @@ struct Enum {
 
 inline constexpr std::pair<ProgressMode, std::string_view> kProgressModes[] = {
     {ProgressMode::Polling, "polling"}, {ProgressMode::EventDriven, "event_driven"}};
+inline constexpr std::pair<rdma::RdmaEnable, std::string_view> kRdmaEnable[] = {
+    {rdma::RdmaEnable::Auto, "auto"}, {rdma::RdmaEnable::On, "on"}, {rdma::RdmaEnable::Off, "off"}};
 inline constexpr std::pair<rdma::RdmaHostMemory, std::string_view> kHostMemory[] = {
     {rdma::RdmaHostMemory::Direct, "direct"}, {rdma::RdmaHostMemory::Staged, "staged"}};
 inline constexpr std::pair<rdma::RdmaCudaMemory, std::string_view> kCudaMemory[] = {
@@ -83,6 +85,12 @@ void visit_scheduling(V& v, C& s) {
 
 template <class V, class C>
 void visit_rdma(V& v, C& r) {
+  v.field("enable", r.enable, Enum<rdma::RdmaEnable>{kRdmaEnable},
+          "Install the RDMA transport: auto when the verbs library loads and a device passes the "
+          "capability checks, on (failure fails engine creation), off (never load the library).");
+  v.field("ibverbs_library", r.ibverbs_library, Text{kPathMax, false},
+          "What dlopen is given for the verbs library (alias ORBITE_IBVERBS_LIBRARY); the first "
+          "load in a process wins.");
   v.field(
       "device", r.device, Text{kNameMax, false},
       "Pin this RDMA device (e.g. mlx5_0); null lets discovery choose. A pin never falls back.");
@@ -270,6 +278,7 @@ inline constexpr std::pair<std::string_view, std::string_view> kEnvAliases[] = {
     {"ORBITE_SOCKET_IFNAME", "tcp.interface"},
     {"ORBITE_TOPO_XML", "topology.hwloc_xml"},
     {"ORBITE_ALGO", "coll.algo"},
+    {"ORBITE_IBVERBS_LIBRARY", "rdma.ibverbs_library"},
 };
 
 // ORBITE_* variables read elsewhere (not configuration fields).

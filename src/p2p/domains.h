@@ -6,7 +6,9 @@
 
 #include <array>
 #include <memory>
+#include <string>
 
+#include "p2p/endpoint.h"
 #include "p2p/transport.h"
 
 namespace orbite::p2p {
@@ -14,8 +16,13 @@ namespace orbite::p2p {
 using MemoryDomains = std::array<std::unique_ptr<MemoryDomain>, kTransportCount>;
 
 // The engine's memory domains, indexed by TransportId (null: not built, or not published on).
-MemoryDomains make_memory_domains(const EngineConfig& config);
+// RDMA's is there when rdma.enable lets it install and it did; `rdma_note` says why not
+// otherwise. An error only where rdma.enable = on and RDMA cannot install.
+Result<MemoryDomains> make_memory_domains(const EngineConfig& config, const detail::Identity& self,
+                                          std::string* rdma_note);
 // Which transports this engine has at all (the selection table's "built" column).
-std::array<bool, kTransportCount> built_transports(const EngineConfig& config);
+std::array<bool, kTransportCount> built_transports(const MemoryDomains& domains);
+// The RDMA transport's counters (installed = false and `note` as why_not without it).
+RdmaStats rdma_stats_of(const MemoryDomains& domains, const std::string& note);
 
 }  // namespace orbite::p2p

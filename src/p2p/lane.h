@@ -11,6 +11,7 @@
 #include <string>
 
 #include "p2p/counters.h"
+#include "p2p/domains.h"
 #include "p2p/endpoint.h"
 #include "p2p/registry.h"
 #include "p2p/request.h"
@@ -62,6 +63,6 @@ class LaneProtocol {
 std::unique_ptr<LaneProtocol> make_lane_protocol(const EngineConfig& config,
                                                  const detail::Identity& self,
                                                  RegionRegistry& regions, Counters& counters,
-                                                 int lane_index);
+                                                 const MemoryDomains& domains, int lane_index);
 
 }  // namespace orbite::p2p

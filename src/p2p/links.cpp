@@ -39,11 +39,13 @@ class Protocol::WakeWatch final : public Watcher {
 };
 
 Protocol::Protocol(const EngineConfig& config, const detail::Identity& self,
-                   RegionRegistry& regions, Counters& counters, int lane_index)
+                   RegionRegistry& regions, Counters& counters, const MemoryDomains& domains,
+                   int lane_index)
     : config_(config),
       self_(self),
       regions_(regions),
       counters_(counters),
+      domains_(domains),
       lane_index_(lane_index) {}
 
 Protocol::~Protocol() {
@@ -56,8 +58,8 @@ Protocol::~Protocol() {
 Status Protocol::init() {
   ORBITE_RETURN_IF_ERROR(poller_.init());
   control_ = std::make_unique<ControlPlane>(config_, self_, poller_, *this, counters_);
-  ORBITE_ASSIGN_OR_RETURN(transports_,
-                          make_lane_transports(config_, self_, poller_, *this, *control_));
+  ORBITE_ASSIGN_OR_RETURN(transports_, make_lane_transports(config_, self_, poller_, *this,
+                                                            *control_, domains_, regions_));
   return {};
 }
 
@@ -76,8 +78,8 @@ std::unique_ptr<Accepted> AcceptedConnection::take() {
 std::unique_ptr<LaneProtocol> make_lane_protocol(const EngineConfig& config,
                                                  const detail::Identity& self,
                                                  RegionRegistry& regions, Counters& counters,
-                                                 int lane_index) {
-  return std::make_unique<Protocol>(config, self, regions, counters, lane_index);
+                                                 const MemoryDomains& domains, int lane_index) {
+  return std::make_unique<Protocol>(config, self, regions, counters, domains, lane_index);
 }
 
 Status Protocol::set_listener(int fd, std::function<void(AcceptedConnection)> route) {

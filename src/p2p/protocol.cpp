@@ -26,9 +26,13 @@ constexpr std::size_t kMaxReorder = 1 << 16;
 
 Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) {
   const bool host = !req.local || req.local->kind == MemoryKind::Host;
+  const bool rma = req.kind == OpKind::Put || req.kind == OpKind::Get;
   const auto wanted = static_cast<std::size_t>(req.options.transport);
-  if (host && link.host_routes[wanted] != nullptr) return link.host_routes[wanted];
+  // Cached for send/recv only: a put/get's answer also depends on where its target is published.
+  if (host && !rma && link.host_routes[wanted] != nullptr) return link.host_routes[wanted];
   RouteQuery q;
+  q.rma = rma;
+  q.target_transports = req.remote_transports;
   q.requested = req.options.transport;
   q.memory = req.local ? req.local->kind : MemoryKind::Host;
   q.is_self = link.is_self;
@@ -41,7 +45,7 @@ Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) {
   q.peer_address = link.ep.address;
   ORBITE_ASSIGN_OR_RETURN(TransportId id, select_route(q));
   PeerEndpoint* ep = link.endpoint(id);
-  if (host && link.up()) link.host_routes[wanted] = ep;
+  if (host && !rma && link.up()) link.host_routes[wanted] = ep;
   return ep;
 }
 

@@ -16,6 +16,7 @@
 
 #include "p2p/control/channel.h"
 #include "p2p/counters.h"
+#include "p2p/domains.h"
 #include "p2p/lane.h"
 #include "p2p/peer.h"
 #include "p2p/poller.h"
@@ -27,7 +28,7 @@ namespace orbite::p2p {
 class Protocol final : public LaneProtocol, public FrameHandler, public ControlHost {
  public:
   Protocol(const EngineConfig& config, const detail::Identity& self, RegionRegistry& regions,
-           Counters& counters, int lane_index);
+           Counters& counters, const MemoryDomains& domains, int lane_index);
   ~Protocol() override;
   Protocol(const Protocol&) = delete;
   Protocol& operator=(const Protocol&) = delete;
@@ -116,11 +117,14 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void on_put_or_get(Link& link, const FrameHeader& h, PeerEndpoint& ep, std::string_view body);
   void on_ack(Link& link, const FrameHeader& h, std::string_view body);
   void maybe_complete_part(Link& link, std::uint64_t wire_id);
+  // put/get over a transport that runs them itself (RDMA).
+  void issue_rma(Link& link, const ReqPtr& req, PeerEndpoint& ep);
 
   const EngineConfig& config_;
   detail::Identity self_;
   RegionRegistry& regions_;
   Counters& counters_;
+  const MemoryDomains& domains_;  // the engine's; outlives every lane
   int lane_index_;
   // Member order is destruction order reversed: links (with their endpoints) go before the
   // transports and the control channel, and those before the poller they are registered with.

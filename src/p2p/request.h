@@ -89,6 +89,8 @@ struct RequestState : MpscNode {
   bool local_pinned = false;
   std::uint64_t remote_region = 0;
   std::uint64_t remote_generation = 0;
+  // The transports the remote region is published on (bit i: TransportId i).
+  std::uint32_t remote_transports = ~0u;
   std::vector<TransferRange> ranges;
 
   // Lane-owned progress: the protocol's per-request state (see p2p/peer.h).

@@ -15,6 +15,7 @@ void Protocol::issue_put_get(Link& link, const ReqPtr& req) {
   if (!routed.ok()) return detail::complete_request(*req, routed.status());
   PeerEndpoint& ep = **routed;
   req->endpoint = &ep;
+  if (ep.caps().rma) return issue_rma(link, req, ep);
   const bool single = ep.one_sided_usable();
   // Small ranges travel inline: two small copies beat a syscall.
   const std::uint64_t inline_max = ep.caps().eager_limit;
@@ -22,6 +23,40 @@ void Protocol::issue_put_get(Link& link, const ReqPtr& req) {
   if (req->ranges.empty()) return detail::complete_request(*req, {});
   for (const TransferRange& r : req->ranges) {
     issue_part(link, req, r, single && r.length > inline_max);
+    if (link.state == PeerLink::State::Failed) return;
+  }
+}
+
+void Protocol::issue_rma(Link& link, const ReqPtr& req, PeerEndpoint& ep) {
+  req->parts_left = req->ranges.size();
+  if (req->ranges.empty()) return detail::complete_request(*req, {});
+  const bool put = req->kind == OpKind::Put;
+  const TransportId id = ep.id();
+  // A copy: a range that completes at once may complete the request and free its ranges.
+  const std::vector<TransferRange> ranges = req->ranges;
+  for (const TransferRange& r : ranges) {
+    RmaOp op;
+    op.write = put;
+    op.req = req;
+    op.local_region = req->local.get();
+    op.local_offset = r.local_offset;
+    op.remote_region = req->remote_region;
+    op.remote_generation = req->remote_generation;
+    op.remote_offset = r.remote_offset;
+    op.length = r.length;
+    Req* raw = req.get();
+    op.done = [this, raw, id, put, len = r.length](const Status& st) {
+      if (st.ok()) {
+        raw->bytes_done.fetch_add(len);
+        TransportCounters& tc = counters_.of(id);
+        bump(put ? tc.bytes_sent : tc.bytes_received, len);
+      } else if (raw->first_error.ok()) {
+        raw->first_error = st;
+      }
+      if (--raw->parts_left == 0) detail::complete_request(*raw, raw->first_error);
+    };
+    auto done = op.done;
+    if (Status st = ep.start_rma(std::move(op)); !st.ok()) done(st);
     if (link.state == PeerLink::State::Failed) return;
   }
 }

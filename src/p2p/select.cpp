@@ -37,6 +37,13 @@ std::string refusal(const RouteRow& row, const RouteQuery& q) {
                ? "shared memory with the peer is disabled or failed"
                : "no " + std::string(transport_name(row.id)) + " endpoint to the peer";
   }
+  if (!caps->frames && !(q.rma && caps->rma)) {
+    return std::string("it carries put/get only (send/recv over ") + transport_name(row.id) +
+           " is not built yet)";
+  }
+  if (q.rma && (q.target_transports & (1u << i)) == 0) {
+    return "the remote region is not published on " + std::string(transport_name(row.id));
+  }
   if (q.memory == MemoryKind::Cuda ? !caps->cuda_memory : !caps->host_memory) {
     return std::string("it does not carry ") + (q.memory == MemoryKind::Cuda ? "CUDA" : "host") +
            " memory";

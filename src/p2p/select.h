@@ -19,6 +19,10 @@ struct RouteQuery {
   MemoryKind memory = MemoryKind::Host;
   bool is_self = false;
   bool same_host = false;
+  // A put or get (transports that run them without frames qualify), and the transports its
+  // target region is published on (bit i: TransportId i).
+  bool rma = false;
+  std::uint32_t target_transports = ~0u;
   // Transports this engine has at all.
   std::array<bool, kTransportCount> built{};
   // Capabilities of the endpoints open to this peer (null: none open for that transport).

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -33,6 +34,7 @@
 namespace orbite::detail {
 struct PeerLink;
 struct RegionRecord;
+struct RequestState;
 struct SendItem;
 struct Sink;
 }  // namespace orbite::detail
@@ -61,6 +63,11 @@ struct Capabilities {
   // The largest message sent eagerly, and the largest payload of one frame.
   std::uint64_t eager_limit = 0;
   std::uint64_t max_frame_payload = 0;
+  // Carries the protocol's frames (send/recv, and put/get as frames). RDMA does not yet: its
+  // endpoints carry put/get only, through start_rma.
+  bool frames = true;
+  // Runs put/get itself (start_rma): RDMA's grant protocol.
+  bool rma = false;
 };
 
 // The per-transport part of one registration; none for tcp and shm.
@@ -108,6 +115,21 @@ class KeylessDomain final : public MemoryDomain {
 };
 
 class PeerEndpoint;
+
+// One range of a put or get that a transport with its own one-sided protocol (RDMA) carries.
+struct RmaOp {
+  bool write = false;  // put: local -> remote
+  // Keeps the request (and with it the local region's pin) alive until `done`.
+  std::shared_ptr<detail::RequestState> req;
+  const detail::RegionRecord* local_region = nullptr;
+  std::uint64_t local_offset = 0;
+  std::uint64_t remote_region = 0;
+  std::uint64_t remote_generation = 0;
+  std::uint64_t remote_offset = 0;
+  std::uint64_t length = 0;
+  // Called once, on the lane, when no DMA can touch the local range any more.
+  std::function<void(const Status&)> done;
+};
 
 // What an endpoint tells the protocol above it (the lane's Protocol implements it).
 class FrameHandler {
@@ -157,6 +179,9 @@ class PeerEndpoint {
   virtual Status read_peer(std::byte* local, std::uint64_t remote, std::uint64_t len) = 0;
   virtual Status write_peer(const std::byte* local, std::uint64_t remote, std::uint64_t len) = 0;
   [[nodiscard]] virtual bool one_sided_usable() const = 0;
+  // Runs `op` with the transport's own one-sided protocol (caps().rma); Unavailable where there
+  // is none. On an error `op.done` is not called.
+  virtual Status start_rma(RmaOp op) = 0;
   // Output queued, or a frame half read.
   [[nodiscard]] virtual bool busy() const = 0;
   // Closes; `orderly` tells the peer first (Bye) when it can be done without blocking.

@@ -10,6 +10,7 @@
 #include "p2p/domains.h"
 #include "p2p/peer.h"
 #include "p2p/poller.h"
+#include "p2p/registry.h"
 #include "p2p/transport.h"
 
 namespace orbite::p2p {
@@ -19,6 +20,7 @@ using LaneTransports = std::array<std::unique_ptr<LaneTransport>, kTransportCoun
 // The lane transports of one lane, indexed by TransportId (null: not built or not enabled).
 Result<LaneTransports> make_lane_transports(const EngineConfig& config,
                                             const detail::Identity& self, Poller& poller,
-                                            FrameHandler& handler, ControlSender& control);
+                                            FrameHandler& handler, ControlSender& control,
+                                            const MemoryDomains& domains, RegionRegistry& regions);
 
 }  // namespace orbite::p2p

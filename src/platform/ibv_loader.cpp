@@ -3,11 +3,13 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 namespace orbite::rdma {
 
@@ -23,18 +25,22 @@ bool resolve(void* handle, const char* name, Fn& out) {
   return sym != nullptr;
 }
 
-Result<IbvApi> open_library() {
+Result<IbvApi> open_library(const std::string& file) {
   // RTLD_LOCAL keeps verbs symbols out of the global namespace; the handle is never closed
   // because providers and their threads may outlive any engine.
-  void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
-    return Status::error(Errc::Unavailable, std::string(kLibrary) + " could not be loaded: " +
-                                                (err != nullptr ? err : "unknown error"));
+    return Status::error(Errc::Unavailable,
+                         std::string(kLibrary) + " could not be loaded" +
+                             (file == kLibrary ? std::string() : " from '" + file + "'") + ": " +
+                             (err != nullptr ? err : "unknown error"));
   }
   IbvApi api;
+  api.path = file;
   link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) {
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr &&
+      map->l_name[0] != '\0') {
     api.path = map->l_name;
   }
   struct Entry {
@@ -75,16 +81,47 @@ Result<IbvApi> open_library() {
     }
   }
   resolve(handle, "ibv_reg_dmabuf_mr", api.reg_dmabuf_mr);
+  resolve(handle, "_ibv_query_gid_ex", api.query_gid_ex);
+  resolve(handle, "ibv_query_qp", api.query_qp);
   return api;
 }
 
+struct Loaded {
+  std::string requested;
+  Result<IbvApi> api;
+};
+std::mutex g_load_mu;
+// Written once under g_load_mu and never freed (the library stays loaded for the process).
+std::atomic<const Loaded*> g_loaded{nullptr};
+
 }  // namespace
 
-Result<const IbvApi*> load_ibverbs() {
-  // Resolved once per process and retained, success or failure.
-  static const Result<IbvApi> loaded = open_library();
-  if (!loaded.ok()) return loaded.status();
-  return &loaded.value();
+Result<const IbvApi*> load_ibverbs(const std::string& path) {
+  const std::string file = path.empty() ? std::string(kLibrary) : path;
+  const Loaded* done = g_loaded.load(std::memory_order_acquire);
+  if (done == nullptr) {
+    std::lock_guard lock(g_load_mu);
+    done = g_loaded.load(std::memory_order_relaxed);
+    if (done == nullptr) {
+      // Resolved once per process and retained, success or failure.
+      done = new Loaded{file, open_library(file)};
+      g_loaded.store(done, std::memory_order_release);
+    }
+  }
+  if (!path.empty() && done->requested != file) {
+    return Status::error(Errc::Configuration, "rdma.ibverbs_library: '" + file +
+                                                  "' requested, but this process already "
+                                                  "loaded the verbs library from '" +
+                                                  done->requested +
+                                                  "' (the first load in a process wins)");
+  }
+  if (!done->api.ok()) return done->api.status();
+  return &done->api.value();
+}
+
+bool ibverbs_loaded() {
+  const Loaded* done = g_loaded.load(std::memory_order_acquire);
+  return done != nullptr && done->api.ok();
 }
 
 namespace {
@@ -166,6 +203,10 @@ std::string ibverbs_path() {
 }
 
 #else
+
+bool ibverbs_loaded() {
+  return false;
+}
 
 Result<std::vector<VerbsDeviceRecord>> describe_verbs_devices() {
   return list_verbs_devices().status();

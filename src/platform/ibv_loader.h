@@ -45,12 +45,21 @@ struct IbvApi {
   void (*ack_async_event)(ibv_async_event*) = nullptr;
   // Optional (nullptr when the library predates them).
   ibv_mr* (*reg_dmabuf_mr)(ibv_pd*, uint64_t, size_t, uint64_t, int, int) = nullptr;
+  int (*query_gid_ex)(ibv_context*, uint32_t, uint32_t, ibv_gid_entry*, uint32_t,
+                      size_t) = nullptr;  // _ibv_query_gid_ex (IBVERBS_1.11)
+  int (*query_qp)(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*) = nullptr;
 };
 
 // Loads the library on first use and returns the retained table, or Unavailable naming
-// libibverbs.so.1 and the missing export.
-Result<const IbvApi*> load_ibverbs();
+// libibverbs.so.1 and the missing export. `path` is what dlopen is given (empty: the
+// configured default, libibverbs.so.1). The first load in a process wins: a later call naming
+// another path is a Configuration error naming both.
+Result<const IbvApi*> load_ibverbs(const std::string& path = {});
 #endif
+
+// Whether this process has loaded a verbs library through the loader (tests: a CPU-only engine
+// never does).
+bool ibverbs_loaded();
 
 // Names of the verbs devices the loaded library reports (Unavailable without RDMA support).
 Result<std::vector<std::string>> list_verbs_devices();

@@ -347,6 +347,10 @@ Result<Request> submit_rma(EngineCore& core, OpKind kind, const MemoryRegion& lo
   s->local_pinned = true;
   s->remote_region = remote.region_id();
   s->remote_generation = remote.generation();
+  s->remote_transports = 0;
+  for (const auto& [id, blob] : detail::DescriptorCodec::blobs(remote)) {
+    s->remote_transports |= 1u << id;
+  }
   s->ranges.assign(ranges.begin(), ranges.end());
   return core.submit(std::move(s));
 }
@@ -381,6 +385,10 @@ Result<Request> TransferEngine::get(const MemoryRegion& local, const RemoteRegio
 
 Status TransferEngine::close(Duration timeout) {
   return core_->close(timeout);
+}
+
+RdmaStats TransferEngine::rdma_stats() const {
+  return p2p::rdma_stats_of(core_->domains, core_->rdma_note);
 }
 
 EngineStats TransferEngine::stats() const {

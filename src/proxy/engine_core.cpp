@@ -56,8 +56,9 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   core->self.id = random_engine_id();
   core->self.host_id = host.host_id;
   core->self.pid = ::getpid();
-  core->domains = p2p::make_memory_domains(config);
-  core->built = p2p::built_transports(config);
+  ORBITE_ASSIGN_OR_RETURN(core->domains,
+                          p2p::make_memory_domains(config, core->self, &core->rdma_note));
+  core->built = p2p::built_transports(core->domains);
 
   auto iface = net::select_interface(config.tcp.interface, prefer_loopback);
   if (!iface.ok()) return iface.status().with_context("tcp.interface");
@@ -73,7 +74,7 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
     lane->core = core.get();
     lane->index = static_cast<int>(i);
     lane->protocol = p2p::make_lane_protocol(core->config, core->self, core->regions,
-                                             lane->counters, lane->index);
+                                             lane->counters, core->domains, lane->index);
     ORBITE_RETURN_IF_ERROR(lane->protocol->init());
     lane->wake_fd = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     lane->driver_epfd = net::Fd(::epoll_create1(EPOLL_CLOEXEC));

@@ -84,6 +84,7 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   // One memory domain per transport, indexed by TransportId; the table's built column.
   p2p::MemoryDomains domains;
   std::array<bool, p2p::kTransportCount> built{};
+  std::string rdma_note;  // why RDMA is not installed ("" when it is)
   std::vector<std::unique_ptr<Lane>> lanes;
   std::thread monitor;
   std::mutex monitor_mu;

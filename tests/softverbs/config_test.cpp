@@ -110,6 +110,30 @@ TEST(Config, AValueOfTheWrongTypeNamesTheDeviceTheFieldAndTheValue) {
   expect_rejected(R"({"devices": {}})", "expected {\"devices\": [...]}");
 }
 
+// "mw_strict" and "mw_index_limit" set a device's window keys and indices from the start
+// (docs/softverbs.md); the limit is the device's max_mw.
+TEST(Config, MemoryWindowKeysAndIndexLimit) {
+  const std::string out =
+      probe(R"({"devices": [{"mw_index_limit": 2}, {"bind": "127.0.0.2", "mw_strict": false}]})");
+  EXPECT_NE(out.find("soft_0 port=PORT_ACTIVE speed=32 width=2 max_mw=2 gids=1"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("mw_index_limit 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("soft_1 port=PORT_ACTIVE speed=32 width=2 max_mw=1048576 gids=1"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("ok soft_1 port ACTIVE"), std::string::npos) << out;
+  EXPECT_NE(out.find("mw_strict off"), std::string::npos) << out;
+  EXPECT_EQ(out.find("ok soft_0 port ACTIVE link up rate 100 delay_us 0 mw_strict off"),
+            std::string::npos)
+      << out;  // soft_0 keeps the default, strict keys
+  expect_rejected(R"({"devices": [{"mw_strict": "yes"}]})",
+                  "device 0: mw_strict: expected true or false, got \"yes\"");
+  expect_rejected(R"({"devices": [{"mw_index_limit": -1}]})",
+                  "device 0: mw_index_limit: expected an integer 0..8388608, got -1");
+  expect_rejected(R"({"devices": [{"mw_index_limit": 8388609}]})",
+                  "device 0: mw_index_limit: expected an integer 0..8388608, got 8388609");
+}
+
 TEST(Config, NumaNodeMinusOneIsNone) {
   const std::string out = probe(R"({"devices": [{"numa_node": -1}, {"numa_node": 3}]})");
   EXPECT_NE(out.find("soft_0 port=PORT_ACTIVE"), std::string::npos) << out;

@@ -1,10 +1,14 @@
 // softverbs_devinfo_probe: prints, per device, what the config tests check (port state, rate
 // codes, max_mw, GID count, QP creation), as one line "NAME port=STATE speed=S width=W
-// max_mw=N gids=G". A plain verbs program, built with the tests' flags so that it also runs
-// under the sanitizers (Debian's ibv_devinfo cannot load a sanitized library).
+// max_mw=N gids=G", and on softverbs the device's "show" line (what the verbs cannot tell, such
+// as the window key mode). A plain verbs program, built with the tests' flags so that it also
+// runs under the sanitizers (Debian's ibv_devinfo cannot load a sanitized library).
 #include <infiniband/verbs.h>
 
 #include <cstdio>
+#include <string>
+
+#include <softverbs/control.h>
 
 int main() {
   int n = 0;
@@ -27,6 +31,11 @@ int main() {
     std::printf("%s port=%s speed=%u width=%u max_mw=%d gids=%d\n", ibv_get_device_name(list[i]),
                 ibv_port_state_str(pa.state), pa.active_speed, pa.active_width, da.max_mw,
                 pa.gid_tbl_len);
+    std::string shown;
+    if (softverbs::loaded() &&
+        softverbs::control(std::string("show ") + ibv_get_device_name(list[i]), &shown) == 0) {
+      std::printf("%s\n", shown.c_str());
+    }
     ibv_close_device(ctx);
   }
   ibv_free_device_list(list);

@@ -26,8 +26,9 @@ std::string run(const std::string& cmd) {
 class Control : public Local {
  protected:
   void TearDown() override {
-    for (const char* c : {"port soft_0 up", "delay soft_0 0", "rate soft_0 100", "enable soft_0 mw",
-                          "enable soft_0 send_inv"}) {
+    for (const char* c :
+         {"port soft_0 up", "delay soft_0 0", "rate soft_0 100", "enable soft_0 mw",
+          "enable soft_0 send_inv", "mw_strict soft_0 on", "mw_index_limit soft_0 0"}) {
       run(c);
     }
     release_big();
@@ -150,6 +151,39 @@ TEST_F(Control, GidChangeRaisesEventAndUpdatesTheTable) {
   EXPECT_NE(ibv_query_gid(ctx_, 1, 1, &g), 0);
 }
 
+// A GID deleted in the middle of the table leaves an empty (all-zero) entry, as a kernel's
+// table does: ibv_query_gid_ex says ENODATA for it (EINVAL beyond the table),
+// ibv_query_gid_table leaves it out, and the legacy ibv_query_gid reads it as zeros.
+TEST_F(Control, AnEmptyGidEntryIsEnodataAndNotInTheTable) {
+  run("gid soft_0 1 fe80::1");
+  run("gid soft_0 2 fe80::2");
+  run("gid soft_0 1 delete");
+  ibv_port_attr pa{};
+  ASSERT_EQ(ibv_query_port(ctx_, 1, &pa), 0);
+  EXPECT_EQ(pa.gid_tbl_len, 3);
+  ibv_gid_entry e{};
+  EXPECT_EQ(ibv_query_gid_ex(ctx_, 1, 1, &e, 0), ENODATA);
+  EXPECT_EQ(ibv_query_gid_ex(ctx_, 1, 3, &e, 0), EINVAL);
+  ASSERT_EQ(ibv_query_gid_ex(ctx_, 1, 2, &e, 0), 0);
+  EXPECT_EQ(e.gid_index, 2u);
+  EXPECT_EQ(e.gid.raw[15], 0x02);
+  ibv_gid g{};
+  g.raw[0] = 0xff;
+  ASSERT_EQ(ibv_query_gid(ctx_, 1, 1, &g), 0);
+  const ibv_gid zero{};
+  EXPECT_EQ(std::memcmp(g.raw, zero.raw, sizeof(g.raw)), 0);
+  ibv_gid_entry table[4]{};
+  ASSERT_EQ(ibv_query_gid_table(ctx_, table, 4, 0), 2);
+  EXPECT_EQ(table[0].gid_index, 0u);
+  EXPECT_EQ(table[1].gid_index, 2u);
+  EXPECT_EQ(table[1].gid_type, IBV_GID_TYPE_ROCE_V2);
+  EXPECT_EQ(ibv_query_gid_table(ctx_, table, 1, 0), -EINVAL);  // two valid entries
+  run("gid soft_0 2 delete");
+  run("gid soft_0 1 delete");
+  ASSERT_EQ(ibv_query_port(ctx_, 1, &pa), 0);
+  EXPECT_EQ(pa.gid_tbl_len, 1);
+}
+
 TEST_F(Control, ErrorCompletionOnTheNthWr) {
   make_qp();
   to_rts();
@@ -211,7 +245,14 @@ TEST_F(Control, DisabledMemoryWindows) {
   ibv_device_attr da{};
   ASSERT_EQ(ibv_query_device(ctx_, &da), 0);
   EXPECT_EQ(da.max_mw, 0);
-  EXPECT_EQ(da.device_cap_flags & (IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B), 0u);
+  EXPECT_EQ(da.device_cap_flags & (IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+                                   IBV_DEVICE_MEM_MGT_EXTENSIONS),
+            0u);
+  ibv_device_attr_ex dx{};
+  ASSERT_EQ(ibv_query_device_ex(ctx_, nullptr, &dx), 0);
+  EXPECT_EQ(dx.device_cap_flags_ex & (IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+                                      IBV_DEVICE_MEM_MGT_EXTENSIONS),
+            0u);
   errno = 0;
   EXPECT_EQ(ibv_alloc_mw(pd_, IBV_MW_TYPE_2), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
@@ -233,6 +274,12 @@ TEST_F(Control, DisabledSendWithInvalidate) {
   make_qp();
   to_rts();
   run("disable soft_0 send_inv");
+  // No SEND_WITH_INV: no memory management extensions; the windows stay.
+  ibv_device_attr_ex dx{};
+  ASSERT_EQ(ibv_query_device_ex(ctx_, nullptr, &dx), 0);
+  EXPECT_EQ(dx.device_cap_flags_ex & IBV_DEVICE_MEM_MGT_EXTENSIONS, 0u);
+  EXPECT_EQ(dx.orig_attr.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS, 0u);
+  EXPECT_NE(dx.device_cap_flags_ex & IBV_DEVICE_MEM_WINDOW_TYPE_2B, 0u);
   ibv_sge sge{reinterpret_cast<uintptr_t>(buf_.data()), 8, mr_->lkey};
   ibv_send_wr wr{};
   wr.opcode = IBV_WR_SEND_WITH_INV;
@@ -273,6 +320,9 @@ TEST_F(Control, BadCommandsNameTheFieldAndChangeNothing) {
       {"rate soft_0 -3", EINVAL, "'-3'"},
       {"delay soft_0 soon", EINVAL, "'soon'"},
       {"disable soft_0 atomics", EINVAL, "'atomics'"},
+      {"mw_strict soft_0 maybe", EINVAL, "'maybe' is not on or off"},
+      {"mw_index_limit soft_0 many", EINVAL, "'many' is not 0..8388608"},
+      {"mw_index_limit soft_0 8388609", EINVAL, "'8388609'"},
       {"drop soft_0 1234", ENOENT, "no QP 1234"},
       {"reboot soft_0", EINVAL, "unknown command 'reboot'"},
       {"", EINVAL, "empty command"},

@@ -18,6 +18,16 @@ TEST_F(Local, DeviceAndPortDescribeTheDefaultConfig) {
   ibv_device_attr_ex dx{};
   ASSERT_EQ(ibv_query_device_ex(ctx_, nullptr, &dx), 0);
   EXPECT_EQ(dx.orig_attr.max_qp_init_rd_atom, 16);
+  // The extended attributes: the port count and the 64-bit capability flags (the 32 of
+  // orig_attr, no extended ones), with memory windows of type 2B and the memory management
+  // extensions (local invalidation, SEND_WITH_INV).
+  EXPECT_EQ(dx.phys_port_cnt_ex, 1u);
+  EXPECT_EQ(dx.device_cap_flags_ex, static_cast<uint64_t>(dx.orig_attr.device_cap_flags));
+  const uint64_t want_caps = IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |
+                             IBV_DEVICE_MEM_MGT_EXTENSIONS | IBV_DEVICE_RC_RNR_NAK_GEN;
+  EXPECT_EQ(dx.device_cap_flags_ex & want_caps, want_caps);
+  EXPECT_EQ(dx.device_cap_flags_ex & IBV_DEVICE_MEM_WINDOW_TYPE_2A, 0u);
+  EXPECT_EQ(d.device_cap_flags, dx.orig_attr.device_cap_flags);
   ibv_port_attr p{};
   ASSERT_EQ(ibv_query_port(ctx_, 1, &p), 0);
   EXPECT_EQ(p.state, IBV_PORT_ACTIVE);

@@ -33,6 +33,9 @@ class ShmEndpoint final : public PeerEndpoint {
   Status read_peer(std::byte* local, std::uint64_t remote, std::uint64_t len) override;
   Status write_peer(const std::byte* local, std::uint64_t remote, std::uint64_t len) override;
   [[nodiscard]] bool one_sided_usable() const override;
+  Status start_rma(RmaOp) override {
+    return Status::error(Errc::Unavailable, "this transport has no one-sided protocol of its own");
+  }
   [[nodiscard]] bool busy() const override { return !out_.empty(); }
   void close(bool orderly) override;
 

@@ -33,6 +33,9 @@ class TcpEndpoint final : public PeerEndpoint {
   Status read_peer(std::byte*, std::uint64_t, std::uint64_t) override;
   Status write_peer(const std::byte*, std::uint64_t, std::uint64_t) override;
   [[nodiscard]] bool one_sided_usable() const override { return false; }
+  Status start_rma(RmaOp) override {
+    return Status::error(Errc::Unavailable, "this transport has no one-sided protocol of its own");
+  }
   [[nodiscard]] bool busy() const override;
   void close(bool orderly) override;
 

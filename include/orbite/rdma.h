@@ -1,0 +1,70 @@
+// What the RDMA transport reports: TransferEngine::rdma_stats(). No verbs type appears here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace orbite {
+
+// The READ depths and limits of the last RC QP this engine connected (both transitions done).
+struct RdmaQpLimits {
+  bool valid = false;
+  std::uint32_t hca_max_qp_rd_atom = 0;       // the HCA's initiator limit
+  std::uint32_t hca_max_qp_init_rd_atom = 0;  // its responder limit
+  std::uint32_t max_rd_atomic = 0;            // applied
+  std::uint32_t max_dest_rd_atomic = 0;       // applied
+  std::uint32_t max_inline_data = 0;          // what the provider returned
+};
+
+struct RdmaContextStats {
+  int nic_id = -1;
+  std::string name;
+  std::uint32_t port = 0;
+  std::string state;  // "active", "paused", or "inert: <why>"
+  std::uint32_t gid_index = 0;
+};
+
+// Counters of this engine's RDMA transport (all zero when it is not installed).
+struct RdmaStats {
+  bool installed = false;
+  std::string library;  // the verbs library the loader picked
+  std::string why_not;  // why it is not installed ("" when it is)
+  std::vector<RdmaContextStats> contexts;
+  // Requester side.
+  std::uint64_t parents = 0;  // put/get units that got (or asked for) a grant
+  std::uint64_t parents_failed = 0;
+  std::uint64_t payload_send_cqes = 0;  // physical payload CQEs polled (signaled and flushed)
+  std::uint64_t completed_reads = 0;    // READ WRs proven successful
+  std::uint64_t completed_writes = 0;   // WRITE WRs proven successful
+  std::uint64_t receipts_sent = 0;      // SEND_WITH_INV receipts completed
+  std::uint64_t bytes_read = 0;
+  std::uint64_t bytes_written = 0;
+  std::uint64_t reconnects = 0;      // pre-authority cache misses that rebuilt a connection
+  std::uint64_t stale_cqes = 0;      // completions of an older QP generation, ignored
+  std::uint64_t duplicate_cqes = 0;  // completions of a WR already resolved, ignored
+  // Source side.
+  std::uint64_t grants = 0;         // grants published
+  std::uint64_t grants_active = 0;  // published and not yet closed
+  std::uint64_t grants_peak = 0;
+  std::uint64_t grant_nacks = 0;  // requests refused before any authority existed
+  std::uint64_t range_conflicts = 0;
+  std::uint64_t windows = 0;              // memory windows bound
+  std::uint64_t windows_invalidated = 0;  // by a receipt's SEND_WITH_INV
+  std::uint64_t windows_revoked = 0;      // deallocated without a receipt (failure, close)
+  std::uint64_t receipts = 0;             // receipts accepted
+  std::uint64_t receipt_mismatches = 0;   // receipts whose binding did not match: link failed
+  std::uint64_t window_keys_used = 0;
+  std::uint64_t window_indices = 0;
+  std::uint64_t window_indices_parked = 0;
+  // Both.
+  std::uint64_t qps_created = 0;
+  std::uint64_t qps_destroyed = 0;
+  std::uint64_t mr_registrations = 0;  // MRs registered (eager copies on every context)
+  std::uint64_t mr_deregistrations = 0;
+  std::uint64_t budget_exhausted = 0;  // ResourceExhausted answers, any budget
+  std::uint64_t retained = 0;          // native objects whose destroy failed, kept for good
+  RdmaQpLimits last_connected_qp;
+};
+
+}  // namespace orbite

@@ -1,0 +1,236 @@
+#include "p2p/rdma/context.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "common/log.h"
+#include "p2p/rdma/verbs.h"
+#include "topo/inventory.h"
+
+namespace orbite::rdma {
+
+Context::Context(const IbvApi& a, int id, std::string n) : api(a), nic_id(id), name(std::move(n)) {}
+
+Context::~Context() {
+  std::string why;
+  if (!destroy(&why)) {
+    ORBITE_LOG(Error, Rdma) << name << ": " << why << "; the handles are retained";
+  }
+}
+
+bool Context::destroy(std::string* why) {
+  if (pd != nullptr) {
+    if (const int rc = api.dealloc_pd(pd); rc != 0) {
+      *why = "ibv_dealloc_pd failed: " + std::string(std::strerror(rc));
+      return false;
+    }
+    pd = nullptr;
+  }
+  if (ctx != nullptr) {
+    if (api.close_device(ctx) != 0) {
+      *why = "ibv_close_device failed: " + std::string(std::strerror(errno));
+      return false;
+    }
+    ctx = nullptr;
+  }
+  return true;
+}
+
+const char* Context::state_name() const {
+  switch (state) {
+    case ContextState::Active: return "active";
+    case ContextState::Paused: return "paused";
+    case ContextState::Inert: return "inert";
+  }
+  return "inert";
+}
+
+std::size_t Discovery::usable() const {
+  return static_cast<std::size_t>(
+      std::count_if(contexts.begin(), contexts.end(), [](const auto& c) { return c->usable(); }));
+}
+
+std::string Discovery::summary() const {
+  std::string out;
+  for (const auto& c : contexts) {
+    if (!out.empty()) out += "; ";
+    out += c->name + ": " + c->state_name();
+    if (!c->why_inert.empty()) out += " (" + c->why_inert + ")";
+  }
+  return out;
+}
+
+std::string gid_text(const ibv_gid& gid) {
+  std::string out;
+  char buf[8];
+  for (int i = 0; i < 16; i += 2) {
+    std::snprintf(buf, sizeof(buf), "%s%02x%02x", i == 0 ? "" : ":", gid.raw[i], gid.raw[i + 1]);
+    out += buf;
+  }
+  return out;
+}
+
+namespace {
+
+bool zero_gid(const ibv_gid& g) {
+  return std::all_of(std::begin(g.raw), std::end(g.raw), [](std::uint8_t b) { return b == 0; });
+}
+
+bool ipv4_mapped(const ibv_gid& g) {
+  for (int i = 0; i < 10; ++i) {
+    if (g.raw[i] != 0) return false;
+  }
+  return g.raw[10] == 0xff && g.raw[11] == 0xff;
+}
+
+// The automatic GID choice, as TENT ranks them: RoCE v2 with an IPv4-mapped address first, then
+// RoCE v2, then any other non-zero entry. Without _ibv_query_gid_ex the type is unknown and the
+// first non-zero entry wins. Returns false when the port has no valid GID.
+bool choose_gid(const IbvApi& api, ibv_context* ctx, std::uint8_t port, int table_len,
+                Route& route) {
+  int best_rank = 99;
+  for (int i = 0; i < std::min(table_len, 256); ++i) {
+    ibv_gid gid{};
+    int rank = 2;
+    if (api.query_gid_ex != nullptr) {
+      ibv_gid_entry e{};
+      if (api.query_gid_ex(ctx, port, static_cast<std::uint32_t>(i), &e, 0, sizeof(e)) != 0)
+        continue;
+      gid = e.gid;
+      if (e.gid_type == IBV_GID_TYPE_ROCE_V2) rank = ipv4_mapped(gid) ? 0 : 1;
+    } else if (api.query_gid(ctx, port, i, &gid) != 0) {
+      continue;
+    }
+    if (zero_gid(gid) || rank >= best_rank) continue;
+    best_rank = rank;
+    route.gid = gid;
+    route.gid_index = static_cast<std::uint8_t>(i);
+    if (rank == 0) break;
+  }
+  return best_rank != 99;
+}
+
+// Opens one device for `cfg`: its port (pinned, or the first ACTIVE one, else the first with a
+// valid GID, kept paused), its GID (pinned or ranked), the capability checks, then the PD.
+void open_context(Context& c, ibv_device* dev, const rdma::RdmaConfig& cfg,
+                  const topo::NicFilter& filter) {
+  const IbvApi& api = c.api;
+  c.ctx = api.open_device(dev);
+  if (c.ctx == nullptr) {
+    c.why_inert = "ibv_open_device failed: " + std::string(std::strerror(errno));
+    return;
+  }
+  ibv_device_attr_ex attr{};
+  if (const int rc = verbs::query_device_ex(api, c.ctx, &attr); rc != 0) {
+    c.why_inert = "ibv_query_device failed: " + std::string(std::strerror(rc));
+    return;
+  }
+  const ibv_device_attr& a = attr.orig_attr;
+  c.limits = DeviceLimits{static_cast<std::uint32_t>(a.max_qp_wr),
+                          static_cast<std::uint32_t>(a.max_cqe),
+                          static_cast<std::uint32_t>(a.max_sge),
+                          static_cast<std::uint32_t>(a.max_mw),
+                          static_cast<std::uint32_t>(a.max_qp_rd_atom),
+                          static_cast<std::uint32_t>(a.max_qp_init_rd_atom),
+                          a.max_mr_size};
+  const std::uint64_t flags = a.device_cap_flags | attr.device_cap_flags_ex;
+  if ((flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) == 0 || a.max_mw == 0) {
+    c.why_inert = "the provider lacks Type-2B memory windows (IBV_DEVICE_MEM_WINDOW_TYPE_2B)";
+    return;
+  }
+  if ((flags & IBV_DEVICE_MEM_MGT_EXTENSIONS) == 0) {
+    c.why_inert = "the provider lacks SEND_WITH_INV (IBV_DEVICE_MEM_MGT_EXTENSIONS)";
+    return;
+  }
+  bool found = false;
+  bool found_active = false;
+  for (std::uint32_t p = 1; p <= a.phys_port_cnt && !found_active; ++p) {
+    if (cfg.port && *cfg.port != p) continue;
+    if (!topo::filter_allows(filter, c.name, p)) continue;
+    ibv_port_attr pa{};
+    if (api.query_port(c.ctx, static_cast<std::uint8_t>(p), &pa) != 0) continue;
+    Route r;
+    r.port = static_cast<std::uint8_t>(p);
+    r.lid = pa.lid;
+    r.mtu = pa.active_mtu;
+    r.link_layer = pa.link_layer;
+    r.state = pa.state;
+    bool gid_ok = false;
+    if (cfg.gid_index) {
+      gid_ok = api.query_gid(c.ctx, r.port, static_cast<int>(*cfg.gid_index), &r.gid) == 0 &&
+               !zero_gid(r.gid);
+      r.gid_index = static_cast<std::uint8_t>(*cfg.gid_index);
+    } else {
+      gid_ok = choose_gid(api, c.ctx, r.port, pa.gid_tbl_len, r);
+    }
+    // InfiniBand routes by LID and needs no GID; RoCE needs one.
+    if (!gid_ok && r.link_layer != IBV_LINK_LAYER_INFINIBAND) continue;
+    if (found && pa.state != IBV_PORT_ACTIVE) continue;
+    c.route = r;
+    found = true;
+    found_active = pa.state == IBV_PORT_ACTIVE;
+  }
+  if (!found) {
+    c.why_inert = cfg.port || cfg.gid_index
+                      ? "the pinned port " + std::to_string(cfg.port.value_or(1)) +
+                            " / GID index " + std::to_string(cfg.gid_index.value_or(0)) +
+                            " has no valid address (pins never fall back)"
+                      : "no port with a valid GID";
+    return;
+  }
+  c.pd = api.alloc_pd(c.ctx);
+  if (c.pd == nullptr) {
+    c.why_inert = "ibv_alloc_pd failed: " + std::string(std::strerror(errno));
+    return;
+  }
+  c.keys = std::make_unique<KeyHistory>(cfg.max_window_key_indices);
+  c.state = found_active ? ContextState::Active : ContextState::Paused;
+}
+
+}  // namespace
+
+Result<Discovery> discover_contexts(const IbvApi& api, const rdma::RdmaConfig& cfg) {
+  int n = 0;
+  ibv_device** list = api.get_device_list(&n);
+  if (list == nullptr) {
+    return verbs::errno_status(Errc::Unavailable,
+                               "libibverbs.so.1 (" + api.path + "): ibv_get_device_list", errno);
+  }
+  topo::NicFilter filter{cfg.rdma_whitelist, cfg.rdma_blacklist};
+  Discovery out;
+  int nic_id = 0;
+  bool pin_seen = false;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = api.get_device_name(list[i]);
+    // NIC IDs are positions after the filters, as in the topology inventory.
+    if (!topo::filter_allows(filter, name) && !topo::filter_allows(filter, name, 2)) continue;
+    const int id = nic_id++;
+    if (cfg.device && *cfg.device != name) continue;
+    pin_seen = pin_seen || cfg.device.has_value();
+    auto c = std::make_unique<Context>(api, id, name);
+    open_context(*c, list[i], cfg, filter);
+    if (!c->usable()) {
+      ORBITE_LOG(Info, Rdma) << name << " is not used: " << c->why_inert;
+      std::string ignored;
+      if (!c->destroy(&ignored)) {
+        ORBITE_LOG(Error, Rdma) << name << ": " << ignored;
+      }
+    }
+    out.contexts.push_back(std::move(c));
+  }
+  api.free_device_list(list);
+  if (n == 0) {
+    return Status::error(Errc::Unavailable, "libibverbs.so.1 (" + api.path +
+                                                "): no RDMA devices (ibv_get_device_list found "
+                                                "none)");
+  }
+  if (cfg.device && !pin_seen) {
+    return Status::error(Errc::Unavailable, "rdma.device '" + *cfg.device +
+                                                "' is not among the permitted RDMA devices");
+  }
+  return out;
+}
+
+}  // namespace orbite::rdma

@@ -1,0 +1,91 @@
+// RDMA contexts: one per (device, port), owning the device handle, its protection domain, the PD's
+// window key history and the route (port, GID, LID, MTU). Discovery applies the filters before a
+// device is opened, numbers NICs as the topology inventory does (position after the filters; a
+// device that fails keeps its number), prefers an ACTIVE port and keeps a paused one with a valid
+// GID, and never lets a pin (device, port, gid_index) fall back. A context whose provider lacks
+// Type-2B memory windows or SEND_WITH_INV (IBV_DEVICE_MEM_MGT_EXTENSIONS) stays Inert with the
+// missing capability named.
+#pragma once
+
+#include <orbite/config.h>
+#include <orbite/status.h>
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "p2p/rdma/key_history.h"
+#include "platform/ibv_loader.h"
+
+namespace orbite::rdma {
+
+enum class ContextState : std::uint8_t { Inert, Paused, Active };
+
+struct DeviceLimits {
+  std::uint32_t max_qp_wr = 0;
+  std::uint32_t max_cqe = 0;
+  std::uint32_t max_sge = 0;
+  std::uint32_t max_mw = 0;
+  std::uint32_t max_qp_rd_atom = 0;
+  std::uint32_t max_qp_init_rd_atom = 0;
+  std::uint64_t max_mr_size = 0;
+};
+
+struct Route {
+  std::uint8_t port = 1;
+  std::uint8_t gid_index = 0;
+  ibv_gid gid{};
+  std::uint16_t lid = 0;
+  ibv_mtu mtu = IBV_MTU_1024;
+  std::uint8_t link_layer = IBV_LINK_LAYER_ETHERNET;
+  ibv_port_state state = IBV_PORT_NOP;
+  std::uint64_t generation = 1;
+};
+
+// Lifetime: owned by the RdmaEngine, destroyed after every lane's CQs, QPs and windows on it.
+// Fields are fixed after discovery except `keys`, which key_mu guards.
+class Context {
+ public:
+  Context(const IbvApi& api, int nic_id, std::string name);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const IbvApi& api;
+  const int nic_id;
+  const std::string name;
+  ContextState state = ContextState::Inert;
+  std::string why_inert;  // the reason, for an Inert context
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  DeviceLimits limits;
+  Route route;
+
+  std::mutex key_mu;
+  std::unique_ptr<KeyHistory> keys;  // guarded by key_mu
+
+  [[nodiscard]] bool usable() const { return state != ContextState::Inert; }
+  [[nodiscard]] const char* state_name() const;
+  // Destroys PD and device. False (and the handles kept) when one refuses: they are retained.
+  bool destroy(std::string* why);
+};
+
+struct Discovery {
+  std::vector<std::unique_ptr<Context>> contexts;  // slots by NIC ID order; Inert ones included
+  [[nodiscard]] std::size_t usable() const;
+  // "soft_0: inert (...)", for the error when none is usable.
+  [[nodiscard]] std::string summary() const;
+};
+
+// Opens the permitted devices. Unavailable when the library reports no device ("no RDMA
+// devices") or the pinned device is absent.
+Result<Discovery> discover_contexts(const IbvApi& api, const rdma::RdmaConfig& config);
+
+// 16 raw GID bytes as text ("::ffff:127.0.0.1" style is not attempted: hex groups).
+std::string gid_text(const ibv_gid& gid);
+
+}  // namespace orbite::rdma

@@ -1,0 +1,262 @@
+#include "p2p/rdma/engine.h"
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "common/log.h"
+#include "common/wire.h"
+#include "p2p/rdma/verbs.h"
+#include "p2p/registry.h"
+
+namespace orbite::rdma {
+
+Status Budget::take(std::uint64_t n, std::atomic<std::uint64_t>& exhausted) {
+  std::uint64_t cur = used_.load(std::memory_order_acquire);
+  do {
+    if (cur + n > limit_ || cur + n < cur) {
+      add(exhausted);
+      return Status::error(Errc::ResourceExhausted,
+                           std::string("rdma.") + name_ + " exhausted: " + std::to_string(cur) +
+                               " of " + std::to_string(limit_) + " in use, " + std::to_string(n) +
+                               " more asked");
+    }
+  } while (!used_.compare_exchange_weak(cur, cur + n, std::memory_order_acq_rel));
+  return {};
+}
+
+bool Budget::try_take(std::uint64_t n) {
+  std::uint64_t cur = used_.load(std::memory_order_acquire);
+  do {
+    if (cur + n > limit_ || cur + n < cur) return false;
+  } while (!used_.compare_exchange_weak(cur, cur + n, std::memory_order_acq_rel));
+  return true;
+}
+
+Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& config,
+                                                        const detail::Identity& self) {
+  ORBITE_ASSIGN_OR_RETURN(const IbvApi* api, load_ibverbs(config.rdma.ibverbs_library));
+  ORBITE_ASSIGN_OR_RETURN(Discovery found, discover_contexts(*api, config.rdma));
+  if (found.usable() == 0) {
+    return Status::error(
+        Errc::Unavailable,
+        "no usable RDMA context: " +
+            (found.contexts.empty() ? std::string("no permitted device") : found.summary()));
+  }
+  return std::make_shared<RdmaEngine>(config, *api, std::move(found), self);
+}
+
+RdmaEngine::RdmaEngine(const EngineConfig& config, const IbvApi& api, Discovery contexts,
+                       const detail::Identity& self)
+    : config_(config),
+      api_(api),
+      contexts_(std::move(contexts)),
+      key_(::orbite::rdma::engine_key(self.id)),
+      endpoints_("max_endpoints", config.rdma.max_endpoints),
+      grants_("max_grants", config.rdma.max_grants),
+      direct_bytes_("max_direct_bytes", config.rdma.max_direct_bytes) {
+  std::random_device rd;
+  incarnation_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  ORBITE_LOG(Info, Rdma) << "RDMA installed from " << api.path << ": " << contexts_.summary();
+}
+
+RdmaEngine::~RdmaEngine() = default;
+
+std::vector<NicRecord> RdmaEngine::nic_records() const {
+  std::vector<NicRecord> out;
+  for (const auto& c : contexts_.contexts) {
+    if (!c->usable()) continue;
+    NicRecord n;
+    n.nic_id = static_cast<std::uint8_t>(c->nic_id);
+    n.name = c->name;
+    n.active = c->state == ContextState::Active ? 1 : 0;
+    n.port = c->route.port;
+    n.link_layer = c->route.link_layer;
+    n.mtu = static_cast<std::uint8_t>(c->route.mtu);
+    n.lid = c->route.lid;
+    n.gid_index = c->route.gid_index;
+    std::memcpy(n.gid.data(), c->route.gid.raw, 16);
+    n.route_generation = c->route.generation;
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+void RdmaEngine::retain(const std::string& what) {
+  add(counters_.retained);
+  ORBITE_LOG(Error, Rdma) << what << "; the object is retained and never destroyed again";
+}
+
+RdmaStats RdmaEngine::stats() const {
+  RdmaStats s;
+  s.installed = true;
+  s.library = api_.path;
+  for (const auto& c : contexts_.contexts) {
+    RdmaContextStats cs;
+    cs.nic_id = c->nic_id;
+    cs.name = c->name;
+    cs.port = c->route.port;
+    cs.state = c->usable() ? c->state_name() : "inert: " + c->why_inert;
+    cs.gid_index = c->route.gid_index;
+    s.contexts.push_back(std::move(cs));
+    if (c->usable()) {
+      std::lock_guard lock(c->key_mu);
+      s.window_keys_used += c->keys->keys_used();
+      s.window_indices += c->keys->indices();
+      s.window_indices_parked += c->keys->parked();
+    }
+  }
+  auto r = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  const RdmaCounters& c = counters_;
+  s.parents = r(c.parents);
+  s.parents_failed = r(c.parents_failed);
+  s.payload_send_cqes = r(c.payload_send_cqes);
+  s.completed_reads = r(c.completed_reads);
+  s.completed_writes = r(c.completed_writes);
+  s.receipts_sent = r(c.receipts_sent);
+  s.bytes_read = r(c.bytes_read);
+  s.bytes_written = r(c.bytes_written);
+  s.reconnects = r(c.reconnects);
+  s.stale_cqes = r(c.stale_cqes);
+  s.duplicate_cqes = r(c.duplicate_cqes);
+  s.grants = r(c.grants);
+  s.grants_active = r(c.grants_active);
+  s.grants_peak = r(c.grants_peak);
+  s.grant_nacks = r(c.grant_nacks);
+  s.range_conflicts = r(c.range_conflicts);
+  s.windows = r(c.windows);
+  s.windows_invalidated = r(c.windows_invalidated);
+  s.windows_revoked = r(c.windows_revoked);
+  s.receipts = r(c.receipts);
+  s.receipt_mismatches = r(c.receipt_mismatches);
+  s.qps_created = r(c.qps_created);
+  s.qps_destroyed = r(c.qps_destroyed);
+  s.mr_registrations = r(c.mr_registrations);
+  s.mr_deregistrations = r(c.mr_deregistrations);
+  s.budget_exhausted = r(c.budget_exhausted);
+  s.retained = r(c.retained);
+  {
+    std::lock_guard lock(counters_.last_qp_mu);
+    s.last_connected_qp = counters_.last_connected_qp;
+  }
+  return s;
+}
+
+MrSet::~MrSet() {
+  release();
+}
+
+Status MrSet::prepare(std::byte* base, std::uint64_t length, bool remote) {
+  const auto& contexts = engine_->contexts();
+  copies_.assign(contexts.size(), Copy{});
+  // A zero-length region has nothing to register; its grants carry no payload.
+  if (length == 0) return {};
+  for (std::size_t i = 0; i < contexts.size(); ++i) {
+    const Context& c = *contexts[i];
+    if (!c.usable()) continue;  // paused contexts are prepared too; inert ones have no PD
+    Copy& copy = copies_[i];
+    copy.local = engine_->api().reg_mr(c.pd, base, length, IBV_ACCESS_LOCAL_WRITE);
+    if (copy.local == nullptr) {
+      const int err = errno;
+      release();
+      return verbs::errno_status(
+          Errc::Unavailable,
+          c.name + ": ibv_reg_mr of " + std::to_string(length) + " bytes (local)", err);
+    }
+    add(engine_->counters().mr_registrations);
+    if (remote) {
+      copy.parent =
+          engine_->api().reg_mr(c.pd, base, length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+      if (copy.parent == nullptr) {
+        const int err = errno;
+        release();
+        return verbs::errno_status(
+            Errc::Unavailable,
+            c.name + ": ibv_reg_mr of " + std::to_string(length) + " bytes (window parent)", err);
+      }
+      add(engine_->counters().mr_registrations);
+    }
+  }
+  return {};
+}
+
+bool MrSet::release() {
+  bool ok = true;
+  // Reverse order of registration; a copy that refuses keeps its handle (and so its pages).
+  for (std::size_t i = copies_.size(); i-- > 0;) {
+    for (ibv_mr** mr : {&copies_[i].parent, &copies_[i].local}) {
+      if (*mr == nullptr) continue;
+      if (const int rc = engine_->api().dereg_mr(*mr); rc != 0) {
+        engine_->retain(engine_->contexts()[i]->name +
+                        ": ibv_dereg_mr failed: " + std::strerror(rc));
+        *mr = nullptr;  // retained: never deregistered again
+        ok = false;
+        continue;
+      }
+      add(engine_->counters().mr_deregistrations);
+      *mr = nullptr;
+    }
+  }
+  return ok;
+}
+
+std::uint64_t MrSet::nic_mask() const {
+  std::uint64_t mask = 0;
+  const auto& contexts = engine_->contexts();
+  for (std::size_t i = 0; i < copies_.size(); ++i) {
+    if (copies_[i].local != nullptr) mask |= 1ULL << contexts[i]->nic_id;
+  }
+  return mask;
+}
+
+Result<std::unique_ptr<p2p::DomainRegistration>> RdmaDomain::register_region(
+    const detail::RegionRecord& region) {
+  if (region.kind != MemoryKind::Host) {
+    return std::unique_ptr<p2p::DomainRegistration>();  // CUDA memory comes with the CUDA work
+  }
+  auto set = std::make_unique<MrSet>(engine_);
+  ORBITE_RETURN_IF_ERROR(
+      set->prepare(region.base, region.length, region.access.read || region.access.write));
+  return std::unique_ptr<p2p::DomainRegistration>(std::move(set));
+}
+
+Status RdmaDomain::deregister(std::unique_ptr<p2p::DomainRegistration> registration) {
+  auto* set = dynamic_cast<MrSet*>(registration.get());
+  if (set == nullptr) return {};
+  if (!set->release()) {
+    retained_.push_back(std::move(registration));
+    return Status::error(Errc::Unquiesced,
+                         "an RDMA MR of the region could not be deregistered; "
+                         "it is retained");
+  }
+  return {};
+}
+
+std::string RdmaDomain::pack(const detail::RegionRecord&,
+                             const p2p::DomainRegistration* registration) const {
+  std::string out;
+  wire::Writer w(out);
+  w.put<std::uint8_t>(1);
+  const auto* set = dynamic_cast<const MrSet*>(registration);
+  w.put<std::uint64_t>(set != nullptr ? set->nic_mask() : 0);
+  return out;
+}
+
+Status RdmaDomain::unpack(std::string_view blob) const {
+  wire::Reader r(blob);
+  const auto version = r.get<std::uint8_t>();
+  r.get<std::uint64_t>();
+  if (!r.done() || version != 1) {
+    return Status::error(Errc::InvalidArgument,
+                         "its rdma entry of " + std::to_string(blob.size()) +
+                             " bytes is not an OrbiTE RDMA descriptor (version 1, NIC mask)");
+  }
+  return {};
+}
+
+const MrSet* mr_set_of(const detail::RegionRecord& region) {
+  return dynamic_cast<const MrSet*>(
+      region.registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)].get());
+}
+
+}  // namespace orbite::rdma

@@ -1,0 +1,148 @@
+// The RDMA transport's engine-wide part: the loaded library, the contexts, the budgets, the
+// counters behind TransferEngine::rdma_stats(), and the memory domain that publishes every
+// region on every usable context before it becomes visible (eager publication). Shared by the
+// domain and every lane's RdmaLane; thread-safe (atomics, and the contexts' own mutexes).
+#pragma once
+
+#include <orbite/config.h>
+#include <orbite/rdma.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "p2p/endpoint.h"
+#include "p2p/rdma/context.h"
+#include "p2p/rdma/wire.h"
+#include "p2p/transport.h"
+
+namespace orbite::rdma {
+
+// A budget of the guide's table: admission limits charged while a resource exists (creating,
+// closing and retained ones included).
+class Budget {
+ public:
+  Budget(const char* name, std::uint64_t limit) : name_(name), limit_(limit) {}
+  // Charges n, or returns ResourceExhausted naming the budget and changes nothing.
+  Status take(std::uint64_t n, std::atomic<std::uint64_t>& exhausted_counter);
+  // As take(), without counting an exhaustion (a queued requester retries every pass).
+  bool try_take(std::uint64_t n);
+  void give(std::uint64_t n) { used_.fetch_sub(n, std::memory_order_acq_rel); }
+  [[nodiscard]] std::uint64_t used() const { return used_.load(std::memory_order_acquire); }
+  [[nodiscard]] std::uint64_t limit() const { return limit_; }
+
+ private:
+  const char* name_;
+  std::uint64_t limit_;
+  std::atomic<std::uint64_t> used_{0};
+};
+
+// Counters of RdmaStats, written by lanes (relaxed atomics).
+struct RdmaCounters {
+  std::atomic<std::uint64_t> parents{0}, parents_failed{0}, payload_send_cqes{0},
+      completed_reads{0}, completed_writes{0}, receipts_sent{0}, bytes_read{0}, bytes_written{0},
+      reconnects{0}, stale_cqes{0}, duplicate_cqes{0}, grants{0}, grants_active{0}, grants_peak{0},
+      grant_nacks{0}, range_conflicts{0}, windows{0}, windows_invalidated{0}, windows_revoked{0},
+      receipts{0}, receipt_mismatches{0}, qps_created{0}, qps_destroyed{0}, mr_registrations{0},
+      mr_deregistrations{0}, budget_exhausted{0}, retained{0};
+  std::mutex last_qp_mu;
+  RdmaQpLimits last_connected_qp;  // guarded by last_qp_mu
+};
+
+inline void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) {
+  c.fetch_add(n, std::memory_order_relaxed);
+}
+
+// Lifetime: shared by the domain and every RdmaLane of the engine; destroyed after all of them,
+// so contexts outlive every QP, CQ, MR and window made on them.
+class RdmaEngine {
+ public:
+  // Loads the library (rdma.ibverbs_library), opens the contexts and checks them. An error when
+  // nothing usable exists; the caller decides whether that fails the engine (rdma.enable = on).
+  static Result<std::shared_ptr<RdmaEngine>> install(const EngineConfig& config,
+                                                     const detail::Identity& self);
+  RdmaEngine(const EngineConfig& config, const IbvApi& api, Discovery contexts,
+             const detail::Identity& self);
+  ~RdmaEngine();
+
+  const EngineConfig& config() const { return config_; }
+  const IbvApi& api() const { return api_; }
+  const std::vector<std::unique_ptr<Context>>& contexts() const { return contexts_.contexts; }
+  const EngineKey& engine_key() const { return key_; }
+  std::uint64_t incarnation() const { return incarnation_; }
+  RdmaCounters& counters() { return counters_; }
+  Budget& endpoints() { return endpoints_; }
+  Budget& grants() { return grants_; }
+  Budget& direct_bytes() { return direct_bytes_; }
+  std::uint64_t next_grant_id() { return next_grant_id_.fetch_add(1) + 1; }
+  std::uint64_t next_link_incarnation() { return next_link_.fetch_add(1) + 1; }
+  // The NIC records this engine offers to every peer.
+  std::vector<NicRecord> nic_records() const;
+  RdmaStats stats() const;
+  // A native object whose destroy failed: counted, kept for good, never destroyed again.
+  void retain(const std::string& what);
+
+ private:
+  EngineConfig config_;
+  const IbvApi& api_;
+  Discovery contexts_;
+  EngineKey key_{};
+  std::uint64_t incarnation_ = 0;
+  mutable RdmaCounters counters_;
+  Budget endpoints_;
+  Budget grants_;
+  Budget direct_bytes_;
+  std::atomic<std::uint64_t> next_grant_id_{0};
+  std::atomic<std::uint64_t> next_link_{0};
+};
+
+// The MRs of one region: per context slot, a local-only MR (LOCAL_WRITE) and, when the region
+// grants remote access, a parent MR (LOCAL_WRITE | MW_BIND) that windows are bound over. Neither
+// key leaves this process: remote authority exists only in windows.
+class MrSet final : public p2p::DomainRegistration {
+ public:
+  struct Copy {
+    ibv_mr* local = nullptr;
+    ibv_mr* parent = nullptr;
+  };
+  explicit MrSet(std::shared_ptr<RdmaEngine> engine) : engine_(std::move(engine)) {}
+  ~MrSet() override;
+  // Registers on every usable context; on failure deregisters what it made (a copy that
+  // refuses is retained) and returns the error.
+  Status prepare(std::byte* base, std::uint64_t length, bool remote);
+  // Deregisters; false when one refused (it is retained, never retried).
+  bool release();
+  [[nodiscard]] const Copy* on(std::size_t slot) const {
+    return slot < copies_.size() ? &copies_[slot] : nullptr;
+  }
+  [[nodiscard]] std::uint64_t nic_mask() const;
+
+ private:
+  std::shared_ptr<RdmaEngine> engine_;
+  std::vector<Copy> copies_;  // indexed like RdmaEngine::contexts()
+};
+
+class RdmaDomain final : public p2p::MemoryDomain {
+ public:
+  explicit RdmaDomain(std::shared_ptr<RdmaEngine> engine) : engine_(std::move(engine)) {}
+  [[nodiscard]] p2p::TransportId id() const override { return p2p::TransportId::Rdma; }
+  Result<std::unique_ptr<p2p::DomainRegistration>> register_region(
+      const detail::RegionRecord& region) override;
+  Status deregister(std::unique_ptr<p2p::DomainRegistration> registration) override;
+  [[nodiscard]] std::size_t retained() const override { return retained_.size(); }
+  [[nodiscard]] std::string pack(const detail::RegionRecord& region,
+                                 const p2p::DomainRegistration* registration) const override;
+  [[nodiscard]] Status unpack(std::string_view blob) const override;
+  const std::shared_ptr<RdmaEngine>& engine() const { return engine_; }
+
+ private:
+  std::shared_ptr<RdmaEngine> engine_;
+  std::vector<std::unique_ptr<p2p::DomainRegistration>> retained_;
+};
+
+// The MR set a region has on RDMA (null when it is not published there).
+const MrSet* mr_set_of(const detail::RegionRecord& region);
+
+}  // namespace orbite::rdma

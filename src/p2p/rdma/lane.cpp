@@ -1,0 +1,572 @@
+// RdmaLane: the lane's CQ sets and QP table, the handshake's RdmaInfo, control dispatch,
+// completion polling and sleep arming, link loss and shutdown.
+#include "p2p/rdma/lane.h"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "common/log.h"
+#include "p2p/rdma/verbs.h"
+
+namespace orbite::rdma {
+
+using detail::PeerLink;
+
+namespace {
+constexpr int kPollBatch = 32;
+constexpr std::uint32_t kReceiptSlots = 32;  // receives posted on every source-role QP
+
+p2p::Capabilities rdma_caps() {
+  p2p::Capabilities c;
+  c.id = p2p::TransportId::Rdma;
+  c.reach = p2p::kReachSameHost | p2p::kReachRemote;
+  c.host_memory = true;
+  c.one_sided = true;
+  c.frames = false;
+  c.rma = true;
+  return c;
+}
+
+}  // namespace
+
+// The completion channel of one CQ set: its fd sits in the lane's epoll set, so an armed CQ
+// wakes a sleeping worker. Events are acknowledged in batches (and before the CQs go).
+class RdmaLane::ChannelWatch final : public p2p::Watcher {
+ public:
+  explicit ChannelWatch(CqSet& cqs) : cqs_(cqs) {}
+  void on_ready(std::uint32_t) override {
+    for (;;) {
+      ibv_cq* cq = nullptr;
+      void* cq_ctx = nullptr;
+      if (cqs_.ctx.api.get_cq_event(cqs_.channel, &cq, &cq_ctx) != 0) break;  // EAGAIN
+      ++cqs_.unacked;
+      cqs_.armed = std::max(cqs_.armed - 1, 0);
+      if (cqs_.unacked >= 64) {
+        cqs_.ctx.api.ack_cq_events(cq, cqs_.unacked);
+        cqs_.unacked = 0;
+      }
+    }
+  }
+
+ private:
+  CqSet& cqs_;
+};
+
+const p2p::Capabilities& RdmaEndpoint::caps() const {
+  return lane_.caps();
+}
+
+void RdmaEndpoint::send(detail::SendItem item) {
+  // The selection table never routes frames here (caps().frames is false).
+  if (item.pinned != nullptr) item.pinned->unpin();
+  lane_.handler().endpoint_failed(
+      link_, Status::error(Errc::Internal, "a frame was routed to the RDMA endpoint"));
+}
+
+Status RdmaEndpoint::read_peer(std::byte*, std::uint64_t, std::uint64_t) {
+  return Status::error(Errc::Unavailable, "RDMA moves put/get through grants (start_rma)");
+}
+Status RdmaEndpoint::write_peer(const std::byte*, std::uint64_t, std::uint64_t) {
+  return Status::error(Errc::Unavailable, "RDMA moves put/get through grants (start_rma)");
+}
+Status RdmaEndpoint::start_rma(p2p::RmaOp op) {
+  return lane_.start_rma(link_, std::move(op));
+}
+
+RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, const detail::Identity& self,
+                   p2p::RegionRegistry& regions, p2p::Poller& poller, p2p::FrameHandler& handler,
+                   p2p::ControlSender& control)
+    : engine_(std::move(engine)),
+      self_(self),
+      regions_(regions),
+      poller_(poller),
+      handler_(handler),
+      control_(control),
+      caps_(rdma_caps()),
+      cfg_(engine_->config().rdma) {
+  wcs_.resize(kPollBatch);
+}
+
+RdmaLane::~RdmaLane() {
+  shutdown(Status::error(Errc::Cancelled, "the engine closed"));
+}
+
+Status RdmaLane::init() {
+  const auto& contexts = engine_->contexts();
+  cqs_.resize(contexts.size());
+  window_pool_.resize(contexts.size());
+  for (std::size_t i = 0; i < contexts.size(); ++i) {
+    if (!contexts[i]->usable()) continue;
+    auto set = std::make_unique<CqSet>(*contexts[i], cfg_.max_cqes, 4 * kReceiptSlots);
+    ORBITE_RETURN_IF_ERROR(set->init());
+    const int fd = set->channel->fd;
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+      return verbs::errno_status(Errc::Internal, "fcntl(O_NONBLOCK) on a completion channel",
+                                 errno);
+    }
+    auto watch = std::make_unique<ChannelWatch>(*set);
+    ORBITE_RETURN_IF_ERROR(poller_.add(fd, EPOLLIN, watch.get()));
+    watches_.push_back(std::move(watch));
+    cqs_[i] = std::move(set);
+  }
+  return {};
+}
+
+// ---- handshake --------------------------------------------------------------------------
+
+std::optional<std::string> RdmaLane::offer(PeerLink& link) {
+  if (link.is_self) return std::nullopt;
+  RdmaInfo info;
+  info.engine = engine_->engine_key();
+  info.rdma_incarnation = engine_->incarnation();
+  info.link_incarnation = engine_->next_link_incarnation();
+  info.lanes = engine_->config().num_lanes;
+  info.nics = engine_->nic_records();
+  offered_[&link] = info.link_incarnation;
+  return encode(info);
+}
+
+Result<PeerRdma*> RdmaLane::make_peer(PeerLink& link, std::string_view blob, std::uint64_t mine) {
+  ORBITE_ASSIGN_OR_RETURN(RdmaInfo info, decode_info(blob));
+  if (info.engine != engine_key(link.ep.id)) {
+    return Status::error(Errc::Protocol, "the RDMA connect blob names another engine");
+  }
+  auto peer = std::make_unique<PeerRdma>();
+  peer->link = &link;
+  peer->info = std::move(info);
+  peer->my_link_incarnation = mine;
+  peer->width = std::max<std::uint32_t>(
+      1, std::min<std::uint32_t>(engine_->config().num_lanes, peer->info.lanes));
+  PeerRdma* raw = peer.get();
+  peers_[&link] = std::move(peer);
+  link.endpoints[static_cast<std::size_t>(p2p::TransportId::Rdma)] =
+      std::make_unique<RdmaEndpoint>(*this, link);
+  return raw;
+}
+
+Result<std::string> RdmaLane::accept(PeerLink& link, std::string_view blob) {
+  RdmaInfo mine;
+  mine.engine = engine_->engine_key();
+  mine.rdma_incarnation = engine_->incarnation();
+  mine.link_incarnation = engine_->next_link_incarnation();
+  mine.lanes = engine_->config().num_lanes;
+  mine.nics = engine_->nic_records();
+  ORBITE_RETURN_IF_ERROR(make_peer(link, blob, mine.link_incarnation).status());
+  return encode(mine);
+}
+
+Status RdmaLane::complete(PeerLink& link, std::optional<std::string_view> blob) {
+  auto it = offered_.find(&link);
+  if (it == offered_.end()) return {};
+  const std::uint64_t mine = it->second;
+  offered_.erase(it);
+  if (!blob) return {};  // the peer has no RDMA: the link goes on without it
+  return make_peer(link, *blob, mine).status();
+}
+
+Status RdmaLane::open_self(PeerLink&) {
+  return Status::error(Errc::Unavailable, "RDMA does not serve this engine itself");
+}
+
+Status RdmaLane::adopt_connection(PeerLink&, int fd, std::uint32_t) {
+  ::close(fd);
+  return Status::error(Errc::Protocol, "RDMA opens no connections of its own");
+}
+
+PeerRdma* RdmaLane::peer_of(PeerLink& link) {
+  auto it = peers_.find(&link);
+  return it == peers_.end() || it->second->failed ? nullptr : it->second.get();
+}
+
+void RdmaLane::send(PeerRdma& peer, ControlKind kind, std::string body) {
+  p2p::FrameHeader h;
+  h.type = p2p::FrameType::TransportControl;
+  h.a = static_cast<std::uint64_t>(p2p::TransportId::Rdma);
+  h.b = static_cast<std::uint64_t>(kind);
+  control_.send_control(*peer.link, h, std::move(body));
+}
+
+Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view body) {
+  PeerRdma* peer = peer_of(link);
+  if (peer == nullptr) {
+    return Status::error(Errc::Protocol, std::string("RDMA ") + control_name(kind) +
+                                             " from a peer without an RDMA endpoint");
+  }
+  switch (static_cast<ControlKind>(kind)) {
+    case ControlKind::QpConnect: {
+      ORBITE_ASSIGN_OR_RETURN(QpConnect m, decode_qp_connect(body));
+      on_qp_connect(*peer, m);
+      return {};
+    }
+    case ControlKind::QpAccept: {
+      ORBITE_ASSIGN_OR_RETURN(QpAccept m, decode_qp_accept(body));
+      on_qp_accept(*peer, m);
+      return {};
+    }
+    case ControlKind::QpRetire: {
+      ORBITE_ASSIGN_OR_RETURN(QpRetire m, decode_qp_retire(body));
+      on_qp_retire(*peer, m);
+      return {};
+    }
+    case ControlKind::GrantRequest: {
+      ORBITE_ASSIGN_OR_RETURN(GrantRequest m, decode_grant_request(body));
+      on_grant_request(*peer, m);
+      return {};
+    }
+    case ControlKind::Grant: {
+      ORBITE_ASSIGN_OR_RETURN(Grant m, decode_grant(body));
+      on_grant(*peer, m);
+      return {};
+    }
+    case ControlKind::GrantNack: {
+      ORBITE_ASSIGN_OR_RETURN(GrantNack m, decode_grant_nack(body));
+      on_grant_nack(*peer, m);
+      return {};
+    }
+    case ControlKind::GrantAck: {
+      ORBITE_ASSIGN_OR_RETURN(GrantAck m, decode_grant_ack(body));
+      on_grant_ack(*peer, m);
+      return {};
+    }
+  }
+  return Status::error(Errc::Protocol, "RDMA control kind " + std::to_string(kind) + " unknown");
+}
+
+void RdmaLane::protocol_error(PeerRdma& peer, const std::string& what) {
+  // The protocol fails the whole link, and through forget() every grant and parent of it.
+  handler_.protocol_error(*peer.link, "RDMA: " + what);
+}
+
+// ---- QPs ----------------------------------------------------------------------------------
+
+Qp* RdmaLane::qp(std::uint16_t handle) {
+  return handle < qps_.size() ? qps_[handle].get() : nullptr;
+}
+
+Result<Qp*> RdmaLane::new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot) {
+  CqSet* cqs = context < cqs_.size() ? cqs_[context].get() : nullptr;
+  if (cqs == nullptr) {
+    return Status::error(Errc::Unavailable,
+                         "RDMA context " + std::to_string(context) + " is not usable on this lane");
+  }
+  ORBITE_RETURN_IF_ERROR(engine_->endpoints().take(1, engine_->counters().budget_exhausted));
+  QpCaps caps;
+  caps.send_depth = cfg_.max_send_wr;
+  caps.recv_depth = role == QpRole::Source ? kReceiptSlots : 1;
+  std::uint32_t max_inline = 0;
+  auto made = create_rc_qp(cqs->ctx, *cqs, caps, role, &max_inline);
+  if (!made.ok()) {
+    engine_->endpoints().give(1);
+    if (made.status().code() == Errc::ResourceExhausted) add(engine_->counters().budget_exhausted);
+    return made.status();
+  }
+  std::uint16_t handle = 0;
+  if (!free_handles_.empty()) {
+    handle = free_handles_.back();
+    free_handles_.pop_back();
+  } else {
+    handle = static_cast<std::uint16_t>(qps_.size());
+    qps_.emplace_back();
+    qp_generations_.push_back(0);
+    qp_peer_.push_back(nullptr);
+  }
+  auto q = std::make_unique<Qp>(caps.send_depth);
+  q->qp = *made;
+  q->cqs = cqs;
+  q->ctx = &cqs->ctx;
+  q->role = role;
+  q->handle = handle;
+  q->generation = ++qp_generations_[handle];
+  q->incarnation = next_qp_incarnation_++;
+  q->slot = slot;
+  q->max_inline = max_inline;
+  q->recv_depth = caps.recv_depth;
+  qps_[handle] = std::move(q);
+  qp_peer_[handle] = &peer;
+  peer.qps.push_back(handle);
+  add(engine_->counters().qps_created);
+  return qps_[handle].get();
+}
+
+Status RdmaLane::post_receives(Qp& q) {
+  CqSet& cqs = *q.cqs;
+  while (q.recv_posted < q.recv_depth) {
+    if (cqs.free_slots.empty()) {
+      return Status::error(Errc::ResourceExhausted, "no free receive slot on the lane");
+    }
+    const std::uint32_t slot = cqs.free_slots.back();
+    ibv_sge sge{reinterpret_cast<std::uint64_t>(cqs.slot(slot)), CqSet::kSlotBytes,
+                cqs.slab_mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = q.id(WrKind::Recv, slot).pack();
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    if (const int rc = verbs::post_recv(q.qp, &wr, &bad); rc != 0) {
+      q.broken = true;
+      return verbs::errno_status(Errc::Unavailable, q.ctx->name + ": ibv_post_recv", rc);
+    }
+    cqs.free_slots.pop_back();
+    ++q.recv_posted;
+  }
+  return {};
+}
+
+void RdmaLane::retire_qp(std::uint16_t handle) {
+  Qp* q = qp(handle);
+  if (q == nullptr || std::find(retired_.begin(), retired_.end(), handle) != retired_.end()) {
+    return;
+  }
+  q->broken = true;
+  q->ready = false;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  // ERR flushes whatever is outstanding, each WR with its own completion.
+  if (const int rc = engine_->api().modify_qp(q->qp, &a, IBV_QP_STATE); rc != 0) {
+    ORBITE_LOG(Warn, Rdma) << q->ctx->name
+                           << ": ibv_modify_qp to ERR failed: " << std::strerror(rc);
+  }
+  retired_.push_back(handle);
+}
+
+void RdmaLane::destroy_retired() {
+  for (std::size_t i = 0; i < retired_.size();) {
+    Qp* q = qp(retired_[i]);
+    // A QP goes once every WR it had has completed or flushed: then none of them can run.
+    if (q != nullptr && (q->sq.outstanding() != 0 || q->recv_posted != 0)) {
+      ++i;
+      continue;
+    }
+    if (q != nullptr) {
+      if (const int rc = engine_->api().destroy_qp(q->qp); rc != 0) {
+        engine_->retain(q->ctx->name + ": ibv_destroy_qp failed: " + std::strerror(rc));
+      } else {
+        add(engine_->counters().qps_destroyed);
+      }
+      q->cqs->send_reserved -= q->sq.outstanding() + q->sq.room();
+      q->cqs->recv_reserved -= q->recv_depth;
+      engine_->endpoints().give(1);
+      free_handles_.push_back(q->handle);
+      qps_[q->handle].reset();
+    }
+    retired_.erase(retired_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+// ---- completions ----------------------------------------------------------------------------
+
+int RdmaLane::poll_cqs() {
+  int work = 0;
+  for (auto& set : cqs_) {
+    if (!set) continue;
+    for (int round = 0; round < 4; ++round) {
+      const int n = verbs::poll_cq(set->send_cq, kPollBatch, wcs_.data());
+      if (n < 0) {
+        ORBITE_LOG(Error, Rdma) << set->ctx.name << ": ibv_poll_cq failed (" << n << ")";
+        break;
+      }
+      for (int i = 0; i < n; ++i) on_send_cqe(wcs_[static_cast<std::size_t>(i)]);
+      const int m = verbs::poll_cq(set->recv_cq, kPollBatch, wcs_.data());
+      for (int i = 0; i < m; ++i) on_recv_cqe(*set, wcs_[static_cast<std::size_t>(i)]);
+      work += n + std::max(m, 0);
+      if (n < kPollBatch && m < kPollBatch) break;
+    }
+  }
+  return work;
+}
+
+void RdmaLane::on_send_cqe(const ibv_wc& wc) {
+  const WrId id = WrId::unpack(wc.wr_id);
+  Qp* q = qp(id.handle);
+  if (q == nullptr || (q->generation & 0xfff) != id.generation) {
+    add(engine_->counters().stale_cqes);
+    return;
+  }
+  std::vector<std::pair<WrRecord, bool>> resolved;
+  const bool ok = wc.status == IBV_WC_SUCCESS;
+  switch (q->sq.complete(id.seq, ok, resolved)) {
+    case SqLedger::Apply::Duplicate: add(engine_->counters().duplicate_cqes); return;
+    case SqLedger::Apply::Invalid:
+      ORBITE_LOG(Error, Rdma) << q->ctx->name << ": a completion (seq " << id.seq
+                              << ") outside the QP's window; the QP is fenced";
+      retire_qp(q->handle);
+      return;
+    case SqLedger::Apply::Applied: break;
+  }
+  if (!ok && !q->broken) {
+    ORBITE_LOG(Debug, Rdma) << q->ctx->name << ": QP " << q->qp->qp_num << " completion "
+                            << verbs::wc_status_name(wc.status);
+    q->broken = true;
+  }
+  // The physical completion of a payload WR (signaled, or flushed).
+  if (resolved.back().first.kind == WrKind::Payload) add(engine_->counters().payload_send_cqes);
+  PeerRdma* peer = qp_peer_[q->handle];
+  for (const auto& [rec, success] : resolved) {
+    if (q->role == QpRole::Requester) {
+      on_requester_wr(*peer, *q, rec, success, success ? nullptr : &wc);
+    } else {
+      on_source_wr(*peer, rec, success);
+    }
+  }
+  if (q->broken && std::find(retired_.begin(), retired_.end(), q->handle) == retired_.end()) {
+    retire_qp(q->handle);
+  }
+}
+
+}  // namespace orbite::rdma
+
+namespace orbite::rdma {
+
+void RdmaLane::on_recv_cqe(CqSet& cqs, const ibv_wc& wc) {
+  const WrId id = WrId::unpack(wc.wr_id);
+  const std::uint32_t slot = id.seq;
+  Qp* q = qp(id.handle);
+  if (id.kind != WrKind::Recv || slot >= cqs.slab.size() / CqSet::kSlotBytes) {
+    ORBITE_LOG(Error, Rdma) << cqs.ctx.name << ": a receive completion with a foreign wr_id";
+    return;
+  }
+  cqs.free_slots.push_back(slot);  // the slot's bytes stay valid until the next receive is posted
+  if (q == nullptr || (q->generation & 0xfff) != id.generation) {
+    add(engine_->counters().stale_cqes);
+    return;
+  }
+  if (q->recv_posted > 0) --q->recv_posted;
+  PeerRdma* peer = qp_peer_[q->handle];
+  if (wc.status != IBV_WC_SUCCESS) {
+    // A flush: the QP is in error; its grants are revoked.
+    if (!q->broken) retire_qp(q->handle);
+    if (peer != nullptr && !peer->failed) {
+      std::vector<std::uint64_t> hit;
+      for (const auto& [gid, g] : peer->grants) {
+        for (const auto& s : g.segments) {
+          if (s.qp_handle == q->handle && !s.receipted) {
+            hit.push_back(gid);
+            break;
+          }
+        }
+      }
+      for (std::uint64_t gid : hit) {
+        close_grant(
+            *peer, gid,
+            Status::error(Errc::ConnectionLost, "the connection carrying the grant failed (" +
+                                                    std::string(verbs::wc_status_name(wc.status)) +
+                                                    "); effect unknown"),
+            true);
+      }
+    }
+    return;
+  }
+  if (peer == nullptr || peer->failed) return;
+  on_receipt(*peer, *q, cqs, slot, wc);
+}
+
+int RdmaLane::progress() {
+  int work = poll_cqs();
+  for (auto& [link, peer] : peers_) {
+    if (peer->failed) continue;
+    admit(*peer);
+    for (auto& [id, p] : peer->parents) {
+      if (p.state == ParentState::Granted) post_payload(*peer, p);
+    }
+  }
+  if (!retired_.empty()) destroy_retired();
+  return work;
+}
+
+bool RdmaLane::prepare_sleep() {
+  // Arm every CQ, then look once more: a completion that arrived before the arming would
+  // otherwise wait for the next one.
+  for (auto& set : cqs_) {
+    if (!set) continue;
+    if (verbs::req_notify_cq(set->send_cq, 0) != 0 || verbs::req_notify_cq(set->recv_cq, 0) != 0) {
+      return false;
+    }
+    set->armed = 2;
+  }
+  return poll_cqs() == 0;
+}
+
+void RdmaLane::end_sleep() {}
+
+bool RdmaLane::busy() const {
+  for (const auto& [link, peer] : peers_) {
+    if (!peer->parents.empty() || !peer->grants.empty()) return true;
+  }
+  return !retired_.empty();
+}
+
+void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
+  if (peer.failed) return;
+  peer.failed = true;
+  // Grants: windows deallocated (nothing can use them afterwards), ranges unlocked.
+  std::vector<std::uint64_t> grants;
+  for (const auto& [id, g] : peer.grants) grants.push_back(id);
+  for (std::uint64_t id : grants) close_grant(peer, id, why, false);
+  // Every QP of the peer goes to ERR: what was posted flushes, and parents end once drained.
+  for (std::uint16_t h : peer.qps) {
+    if (qp(h) != nullptr) retire_qp(h);
+  }
+  for (auto& [id, p] : peer.parents) {
+    if (p.failure.ok()) p.failure = why;
+    if (p.state != ParentState::Draining) p.state = ParentState::Draining;
+  }
+  std::vector<std::uint64_t> ids;
+  for (const auto& [id, p] : peer.parents) ids.push_back(id);
+  for (std::uint64_t id : ids) maybe_finish_parent(peer, id);
+}
+
+void RdmaLane::forget(PeerLink& link) {
+  offered_.erase(&link);
+  if (PeerRdma* peer = peer_of(link)) {
+    fail_peer(*peer, link.failure.ok() ? Status::error(Errc::ConnectionLost, "the link failed")
+                                       : link.failure);
+  }
+}
+
+void RdmaLane::shutdown(const Status& why) {
+  for (auto& [link, peer] : peers_) fail_peer(*peer, why);
+  // Drain what was flushed, then destroy: a QP that is destroyed runs no WR any more.
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  while (!retired_.empty() && Clock::now() < deadline) {
+    poll_cqs();
+    destroy_retired();
+  }
+  for (std::uint16_t h : retired_) {
+    if (Qp* q = qp(h)) {
+      // Not drained in time: destroying the QP is what proves none of its WRs runs again.
+      q->sq.clear();
+      q->recv_posted = 0;
+    }
+  }
+  destroy_retired();
+  // Parents still waiting: their QPs are gone now, so no DMA can touch their buffers.
+  for (auto& [link, peer] : peers_) {
+    for (auto& [id, p] : peer->parents) p.wrs_outstanding = 0;
+    std::vector<std::uint64_t> ids;
+    for (const auto& [id, p] : peer->parents) ids.push_back(id);
+    for (std::uint64_t id : ids) maybe_finish_parent(*peer, id);
+    peer->parents.clear();
+  }
+  for (std::size_t c = 0; c < window_pool_.size(); ++c) {
+    for (ibv_mw* mw : window_pool_[c]) revoke_window(c, mw);
+    window_pool_[c].clear();
+  }
+  // Parked windows stay allocated while the PD lives (so their index is never handed out
+  // again); the PD goes with the engine, so they go now.
+  for (ibv_mw* mw : parked_windows_) {
+    if (verbs::dealloc_mw(mw) != 0) engine_->retain("ibv_dealloc_mw of a parked window failed");
+  }
+  parked_windows_.clear();
+  for (auto& set : cqs_) {
+    if (set) poller_.remove(set->channel->fd);
+  }
+  watches_.clear();
+  cqs_.clear();
+}
+
+}  // namespace orbite::rdma

@@ -1,0 +1,275 @@
+// The RDMA transport on one lane: the lane's CQ sets (one per context), the QP table, and for
+// every peer of the lane its NIC table, its QP arrays and the two state machines of the grant
+// protocol: parents (this side posts READ/WRITE: the requester) and grants (this side's memory
+// is accessed: the source). Everything of a peer lives on the peer's lane, so one thread (the
+// lane's mutex holder) owns all of it and no grant state crosses lanes. Control messages travel
+// as TransportControl frames on the peer's control connection; payload and receipts travel on
+// the QPs. put/get enter through RdmaEndpoint::start_rma. See docs/rdma.md.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "p2p/peer.h"
+#include "p2p/poller.h"
+#include "p2p/rdma/engine.h"
+#include "p2p/rdma/qp.h"
+#include "p2p/rdma/range_locks.h"
+#include "p2p/rdma/slicing.h"
+#include "p2p/registry.h"
+#include "p2p/transport.h"
+
+namespace orbite::rdma {
+
+class RdmaLane;
+using Clock = std::chrono::steady_clock;
+
+class RdmaEndpoint final : public p2p::PeerEndpoint {
+ public:
+  RdmaEndpoint(RdmaLane& lane, detail::PeerLink& link) : lane_(lane), link_(link) {}
+  [[nodiscard]] const p2p::Capabilities& caps() const override;
+  void send(detail::SendItem item) override;
+  bool send_now(const p2p::FrameHeader&, std::span<const iovec>) override { return false; }
+  [[nodiscard]] std::size_t paths() const override { return 1; }
+  Status read_peer(std::byte*, std::uint64_t, std::uint64_t) override;
+  Status write_peer(const std::byte*, std::uint64_t, std::uint64_t) override;
+  [[nodiscard]] bool one_sided_usable() const override { return false; }
+  Status start_rma(p2p::RmaOp op) override;
+  [[nodiscard]] bool busy() const override { return false; }
+  void close(bool) override {}
+
+ private:
+  RdmaLane& lane_;
+  detail::PeerLink& link_;
+};
+
+// One payload-carrying run of a parent's slices on one QP: one window, one receipt.
+struct Segment {
+  std::uint8_t first_slice = 0;
+  std::uint8_t slices = 0;
+  std::uint32_t slot = 0;
+  std::uint64_t offset = 0;  // of the segment in the parent
+  std::uint64_t length = 0;
+  // Requester side.
+  std::uint16_t qp_handle = 0;
+  std::uint32_t rkey = 0;
+  std::uint64_t remote_address = 0;
+  std::uint8_t posted = 0;     // slices posted
+  std::uint8_t completed = 0;  // slices proven successful
+  bool receipt_posted = false;
+  bool receipt_done = false;
+  std::int32_t receipt_slot = -1;  // registered slot holding the binding when not inline
+};
+
+enum class ParentState : std::uint8_t {
+  Admission,   // waiting for the direct-bytes budget
+  Connecting,  // waiting for its QP slots
+  Requesting,  // GrantRequest sent
+  Granted,     // posting payload
+  AwaitAck,    // every receipt posted
+  Draining,    // failed: waiting until no WR of it can run
+};
+
+struct RmaJob {
+  p2p::RmaOp op;
+  std::size_t parents_left = 0;
+  Status first_error;
+};
+
+struct Parent {
+  std::uint64_t id = 0;
+  std::shared_ptr<RmaJob> job;
+  ParentState state = ParentState::Admission;
+  bool write = false;
+  std::byte* local = nullptr;  // first byte of the parent in the local region
+  std::uint64_t remote_offset = 0;
+  std::uint64_t length = 0;
+  SlicePlan plan;
+  std::vector<Segment> segments;
+  std::size_t array = 0;  // index of its QP array in the peer
+  std::uint64_t grant = 0, grant_generation = 0, grant_nonce = 0;
+  std::uint64_t direct_charge = 0;
+  std::uint32_t lkey = 0;  // the local region's local-only MR on the array's context
+  bool reconnected = false;
+  bool acked = false;
+  Status ack_status;
+  Status failure;  // first failure; the parent ends once it has drained
+  std::size_t wrs_outstanding = 0;
+  bool reported = false;  // its job was told (it may still wait for its GrantAck)
+};
+
+// A QP array: W slots between one local context and one of the peer's NICs, for one role.
+struct QpSlot {
+  enum class State : std::uint8_t { Empty, Building, Ready } state = State::Empty;
+  std::uint16_t qp_handle = 0;
+  std::uint64_t incarnation = 0;  // this side's generation of the slot
+  std::uint64_t builder = 0;
+  std::vector<std::uint64_t> waiters;  // parents
+};
+struct QpArray {
+  std::size_t context = 0;  // index into RdmaEngine::contexts()
+  std::uint8_t remote_nic = 0;
+  std::vector<QpSlot> slots;
+};
+
+struct GrantSegment {
+  std::uint16_t qp_handle = 0;
+  std::uint64_t qp_incarnation = 0;
+  ibv_mw* mw = nullptr;
+  std::uint32_t rkey = 0;
+  std::uint64_t offset = 0;  // in the target region
+  std::uint64_t length = 0;
+  std::uint8_t first_slice = 0;
+  std::uint8_t slices = 0;
+  std::uint32_t requester_qpn = 0;
+  bool bound = false;
+  bool bind_failed = false;
+  bool receipted = false;
+};
+
+struct GrantState {
+  std::uint64_t id = 0, generation = 0, nonce = 0;
+  std::uint64_t parent = 0;
+  std::uint8_t op = 0;
+  std::uint64_t target = 0, target_generation = 0, offset = 0, length = 0;
+  std::shared_ptr<detail::RegionRecord> region;  // pinned while the grant lives
+  RangeLocks::Token lock = 0;
+  std::size_t context = 0;
+  std::vector<GrantSegment> segments;
+  bool published = false;
+  Clock::time_point started;
+};
+
+// The source-role end of a requester's slot.
+struct SourceSlot {
+  std::uint16_t qp_handle = 0;
+  std::uint64_t incarnation = 0;
+};
+
+struct PeerRdma {
+  detail::PeerLink* link = nullptr;
+  RdmaInfo info;  // the peer's
+  std::uint64_t my_link_incarnation = 0;
+  std::uint32_t width = 1;  // W: the smaller num_lanes
+  bool failed = false;
+  std::vector<QpArray> arrays;                                           // requester role
+  std::map<std::pair<std::uint8_t, std::uint32_t>, SourceSlot> sources;  // (my nic, slot)
+  std::unordered_map<std::uint64_t, Parent> parents;
+  std::deque<std::uint64_t> queued;  // parents waiting for admission, FIFO
+  std::unordered_map<std::uint64_t, GrantState> grants;
+  std::vector<std::uint16_t> qps;  // every QP of this peer (handles)
+};
+
+class RdmaLane final : public p2p::LaneTransport {
+ public:
+  RdmaLane(std::shared_ptr<RdmaEngine> engine, const detail::Identity& self,
+           p2p::RegionRegistry& regions, p2p::Poller& poller, p2p::FrameHandler& handler,
+           p2p::ControlSender& control);
+  ~RdmaLane() override;
+  Status init();
+
+  [[nodiscard]] const p2p::Capabilities& caps() const override { return caps_; }
+  std::optional<std::string> offer(detail::PeerLink& link) override;
+  Result<std::string> accept(detail::PeerLink& link, std::string_view blob) override;
+  Status complete(detail::PeerLink& link, std::optional<std::string_view> blob) override;
+  Status open_self(detail::PeerLink& link) override;
+  Status adopt_connection(detail::PeerLink&, int fd, std::uint32_t) override;
+  Status on_control(detail::PeerLink& link, std::uint64_t kind, std::string_view body) override;
+  int progress() override;
+  bool prepare_sleep() override;
+  void end_sleep() override;
+  [[nodiscard]] bool busy() const override;
+  void forget(detail::PeerLink& link) override;
+  void shutdown(const Status& why) override;
+
+  Status start_rma(detail::PeerLink& link, p2p::RmaOp op);
+  p2p::FrameHandler& handler() { return handler_; }
+
+ private:
+  class ChannelWatch;
+  // lane.cpp
+  Result<PeerRdma*> make_peer(detail::PeerLink& link, std::string_view blob,
+                              std::uint64_t my_incarnation);
+  PeerRdma* peer_of(detail::PeerLink& link);
+  void send(PeerRdma& peer, ControlKind kind, std::string body);
+  Qp* qp(std::uint16_t handle);
+  Result<Qp*> new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot);
+  void retire_qp(std::uint16_t handle);
+  void destroy_retired();
+  int poll_cqs();
+  void on_send_cqe(const ibv_wc& wc);
+  void on_recv_cqe(CqSet& cqs, const ibv_wc& wc);
+  Status post_receives(Qp& q);
+  void fail_peer(PeerRdma& peer, const Status& why);
+  void protocol_error(PeerRdma& peer, const std::string& what);
+
+  // requester.cpp
+  void admit(PeerRdma& peer);
+  void connect_parent(PeerRdma& peer, Parent& p);
+  void request_grant(PeerRdma& peer, Parent& p);
+  void on_qp_accept(PeerRdma& peer, const QpAccept& m);
+  void on_grant(PeerRdma& peer, const Grant& m);
+  void on_grant_nack(PeerRdma& peer, const GrantNack& m);
+  void on_grant_ack(PeerRdma& peer, const GrantAck& m);
+  void post_payload(PeerRdma& peer, Parent& p);
+  void post_receipt(PeerRdma& peer, Parent& p, Segment& s);
+  void on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc);
+  void fail_parent(PeerRdma& peer, Parent& p, const Status& why);
+  void maybe_finish_parent(PeerRdma& peer, std::uint64_t id);
+  void report(Parent& p, const Status& st);
+  Result<std::size_t> array_for(PeerRdma& peer);
+  void slot_broken(PeerRdma& peer, Qp& q);
+
+  // source.cpp
+  void on_qp_connect(PeerRdma& peer, const QpConnect& m);
+  void on_qp_retire(PeerRdma& peer, const QpRetire& m);
+  void on_grant_request(PeerRdma& peer, const GrantRequest& m);
+  void on_source_wr(PeerRdma& peer, const WrRecord& r, bool ok);
+  void on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc);
+  void publish_if_bound(PeerRdma& peer, GrantState& g);
+  // Ends a grant: windows invalidated or revoked, range unlocked, pins and budgets returned.
+  void close_grant(PeerRdma& peer, std::uint64_t id, const Status& outcome, bool send_ack);
+  Result<ibv_mw*> take_window(std::size_t context);
+  void return_window(std::size_t context, ibv_mw* mw);
+  bool revoke_window(std::size_t context, ibv_mw* mw);
+  Binding expected_binding(const PeerRdma& peer, const GrantState& g, const GrantSegment& s,
+                           const Qp& q) const;
+
+  std::shared_ptr<RdmaEngine> engine_;
+  const detail::Identity& self_;
+  p2p::RegionRegistry& regions_;
+  p2p::Poller& poller_;
+  p2p::FrameHandler& handler_;
+  p2p::ControlSender& control_;
+  p2p::Capabilities caps_;
+  const rdma::RdmaConfig& cfg_;
+  // One CQ set per usable context (null for inert ones), indexed like engine_->contexts().
+  std::vector<std::unique_ptr<CqSet>> cqs_;
+  std::vector<std::unique_ptr<ChannelWatch>> watches_;
+  // The QP table: handle -> QP (null: free); generations advance on reuse.
+  std::vector<std::unique_ptr<Qp>> qps_;
+  std::vector<std::uint16_t> qp_generations_;
+  std::vector<PeerRdma*> qp_peer_;  // the peer each QP serves (peers live as long as the lane)
+  std::vector<std::uint16_t> free_handles_;
+  std::vector<std::uint16_t> retired_;  // QPs in ERR, destroyed once drained
+  // Unbound windows per context, ready for the next grant.
+  std::vector<std::vector<ibv_mw*>> window_pool_;
+  std::unordered_map<ibv_mw*, std::uint32_t> window_keys_;  // each window's current key
+  std::vector<ibv_mw*> parked_windows_;  // every key of their index used: never bound again
+  // Grants whose windows could not be revoked: their locks, pins and charges are kept for good.
+  std::vector<GrantState> retained_grants_;
+  std::unordered_map<detail::PeerLink*, std::unique_ptr<PeerRdma>> peers_;
+  std::unordered_map<detail::PeerLink*, std::uint64_t> offered_;  // link incarnations offered
+  std::uint64_t next_parent_ = 1;
+  std::uint64_t next_builder_ = 1;
+  std::uint64_t next_qp_incarnation_ = 1;
+  std::vector<ibv_wc> wcs_;
+};
+
+}  // namespace orbite::rdma

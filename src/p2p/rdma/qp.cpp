@@ -1,0 +1,192 @@
+#include "p2p/rdma/qp.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "p2p/rdma/verbs.h"
+
+namespace orbite::rdma {
+
+std::uint32_t SqLedger::push(WrRecord r) {
+  r.seq = next_++;
+  outstanding_.push_back(r);
+  return r.seq;
+}
+
+SqLedger::Apply SqLedger::complete(std::uint32_t seq, bool success,
+                                   std::vector<std::pair<WrRecord, bool>>& resolved) {
+  if (outstanding_.empty()) {
+    // Nothing is owed: a completion of something already resolved, or of nothing ever posted.
+    return static_cast<std::int32_t>(seq - next_) < 0 ? Apply::Duplicate : Apply::Invalid;
+  }
+  const std::uint32_t oldest = outstanding_.front().seq;
+  if (static_cast<std::int32_t>(seq - oldest) < 0) return Apply::Duplicate;
+  if (static_cast<std::int32_t>(seq - next_) >= 0) return Apply::Invalid;
+  // RC completes in order: everything before `seq` succeeded.
+  while (!outstanding_.empty() && outstanding_.front().seq != seq) {
+    resolved.emplace_back(outstanding_.front(), true);
+    outstanding_.pop_front();
+  }
+  resolved.emplace_back(outstanding_.front(), success);
+  outstanding_.pop_front();
+  return Apply::Applied;
+}
+
+void SqLedger::unpost_from(std::uint32_t seq) {
+  while (!outstanding_.empty() && static_cast<std::int32_t>(outstanding_.back().seq - seq) >= 0) {
+    outstanding_.pop_back();
+  }
+  next_ = seq;
+}
+
+CqSet::CqSet(Context& c, std::uint32_t cap, std::uint32_t slots) : ctx(c), capacity(cap) {
+  slab.assign(static_cast<std::size_t>(slots) * kSlotBytes, 0);
+  for (std::uint32_t i = slots; i-- > 0;) free_slots.push_back(i);
+}
+
+Status CqSet::init() {
+  const IbvApi& api = ctx.api;
+  channel = api.create_comp_channel(ctx.ctx);
+  if (channel == nullptr) {
+    return verbs::errno_status(Errc::ResourceExhausted, ctx.name + ": ibv_create_comp_channel",
+                               errno);
+  }
+  const int cqe = static_cast<int>(std::min(capacity, std::max(ctx.limits.max_cqe, 1u)));
+  capacity = static_cast<std::uint32_t>(cqe);
+  send_cq = api.create_cq(ctx.ctx, cqe, nullptr, channel, 0);
+  if (send_cq == nullptr) {
+    return verbs::errno_status(Errc::ResourceExhausted,
+                               ctx.name + ": ibv_create_cq of " + std::to_string(cqe) + " entries",
+                               errno);
+  }
+  recv_cq = api.create_cq(ctx.ctx, cqe, nullptr, channel, 0);
+  if (recv_cq == nullptr) {
+    return verbs::errno_status(Errc::ResourceExhausted,
+                               ctx.name + ": ibv_create_cq of " + std::to_string(cqe) + " entries",
+                               errno);
+  }
+  if (!slab.empty()) {
+    slab_mr = api.reg_mr(ctx.pd, slab.data(), slab.size(), IBV_ACCESS_LOCAL_WRITE);
+    if (slab_mr == nullptr) {
+      return verbs::errno_status(Errc::ResourceExhausted,
+                                 ctx.name + ": ibv_reg_mr of the receive slots", errno);
+    }
+  }
+  return {};
+}
+
+CqSet::~CqSet() {
+  const IbvApi& api = ctx.api;
+  if (slab_mr != nullptr && api.dereg_mr(slab_mr) != 0) {
+    ORBITE_LOG(Error, Rdma) << ctx.name << ": ibv_dereg_mr of the receive slots failed; retained";
+  }
+  if (unacked != 0 && send_cq != nullptr) api.ack_cq_events(send_cq, unacked);
+  for (ibv_cq* cq : {send_cq, recv_cq}) {
+    if (cq != nullptr && api.destroy_cq(cq) != 0) {
+      ORBITE_LOG(Error, Rdma) << ctx.name << ": ibv_destroy_cq failed; retained";
+    }
+  }
+  if (channel != nullptr && api.destroy_comp_channel(channel) != 0) {
+    ORBITE_LOG(Error, Rdma) << ctx.name << ": ibv_destroy_comp_channel failed; retained";
+  }
+}
+
+Result<ibv_qp*> create_rc_qp(Context& ctx, CqSet& cqs, const QpCaps& caps, QpRole role,
+                             std::uint32_t* max_inline) {
+  if (cqs.send_reserved + caps.send_depth > cqs.capacity ||
+      cqs.recv_reserved + caps.recv_depth > cqs.capacity) {
+    return Status::error(Errc::ResourceExhausted,
+                         "rdma.max_cqes: the lane's CQs on " + ctx.name + " (" +
+                             std::to_string(cqs.capacity) +
+                             " entries) cannot hold another QP's completions");
+  }
+  ibv_qp_init_attr init{};
+  init.send_cq = cqs.send_cq;
+  init.recv_cq = cqs.recv_cq;
+  init.qp_type = IBV_QPT_RC;
+  init.sq_sig_all = 0;
+  init.cap.max_send_wr = std::min(caps.send_depth, std::max(ctx.limits.max_qp_wr, 1u));
+  init.cap.max_recv_wr = std::min(caps.recv_depth, std::max(ctx.limits.max_qp_wr, 1u));
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  init.cap.max_inline_data = caps.inline_wanted;
+  ibv_qp* qp = ctx.api.create_qp(ctx.pd, &init);
+  if (qp == nullptr && caps.inline_wanted != 0) {
+    // A provider without that much inline space: receipts then go from a registered buffer.
+    init.cap.max_inline_data = 0;
+    qp = ctx.api.create_qp(ctx.pd, &init);
+  }
+  if (qp == nullptr) {
+    return verbs::errno_status(Errc::ResourceExhausted, ctx.name + ": ibv_create_qp", errno);
+  }
+  *max_inline = init.cap.max_inline_data;
+  cqs.send_reserved += caps.send_depth;
+  cqs.recv_reserved += caps.recv_depth;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = ctx.route.port;
+  a.pkey_index = 0;
+  a.qp_access_flags = role == QpRole::Source ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0;
+  if (const int rc = ctx.api.modify_qp(
+          qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+      rc != 0) {
+    cqs.send_reserved -= caps.send_depth;
+    cqs.recv_reserved -= caps.recv_depth;
+    if (ctx.api.destroy_qp(qp) != 0) {
+      ORBITE_LOG(Error, Rdma) << ctx.name << ": ibv_destroy_qp failed; retained";
+    }
+    return verbs::errno_status(Errc::Unavailable, ctx.name + ": ibv_modify_qp to INIT", rc);
+  }
+  return qp;
+}
+
+std::uint32_t clamp_rd_depth(std::uint32_t requested, std::uint32_t hca_limit) {
+  if (requested == 0) return 0;
+  return std::min(requested, std::max(hca_limit, 1u));
+}
+
+Status connect_rc_qp(Context& ctx, ibv_qp* qp, const RemoteEnd& remote, std::uint32_t my_psn,
+                     std::uint32_t rd_atomic, std::uint32_t dest_rd_atomic) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = std::min(ctx.route.mtu, remote.mtu);
+  a.dest_qp_num = remote.qpn;
+  a.rq_psn = remote.psn;
+  a.max_dest_rd_atomic = static_cast<std::uint8_t>(dest_rd_atomic);
+  a.min_rnr_timer = 12;
+  a.ah_attr.port_num = ctx.route.port;
+  if (remote.link_layer == IBV_LINK_LAYER_INFINIBAND) {
+    a.ah_attr.dlid = remote.lid;
+  } else {
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = remote.gid;
+    a.ah_attr.grh.sgid_index = ctx.route.gid_index;
+    a.ah_attr.grh.hop_limit = 64;
+  }
+  if (const int rc =
+          ctx.api.modify_qp(qp, &a,
+                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+      rc != 0) {
+    return verbs::errno_status(Errc::Unavailable, ctx.name + ": ibv_modify_qp to RTR", rc);
+  }
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.sq_psn = my_psn;
+  a.max_rd_atomic = static_cast<std::uint8_t>(rd_atomic);
+  if (const int rc =
+          ctx.api.modify_qp(qp, &a,
+                            IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+      rc != 0) {
+    return verbs::errno_status(Errc::Unavailable, ctx.name + ": ibv_modify_qp to RTS", rc);
+  }
+  return {};
+}
+
+}  // namespace orbite::rdma

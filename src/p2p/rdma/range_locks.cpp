@@ -1,0 +1,34 @@
+#include "p2p/rdma/range_locks.h"
+
+namespace orbite::rdma {
+
+RangeLocks::Token RangeLocks::try_lock(std::uintptr_t begin, std::uint64_t length, bool exclusive) {
+  std::lock_guard lock(mu_);
+  if (length != 0) {
+    for (const auto& [token, h] : held_) {
+      if (h.length == 0 || (!exclusive && !h.exclusive)) continue;
+      const bool overlap = begin < h.begin + h.length && h.begin < begin + length;
+      if (overlap) return 0;
+    }
+  }
+  const Token t = next_++;
+  held_.emplace(t, Held{begin, length, exclusive});
+  return t;
+}
+
+void RangeLocks::unlock(Token token) {
+  std::lock_guard lock(mu_);
+  held_.erase(token);
+}
+
+std::size_t RangeLocks::held() const {
+  std::lock_guard lock(mu_);
+  return held_.size();
+}
+
+RangeLocks& range_locks() {
+  static RangeLocks* table = new RangeLocks();  // never destroyed: lanes may unlock at exit
+  return *table;
+}
+
+}  // namespace orbite::rdma

@@ -1,0 +1,589 @@
+// The requester's parents: admission, QP slots (cold builders), the grant request, payload WRs
+// with the signal interval, receipts, the GrantAck, and failure after drain. A parent reports
+// to its job only once no WR of it can run any more.
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "common/log.h"
+#include "p2p/rdma/lane.h"
+#include "p2p/rdma/verbs.h"
+
+namespace orbite::rdma {
+
+using detail::PeerLink;
+
+namespace {
+
+std::uint32_t random_psn() {
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  return rng() & 0xffffff;
+}
+
+}  // namespace
+
+Result<std::size_t> RdmaLane::array_for(PeerRdma& peer) {
+  // One rail in this part: the first active local context, to the peer's NIC of the same name
+  // (else its first active one).
+  const auto& contexts = engine_->contexts();
+  for (std::size_t c = 0; c < contexts.size(); ++c) {
+    if (!cqs_[c] || contexts[c]->state != ContextState::Active) continue;
+    const NicRecord* remote = nullptr;
+    for (const NicRecord& n : peer.info.nics) {
+      if (n.active && n.name == contexts[c]->name) remote = &n;
+    }
+    for (const NicRecord& n : peer.info.nics) {
+      if (remote == nullptr && n.active) remote = &n;
+    }
+    if (remote == nullptr) break;
+    for (std::size_t a = 0; a < peer.arrays.size(); ++a) {
+      if (peer.arrays[a].context == c && peer.arrays[a].remote_nic == remote->nic_id) return a;
+    }
+    QpArray arr;
+    arr.context = c;
+    arr.remote_nic = remote->nic_id;
+    arr.slots.resize(peer.width);
+    peer.arrays.push_back(std::move(arr));
+    return peer.arrays.size() - 1;
+  }
+  return Status::error(Errc::Unavailable,
+                       "no active RDMA context here reaches an active NIC of "
+                       "peer " +
+                           p2p::short_id(peer.link->ep.id));
+}
+
+Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
+  PeerRdma* peer = peer_of(link);
+  if (peer == nullptr) {
+    return Status::error(Errc::Unavailable,
+                         "no RDMA endpoint to peer " + p2p::short_id(link.ep.id));
+  }
+  ORBITE_ASSIGN_OR_RETURN(std::size_t array, array_for(*peer));
+  const std::size_t context = peer->arrays[array].context;
+  const MrSet* set = op.local_region != nullptr ? mr_set_of(*op.local_region) : nullptr;
+  const MrSet::Copy* copy = set != nullptr ? set->on(context) : nullptr;
+  if (op.length > 0 && (copy == nullptr || copy->local == nullptr)) {
+    return Status::error(Errc::Unavailable, "the local region is not registered on RDMA context " +
+                                                engine_->contexts()[context]->name);
+  }
+  auto job = std::make_shared<RmaJob>();
+  job->op = std::move(op);
+  const p2p::RmaOp& o = job->op;
+  // Parents of at most max_direct_bytes, one grant each.
+  const std::uint64_t cap = cfg_.max_direct_bytes;
+  const std::uint64_t n = o.length == 0 ? 1 : (o.length + cap - 1) / cap;
+  job->parents_left = n;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    Parent p;
+    p.id = next_parent_++;
+    p.job = job;
+    p.write = o.write;
+    p.local = o.local_region->base + o.local_offset + i * cap;
+    p.remote_offset = o.remote_offset + i * cap;
+    p.length = std::min(cap, o.length - std::min(o.length, i * cap));
+    p.plan = plan_slices(p.length, cfg_.block_size, p.write ? kMaxWriteSlices : kMaxReadSlices);
+    p.array = array;
+    p.lkey = copy != nullptr && copy->local != nullptr ? copy->local->lkey : 0;
+    // Segments: the slices in min(W, n) contiguous runs over the array's slots, starting at the
+    // parent's id so that parents spread over the slots.
+    const std::size_t slices = p.plan.lengths.size();
+    const std::size_t runs = std::min<std::size_t>(peer->width, slices);
+    std::size_t first = 0;
+    for (std::size_t r = 0; r < runs; ++r) {
+      const std::size_t count = slices / runs + (r < slices % runs ? 1 : 0);
+      Segment s;
+      s.first_slice = static_cast<std::uint8_t>(first);
+      s.slices = static_cast<std::uint8_t>(count);
+      s.slot = static_cast<std::uint32_t>((p.id + r) % peer->width);
+      s.offset = first * p.plan.block;
+      s.length = 0;
+      for (std::size_t k = first; k < first + count; ++k) s.length += p.plan.lengths[k];
+      p.segments.push_back(s);
+      first += count;
+    }
+    add(engine_->counters().parents);
+    peer->queued.push_back(p.id);
+    peer->parents.emplace(p.id, std::move(p));
+  }
+  admit(*peer);
+  return {};
+}
+
+void RdmaLane::admit(PeerRdma& peer) {
+  while (!peer.queued.empty()) {
+    auto it = peer.parents.find(peer.queued.front());
+    if (it == peer.parents.end()) {
+      peer.queued.pop_front();
+      continue;
+    }
+    Parent& p = it->second;
+    // The requester's loan queues (FIFO) rather than failing: it returns when parents end.
+    if (p.length > 0 && !engine_->direct_bytes().try_take(p.length)) return;
+    p.direct_charge = p.length;
+    peer.queued.pop_front();
+    connect_parent(peer, p);
+  }
+}
+
+void RdmaLane::connect_parent(PeerRdma& peer, Parent& p) {
+  p.state = ParentState::Connecting;
+  QpArray& arr = peer.arrays[p.array];
+  bool all_ready = true;
+  for (Segment& s : p.segments) {
+    QpSlot& slot = arr.slots[s.slot];
+    if (slot.state == QpSlot::State::Ready) {
+      s.qp_handle = slot.qp_handle;
+      continue;
+    }
+    all_ready = false;
+    if (std::find(slot.waiters.begin(), slot.waiters.end(), p.id) == slot.waiters.end()) {
+      slot.waiters.push_back(p.id);
+    }
+    if (slot.state == QpSlot::State::Building) continue;
+    // A cold builder reserves the slot (and its budget) before anything else.
+    auto made = new_qp(arr.context, QpRole::Requester, peer, s.slot);
+    if (!made.ok()) {
+      slot.waiters.clear();
+      return fail_parent(peer, p, made.status().with_context("nothing moved"));
+    }
+    Qp& q = **made;
+    q.psn = random_psn();
+    const DeviceLimits& lim = q.ctx->limits;
+    q.rd_atomic = clamp_rd_depth(cfg_.max_rd_atomic, lim.max_qp_init_rd_atom);
+    q.dest_rd_atomic = clamp_rd_depth(cfg_.max_dest_rd_atomic, lim.max_qp_rd_atom);
+    slot.state = QpSlot::State::Building;
+    slot.qp_handle = q.handle;
+    slot.incarnation = q.incarnation;
+    slot.builder = next_builder_++;
+    QpConnect m;
+    m.builder = slot.builder;
+    m.slot = s.slot;
+    m.qp_incarnation = q.incarnation;
+    m.qp = QpEndpointInfo{q.qp->qp_num,
+                          q.psn,
+                          static_cast<std::uint8_t>(engine_->contexts()[arr.context]->nic_id),
+                          arr.remote_nic,
+                          q.rd_atomic,
+                          q.dest_rd_atomic};
+    send(peer, ControlKind::QpConnect, encode(m));
+  }
+  if (all_ready) request_grant(peer, p);
+}
+
+void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
+  QpArray* arr = nullptr;
+  QpSlot* slot = nullptr;
+  for (auto& a : peer.arrays) {
+    for (auto& s : a.slots) {
+      if (s.state == QpSlot::State::Building && s.builder == m.builder) {
+        arr = &a;
+        slot = &s;
+      }
+    }
+  }
+  if (slot == nullptr) {
+    return protocol_error(
+        peer, "QpAccept for builder " + std::to_string(m.builder) + ", which is not building");
+  }
+  Qp* q = qp(slot->qp_handle);
+  Status st;
+  if (m.errc != 0) {
+    st = Status::error(static_cast<Errc>(m.errc), "the peer refused the connection: " + m.reason);
+  } else if (q == nullptr || m.qp.nic_id != arr->remote_nic) {
+    st = Status::error(Errc::Protocol, "QpAccept names another NIC or a retired QP");
+  } else {
+    const NicRecord* nic = nullptr;
+    for (const NicRecord& n : peer.info.nics) {
+      if (n.nic_id == m.qp.nic_id) nic = &n;
+    }
+    if (nic == nullptr) {
+      st = Status::error(Errc::Protocol, "QpAccept names an unknown NIC");
+    } else {
+      RemoteEnd remote;
+      remote.qpn = m.qp.qpn;
+      remote.psn = m.qp.psn;
+      std::memcpy(remote.gid.raw, nic->gid.data(), 16);
+      remote.lid = nic->lid;
+      remote.mtu = static_cast<ibv_mtu>(nic->mtu);
+      remote.link_layer = nic->link_layer;
+      // Never more READs in flight than the responder accepts.
+      q->rd_atomic = std::min(q->rd_atomic, m.qp.dest_rd_atomic);
+      st = connect_rc_qp(*q->ctx, q->qp, remote, q->psn, q->rd_atomic, q->dest_rd_atomic);
+    }
+  }
+  std::vector<std::uint64_t> waiters = std::move(slot->waiters);
+  slot->waiters.clear();
+  if (!st.ok()) {
+    slot->state = QpSlot::State::Empty;
+    if (q != nullptr) retire_qp(q->handle);
+    for (std::uint64_t id : waiters) {
+      auto it = peer.parents.find(id);
+      if (it != peer.parents.end()) fail_parent(peer, it->second, st.with_context("nothing moved"));
+    }
+    return;
+  }
+  q->ready = true;
+  q->remote_qpn = m.qp.qpn;
+  q->remote_incarnation = m.qp_incarnation;
+  slot->state = QpSlot::State::Ready;
+  {
+    std::lock_guard lock(engine_->counters().last_qp_mu);
+    RdmaQpLimits& l = engine_->counters().last_connected_qp;
+    l.valid = true;
+    l.hca_max_qp_rd_atom = q->ctx->limits.max_qp_rd_atom;
+    l.hca_max_qp_init_rd_atom = q->ctx->limits.max_qp_init_rd_atom;
+    l.max_rd_atomic = q->rd_atomic;
+    l.max_dest_rd_atomic = q->dest_rd_atomic;
+    l.max_inline_data = q->max_inline;
+  }
+  for (std::uint64_t id : waiters) {
+    auto it = peer.parents.find(id);
+    if (it != peer.parents.end() && it->second.state == ParentState::Connecting) {
+      connect_parent(peer, it->second);
+    }
+  }
+}
+
+void RdmaLane::request_grant(PeerRdma& peer, Parent& p) {
+  p.state = ParentState::Requesting;
+  const p2p::RmaOp& o = p.job->op;
+  GrantRequest m;
+  m.parent = p.id;
+  m.target = o.remote_region;
+  m.target_generation = o.remote_generation;
+  m.offset = p.remote_offset;
+  m.length = p.length;
+  m.op = p.write ? kOpWrite : kOpRead;
+  m.slices = static_cast<std::uint8_t>(p.plan.lengths.size());
+  m.link_incarnation = peer.info.link_incarnation;
+  for (Segment& s : p.segments) {
+    Qp* q = qp(s.qp_handle);
+    SegmentRequest r;
+    r.first_slice = s.first_slice;
+    r.slices = s.slices;
+    r.slot = s.slot;
+    r.offset = p.remote_offset + s.offset;
+    r.length = s.length;
+    r.qp_incarnation = q != nullptr ? q->remote_incarnation : 0;
+    r.requester_qpn = q != nullptr ? q->qp->qp_num : 0;
+    m.segments.push_back(r);
+  }
+  send(peer, ControlKind::GrantRequest, encode(m));
+}
+
+void RdmaLane::on_grant(PeerRdma& peer, const Grant& m) {
+  auto it = peer.parents.find(m.parent);
+  if (it == peer.parents.end() || it->second.state != ParentState::Requesting ||
+      m.segments.size() != it->second.segments.size()) {
+    return protocol_error(peer, "Grant for parent " + std::to_string(m.parent) +
+                                    " that asked for none (or for another segment count)");
+  }
+  Parent& p = it->second;
+  p.grant = m.grant;
+  p.grant_generation = m.generation;
+  p.grant_nonce = m.nonce;
+  for (std::size_t i = 0; i < m.segments.size(); ++i) {
+    p.segments[i].rkey = m.segments[i].rkey;
+    p.segments[i].remote_address = m.segments[i].address;
+  }
+  p.state = ParentState::Granted;
+  post_payload(peer, p);
+}
+
+void RdmaLane::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
+  auto it = peer.parents.find(m.parent);
+  if (it == peer.parents.end() || it->second.state != ParentState::Requesting) {
+    return protocol_error(
+        peer, "GrantNack for parent " + std::to_string(m.parent) + " that is not requesting");
+  }
+  Parent& p = it->second;
+  if (m.cache_miss != 0 && !p.reconnected) {
+    // The only case that may reconnect: no authority ever existed for this parent.
+    p.reconnected = true;
+    add(engine_->counters().reconnects);
+    QpArray& arr = peer.arrays[p.array];
+    for (const Segment& s : p.segments) {
+      QpSlot& slot = arr.slots[s.slot];
+      if (slot.state == QpSlot::State::Ready) {
+        if (Qp* q = qp(slot.qp_handle)) retire_qp(q->handle);
+        slot.state = QpSlot::State::Empty;
+      }
+    }
+    return connect_parent(peer, p);
+  }
+  fail_parent(peer, p,
+              Status::error(static_cast<Errc>(m.errc), "peer " + p2p::short_id(peer.link->ep.id) +
+                                                           ": " + m.reason + " (nothing moved)"));
+}
+
+void RdmaLane::on_grant_ack(PeerRdma& peer, const GrantAck& m) {
+  auto it = peer.parents.find(m.parent);
+  if (it == peer.parents.end() || it->second.acked ||
+      (it->second.state == ParentState::Requesting && !it->second.segments.empty()) ||
+      it->second.state == ParentState::Connecting || it->second.state == ParentState::Admission) {
+    return protocol_error(peer,
+                          "GrantAck for parent " + std::to_string(m.parent) + " that has no grant");
+  }
+  Parent& p = it->second;
+  if (m.errc == 0 && (m.bytes != p.length || m.grant != p.grant)) {
+    return protocol_error(peer, "GrantAck for " + std::to_string(m.bytes) + " bytes of grant " +
+                                    std::to_string(m.grant) + " does not match the parent");
+  }
+  p.acked = true;
+  if (m.errc != 0) {
+    p.ack_status = Status::error(static_cast<Errc>(m.errc),
+                                 "peer " + p2p::short_id(peer.link->ep.id) + ": " + m.reason);
+    if (p.failure.ok()) p.failure = p.ack_status;
+    p.state = ParentState::Draining;
+  }
+  maybe_finish_parent(peer, p.id);
+}
+
+void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
+  const std::uint32_t every = std::clamp<std::uint32_t>(
+      cfg_.signal_interval, 1, std::max<std::uint32_t>(1, cfg_.max_send_wr / 2));
+  for (std::size_t si = 0; si < p.segments.size() && p.state == ParentState::Granted; ++si) {
+    Segment& s = p.segments[si];
+    Qp* q = qp(s.qp_handle);
+    if (q == nullptr || q->broken) {
+      return fail_parent(
+          peer, p, Status::error(Errc::ConnectionLost, "the RDMA connection of a segment failed"));
+    }
+    if (s.posted == s.slices) continue;
+    const std::uint32_t room = q->sq.room();
+    if (room <= 1) continue;  // one WR stays free for the segment's receipt; a full QP waits
+    const std::uint32_t n = std::min<std::uint32_t>(room - 1, s.slices - s.posted);
+    std::vector<ibv_send_wr> wrs(n);
+    std::vector<ibv_sge> sges(n);
+    std::vector<std::uint32_t> seqs(n);
+    for (std::uint32_t j = 0; j < n; ++j) {
+      const std::size_t slice = s.first_slice + s.posted + j;
+      const std::uint64_t at = slice * p.plan.block;
+      const std::uint64_t len = p.plan.lengths[slice];
+      const bool signaled = (j + 1) % every == 0 || j + 1 == n;
+      WrRecord rec;
+      rec.kind = WrKind::Payload;
+      rec.owner = p.id;
+      rec.segment = static_cast<std::uint16_t>(si);
+      rec.bytes = len;
+      rec.read = !p.write;
+      rec.signaled = signaled;
+      seqs[j] = q->sq.push(rec);
+      sges[j] = ibv_sge{reinterpret_cast<std::uint64_t>(p.local + at),
+                        static_cast<std::uint32_t>(len), p.lkey};
+      ibv_send_wr& wr = wrs[j];
+      wr.wr_id = q->id(WrKind::Payload, seqs[j]).pack();
+      wr.sg_list = &sges[j];
+      wr.num_sge = 1;
+      wr.opcode = p.write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+      wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+      wr.wr.rdma.remote_addr = s.remote_address + (at - s.offset);
+      wr.wr.rdma.rkey = s.rkey;
+      wr.next = j + 1 < n ? &wrs[j + 1] : nullptr;
+    }
+    ibv_send_wr* bad = nullptr;
+    const int rc = verbs::post_send(q->qp, wrs.data(), &bad);
+    if (rc != 0) {
+      const std::ptrdiff_t k = bad == nullptr ? -1 : bad - wrs.data();
+      // A proven unaccepted suffix is forgotten exactly; an unknown result keeps every WR
+      // charged until the QP is destroyed.
+      const bool proven = k >= 0 && k < static_cast<std::ptrdiff_t>(n);
+      const auto accepted = proven ? static_cast<std::uint32_t>(k) : n;
+      if (proven) q->sq.unpost_from(seqs[accepted]);
+      s.posted = static_cast<std::uint8_t>(s.posted + accepted);
+      p.wrs_outstanding += accepted;
+      slot_broken(peer, *q);
+      return fail_parent(peer, p,
+                         verbs::errno_status(Errc::ConnectionLost,
+                                             q->ctx->name + ": ibv_post_send of a payload WR", rc));
+    }
+    s.posted = static_cast<std::uint8_t>(s.posted + n);
+    p.wrs_outstanding += n;
+  }
+}
+
+void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
+  Qp* q = qp(s.qp_handle);
+  if (q == nullptr || q->broken) {
+    return fail_parent(
+        peer, p,
+        Status::error(Errc::ConnectionLost, "the RDMA connection failed before the receipt"));
+  }
+  const p2p::RmaOp& o = p.job->op;
+  Binding b;
+  b.op = p.write ? kOpWrite : kOpRead;
+  b.first_slice = s.first_slice;
+  b.slice_count = s.slices;
+  b.source_engine = peer.info.engine;
+  b.requester_engine = engine_->engine_key();
+  b.link_incarnation = peer.info.link_incarnation;
+  b.qp_incarnation = q->remote_incarnation;
+  b.grant_id = p.grant;
+  b.grant_generation = p.grant_generation;
+  b.grant_nonce = p.grant_nonce;
+  b.request_id = p.id;
+  b.target_id = o.remote_region;
+  b.target_generation = o.remote_generation;
+  b.offset = p.remote_offset + s.offset;
+  b.length = s.length;
+  b.rkey = s.rkey;
+  b.source_qpn = q->remote_qpn;
+  b.requester_qpn = q->qp->qp_num;
+  b.payload_wrs = s.slices;
+  b.status = 0;
+  const auto bytes = encode(b);
+  ibv_sge sge{};
+  ibv_send_wr wr{};
+  const bool inline_ok = q->max_inline >= kBindingBytes;
+  if (inline_ok) {
+    sge = ibv_sge{reinterpret_cast<std::uint64_t>(bytes.data()), kBindingBytes, 0};
+  } else {
+    if (q->cqs->free_slots.empty()) return;  // retried on the next pass
+    s.receipt_slot = static_cast<std::int32_t>(q->cqs->free_slots.back());
+    q->cqs->free_slots.pop_back();
+    std::uint8_t* at = q->cqs->slot(static_cast<std::uint32_t>(s.receipt_slot));
+    std::memcpy(at, bytes.data(), kBindingBytes);
+    sge = ibv_sge{reinterpret_cast<std::uint64_t>(at), kBindingBytes, q->cqs->slab_mr->lkey};
+  }
+  WrRecord rec;
+  rec.kind = WrKind::Receipt;
+  rec.owner = p.id;
+  rec.segment = static_cast<std::uint16_t>(&s - p.segments.data());
+  rec.signaled = true;
+  const std::uint32_t seq = q->sq.push(rec);
+  wr.wr_id = q->id(WrKind::Receipt, seq).pack();
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.invalidate_rkey = s.rkey;
+  // The fence keeps the receipt behind every READ of the segment.
+  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE | (inline_ok ? IBV_SEND_INLINE : 0);
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = verbs::post_send(q->qp, &wr, &bad); rc != 0) {
+    if (bad == &wr)
+      q->sq.unpost_from(seq);
+    else
+      ++p.wrs_outstanding;
+    slot_broken(peer, *q);
+    return fail_parent(peer, p,
+                       verbs::errno_status(Errc::ConnectionLost,
+                                           q->ctx->name + ": ibv_post_send of a receipt", rc));
+  }
+  s.receipt_posted = true;
+  ++p.wrs_outstanding;
+  if (std::all_of(p.segments.begin(), p.segments.end(),
+                  [](const Segment& x) { return x.receipt_posted; })) {
+    p.state = ParentState::AwaitAck;
+  }
+}
+
+void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok,
+                               const ibv_wc* wc) {
+  auto it = peer.parents.find(r.owner);
+  if (it == peer.parents.end()) return;
+  Parent& p = it->second;
+  if (p.wrs_outstanding > 0) --p.wrs_outstanding;
+  Segment& s = p.segments[r.segment];
+  if (!ok) {
+    slot_broken(peer, q);
+    const std::string what = r.kind == WrKind::Receipt ? "the receipt" : "a payload WR";
+    fail_parent(peer, p,
+                Status::error(
+                    Errc::ConnectionLost,
+                    q.ctx->name + ": " + what + " of segment " + std::to_string(r.segment) +
+                        " completed with " + verbs::wc_status_name(wc != nullptr ? wc->status : 0) +
+                        (wc != nullptr ? " (vendor error " + std::to_string(wc->vendor_err) + ")"
+                                       : std::string())));
+    return maybe_finish_parent(peer, p.id);
+  }
+  if (r.kind == WrKind::Payload) {
+    ++s.completed;
+    add(r.read ? engine_->counters().completed_reads : engine_->counters().completed_writes);
+    add(r.read ? engine_->counters().bytes_read : engine_->counters().bytes_written, r.bytes);
+    if (s.completed == s.slices && !s.receipt_posted && p.failure.ok()) {
+      post_receipt(peer, p, s);
+    }
+  } else if (r.kind == WrKind::Receipt) {
+    s.receipt_done = true;
+    add(engine_->counters().receipts_sent);
+    if (s.receipt_slot >= 0) {
+      q.cqs->free_slots.push_back(static_cast<std::uint32_t>(s.receipt_slot));
+      s.receipt_slot = -1;
+    }
+  }
+  maybe_finish_parent(peer, p.id);
+}
+
+void RdmaLane::slot_broken(PeerRdma& peer, Qp& q) {
+  q.broken = true;
+  for (auto& arr : peer.arrays) {
+    for (auto& slot : arr.slots) {
+      if (slot.state == QpSlot::State::Ready && slot.qp_handle == q.handle) {
+        slot.state = QpSlot::State::Empty;
+        // The source retires its end (and revokes what was granted through it).
+        if (!peer.failed) {
+          send(peer, ControlKind::QpRetire, encode(QpRetire{q.slot, q.remote_incarnation}));
+        }
+      }
+    }
+  }
+  retire_qp(q.handle);
+}
+
+void RdmaLane::fail_parent(PeerRdma& peer, Parent& p, const Status& why) {
+  if (p.failure.ok()) p.failure = why;
+  p.state = ParentState::Draining;
+  maybe_finish_parent(peer, p.id);
+}
+
+void RdmaLane::report(Parent& p, const Status& st) {
+  if (p.reported) return;
+  p.reported = true;
+  if (p.direct_charge > 0) {
+    engine_->direct_bytes().give(p.direct_charge);
+    p.direct_charge = 0;
+  }
+  RmaJob& job = *p.job;
+  if (!st.ok()) {
+    add(engine_->counters().parents_failed);
+    if (job.first_error.ok()) job.first_error = st;
+  }
+  if (--job.parents_left == 0 && job.op.done) {
+    auto done = std::move(job.op.done);
+    done(job.first_error);
+  }
+}
+
+void RdmaLane::maybe_finish_parent(PeerRdma& peer, std::uint64_t id) {
+  auto it = peer.parents.find(id);
+  if (it == peer.parents.end()) return;
+  Parent& p = it->second;
+  const bool granted = p.grant != 0;
+  if (!p.failure.ok() || p.state == ParentState::Draining) {
+    // Reported only once no WR of the parent can run any more.
+    if (p.wrs_outstanding > 0) return;
+    bool posted = false;
+    for (const Segment& s : p.segments) posted = posted || s.posted > 0;
+    std::string tail;
+    if (posted) tail = p.write ? "; effect unknown (the WRITE is not replayed)" : "; replayable";
+    report(p, p.failure.ok() ? Status::error(Errc::ConnectionLost, "the parent failed" + tail)
+                             : Status::error(p.failure.code(), p.failure.message() + tail));
+    // A grant that exists is closed by the source's GrantAck (or the link's loss).
+    if (!granted || p.acked || peer.failed) {
+      for (auto& arr : peer.arrays) {
+        for (auto& slot : arr.slots) std::erase(slot.waiters, id);
+      }
+      std::erase(peer.queued, id);
+      peer.parents.erase(it);
+    }
+    return;
+  }
+  if (!p.acked) return;
+  const bool receipts = std::all_of(p.segments.begin(), p.segments.end(),
+                                    [](const Segment& s) { return s.receipt_done; });
+  if (!receipts || p.wrs_outstanding > 0) return;
+  report(p, {});
+  peer.parents.erase(it);
+}
+
+}  // namespace orbite::rdma

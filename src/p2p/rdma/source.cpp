@@ -1,0 +1,491 @@
+// The source's grants: the source-role end of a requester's slot, the checks of a grant request,
+// the reservations (budgets, receipt slots, the exact range lock, windows), the binds, the
+// publication, the receipts checked field by field, and the close (READY) or revocation.
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "common/log.h"
+#include "p2p/rdma/lane.h"
+#include "p2p/rdma/verbs.h"
+
+namespace orbite::rdma {
+
+namespace {
+
+std::uint64_t random_u64() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng();
+}
+
+}  // namespace
+
+void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
+  QpAccept reply;
+  reply.builder = m.builder;
+  auto refuse = [&](const Status& st) {
+    reply.errc = static_cast<std::uint32_t>(st.code());
+    reply.reason = st.message();
+    send(peer, ControlKind::QpAccept, encode(reply));
+  };
+  const auto& contexts = engine_->contexts();
+  std::size_t context = contexts.size();
+  for (std::size_t c = 0; c < contexts.size(); ++c) {
+    if (contexts[c]->nic_id == m.qp.remote_nic && cqs_[c]) context = c;
+  }
+  const NicRecord* nic = nullptr;
+  for (const NicRecord& n : peer.info.nics) {
+    if (n.nic_id == m.qp.nic_id) nic = &n;
+  }
+  if (context == contexts.size() || nic == nullptr) {
+    return refuse(Status::error(
+        Errc::Unavailable, "no usable RDMA context with NIC id " + std::to_string(m.qp.remote_nic) +
+                               " (or the requester's NIC " + std::to_string(m.qp.nic_id) +
+                               " is unknown)"));
+  }
+  const auto key = std::make_pair(static_cast<std::uint8_t>(m.qp.remote_nic), m.slot);
+  if (auto old = peer.sources.find(key); old != peer.sources.end()) {
+    // The requester rebuilt the slot: the old end goes, with whatever was granted through it.
+    on_qp_retire(peer, QpRetire{m.slot, old->second.incarnation});
+  }
+  auto made = new_qp(context, QpRole::Source, peer, m.slot);
+  if (!made.ok()) return refuse(made.status());
+  Qp& q = **made;
+  q.psn = static_cast<std::uint32_t>(random_u64() & 0xffffff);
+  q.dest_rd_atomic = clamp_rd_depth(cfg_.max_dest_rd_atomic, q.ctx->limits.max_qp_rd_atom);
+  q.rd_atomic = clamp_rd_depth(cfg_.max_rd_atomic, q.ctx->limits.max_qp_init_rd_atom);
+  RemoteEnd remote;
+  remote.qpn = m.qp.qpn;
+  remote.psn = m.qp.psn;
+  std::memcpy(remote.gid.raw, nic->gid.data(), 16);
+  remote.lid = nic->lid;
+  remote.mtu = static_cast<ibv_mtu>(nic->mtu);
+  remote.link_layer = nic->link_layer;
+  Status st = post_receives(q);
+  if (st.ok()) st = connect_rc_qp(*q.ctx, q.qp, remote, q.psn, q.rd_atomic, q.dest_rd_atomic);
+  if (!st.ok()) {
+    retire_qp(q.handle);
+    return refuse(st);
+  }
+  q.ready = true;
+  q.remote_qpn = m.qp.qpn;
+  q.remote_incarnation = m.qp_incarnation;
+  peer.sources[key] = SourceSlot{q.handle, q.incarnation};
+  reply.qp_incarnation = q.incarnation;
+  reply.qp = QpEndpointInfo{q.qp->qp_num, q.psn,       m.qp.remote_nic,
+                            m.qp.nic_id,  q.rd_atomic, q.dest_rd_atomic};
+  send(peer, ControlKind::QpAccept, encode(reply));
+}
+
+void RdmaLane::on_qp_retire(PeerRdma& peer, const QpRetire& m) {
+  for (auto it = peer.sources.begin(); it != peer.sources.end(); ++it) {
+    if (it->first.second != m.slot || it->second.incarnation != m.qp_incarnation) continue;
+    const std::uint16_t handle = it->second.qp_handle;
+    std::vector<std::uint64_t> hit;
+    for (const auto& [id, g] : peer.grants) {
+      for (const auto& s : g.segments) {
+        if (s.qp_handle == handle) {
+          hit.push_back(id);
+          break;
+        }
+      }
+    }
+    for (std::uint64_t id : hit) {
+      close_grant(peer, id,
+                  Status::error(Errc::ConnectionLost,
+                                "the requester retired the connection; effect unknown"),
+                  true);
+    }
+    retire_qp(handle);
+    peer.sources.erase(it);
+    return;
+  }
+  // Already gone (both sides may retire a failed pair): nothing to do.
+}
+
+void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
+  auto nack = [&](Errc code, const std::string& why, bool cache_miss = false) {
+    add(engine_->counters().grant_nacks);
+    send(peer, ControlKind::GrantNack,
+         encode(GrantNack{m.parent, static_cast<std::uint32_t>(code),
+                          static_cast<std::uint8_t>(cache_miss ? 1 : 0), why}));
+  };
+  if (m.link_incarnation != peer.my_link_incarnation) {
+    return protocol_error(peer, "GrantRequest for link incarnation " +
+                                    std::to_string(m.link_incarnation) + ", this link is " +
+                                    std::to_string(peer.my_link_incarnation));
+  }
+  for (const auto& [id, g] : peer.grants) {
+    if (g.parent == m.parent) {
+      return protocol_error(peer, "a second GrantRequest for parent " + std::to_string(m.parent));
+    }
+  }
+  // The segments must tile the range exactly, in order, with the slices counted once.
+  std::uint64_t at = m.offset;
+  std::uint32_t slices = 0;
+  for (const SegmentRequest& s : m.segments) {
+    if (s.offset != at || s.length == 0 || s.slices == 0 || s.first_slice != slices) {
+      return protocol_error(peer, "GrantRequest segments do not tile the requested range");
+    }
+    at += s.length;
+    slices += s.slices;
+  }
+  if (at != m.offset + m.length || slices != m.slices || (m.length == 0) != m.segments.empty()) {
+    return protocol_error(peer, "GrantRequest segments do not cover the requested range");
+  }
+  const bool write = m.op == kOpWrite;
+  auto region = regions_.authorize(m.target, m.target_generation, m.offset, m.length, write);
+  if (!region.ok()) return nack(region.status().code(), region.status().message());
+  if (m.length == 0) {
+    // Nothing to move: the checks above are the whole answer.
+    send(peer, ControlKind::GrantAck, encode(GrantAck{m.parent, 0, 0, 0, 0, {}}));
+    return;
+  }
+  // Every segment's QP: the current incarnation of a ready source-role end, connected to the
+  // QP the requester names. Anything else happened before authority existed: a cache miss.
+  std::vector<Qp*> qps;
+  std::size_t context = 0;
+  for (const SegmentRequest& s : m.segments) {
+    Qp* q = nullptr;
+    for (const auto& [key, src] : peer.sources) {
+      if (key.second == s.slot && src.incarnation == s.qp_incarnation) q = qp(src.qp_handle);
+    }
+    if (q == nullptr || !q->ready || q->broken || q->remote_qpn != s.requester_qpn) {
+      return nack(Errc::Unavailable,
+                  "the connection of slot " + std::to_string(s.slot) +
+                      " is not (or no longer) established here",
+                  true);
+    }
+    for (std::size_t c = 0; c < cqs_.size(); ++c) {
+      if (cqs_[c].get() == q->cqs) context = c;
+    }
+    qps.push_back(q);
+  }
+  detail::RegionRecord& r = **region;
+  const MrSet* set = mr_set_of(r);
+  const MrSet::Copy* copy = set != nullptr ? set->on(context) : nullptr;
+  if (copy == nullptr || copy->parent == nullptr) {
+    return nack(Errc::Unavailable, "region " + std::to_string(m.target) +
+                                       " is not published with remote access on RDMA context " +
+                                       engine_->contexts()[context]->name);
+  }
+  for (Qp* q : qps) {
+    const auto need = static_cast<std::uint32_t>(std::count(qps.begin(), qps.end(), q));
+    if (q->recv_posted < q->receipts_reserved + need || q->sq.room() < need) {
+      add(engine_->counters().budget_exhausted);
+      return nack(Errc::ResourceExhausted,
+                  "the connection's receipt slots or send queue are all in use");
+    }
+  }
+  // Reservations, each released if a later one fails.
+  if (Status st = engine_->grants().take(1, engine_->counters().budget_exhausted); !st.ok()) {
+    return nack(st.code(), st.message());
+  }
+  if (Status st = engine_->direct_bytes().take(m.length, engine_->counters().budget_exhausted);
+      !st.ok()) {
+    engine_->grants().give(1);
+    return nack(st.code(), st.message());
+  }
+  const auto lock =
+      range_locks().try_lock(reinterpret_cast<std::uintptr_t>(r.base + m.offset), m.length, write);
+  if (lock == 0) {
+    engine_->grants().give(1);
+    engine_->direct_bytes().give(m.length);
+    add(engine_->counters().range_conflicts);
+    return nack(Errc::Unavailable, "range busy: [" + std::to_string(m.offset) + ", " +
+                                       std::to_string(m.offset + m.length) + ") of region " +
+                                       std::to_string(m.target) +
+                                       " is locked by a conflicting access");
+  }
+  if (!r.pin()) {
+    range_locks().unlock(lock);
+    engine_->grants().give(1);
+    engine_->direct_bytes().give(m.length);
+    return nack(Errc::InvalidArgument,
+                "region " + std::to_string(m.target) + " is being unregistered");
+  }
+  GrantState g;
+  g.id = engine_->next_grant_id();
+  g.generation = g.id;
+  g.nonce = random_u64();
+  g.parent = m.parent;
+  g.op = m.op;
+  g.target = m.target;
+  g.target_generation = m.target_generation;
+  g.offset = m.offset;
+  g.length = m.length;
+  g.region = *region;
+  g.lock = lock;
+  g.context = context;
+  g.started = Clock::now();
+  for (std::size_t i = 0; i < m.segments.size(); ++i) {
+    const SegmentRequest& s = m.segments[i];
+    GrantSegment gs;
+    gs.qp_handle = qps[i]->handle;
+    gs.qp_incarnation = qps[i]->incarnation;
+    gs.offset = s.offset;
+    gs.length = s.length;
+    gs.first_slice = s.first_slice;
+    gs.slices = s.slices;
+    gs.requester_qpn = s.requester_qpn;
+    g.segments.push_back(gs);
+    ++qps[i]->receipts_reserved;
+  }
+  const std::uint64_t id = g.id;
+  peer.grants.emplace(id, std::move(g));
+  GrantState& live = peer.grants.at(id);
+  add(engine_->counters().grants_active);
+  const auto active = engine_->counters().grants_active.load();
+  if (active > engine_->counters().grants_peak.load()) engine_->counters().grants_peak = active;
+  // One window per segment, bound to exactly its range and direction through its QP.
+  for (std::size_t i = 0; i < live.segments.size(); ++i) {
+    GrantSegment& s = live.segments[i];
+    Qp& q = *qps[i];
+    std::optional<std::uint32_t> key;
+    while (!key) {
+      auto mw = take_window(context);
+      if (!mw.ok()) {
+        return close_grant(peer, id, mw.status(), true);
+      }
+      std::lock_guard guard(engine_->contexts()[context]->key_mu);
+      key = engine_->contexts()[context]->keys->next_key(window_keys_[*mw]);
+      if (!key) {
+        parked_windows_.push_back(*mw);  // every tag of its index used: kept, never bound
+        continue;
+      }
+      s.mw = *mw;
+    }
+    s.rkey = *key;
+    window_keys_[s.mw] = *key;
+    WrRecord rec;
+    rec.kind = WrKind::Bind;
+    rec.owner = id;
+    rec.segment = static_cast<std::uint16_t>(i);
+    rec.signaled = true;
+    const std::uint32_t seq = q.sq.push(rec);
+    ibv_send_wr wr{};
+    wr.wr_id = q.id(WrKind::Bind, seq).pack();
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.bind_mw.mw = s.mw;
+    wr.bind_mw.rkey = s.rkey;
+    wr.bind_mw.bind_info.mr = copy->parent;
+    wr.bind_mw.bind_info.addr = reinterpret_cast<std::uint64_t>(r.base + s.offset);
+    wr.bind_mw.bind_info.length = s.length;
+    wr.bind_mw.bind_info.mw_access_flags = write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
+    ibv_send_wr* bad = nullptr;
+    if (const int rc = verbs::post_send(q.qp, &wr, &bad); rc != 0) {
+      if (bad == &wr) q.sq.unpost_from(seq);
+      s.bind_failed = true;
+      retire_qp(q.handle);
+      return close_grant(
+          peer, id, verbs::errno_status(Errc::Unavailable, q.ctx->name + ": bind of a window", rc),
+          true);
+    }
+    add(engine_->counters().windows);
+  }
+}
+
+void RdmaLane::on_source_wr(PeerRdma& peer, const WrRecord& r, bool ok) {
+  if (r.kind != WrKind::Bind) return;
+  auto it = peer.grants.find(r.owner);
+  if (it == peer.grants.end()) return;
+  GrantState& g = it->second;
+  GrantSegment& s = g.segments[r.segment];
+  if (!ok) {
+    s.bind_failed = true;
+    return close_grant(peer, g.id,
+                       Status::error(Errc::Unavailable, "binding a memory window failed"), true);
+  }
+  s.bound = true;
+  publish_if_bound(peer, g);
+}
+
+void RdmaLane::publish_if_bound(PeerRdma& peer, GrantState& g) {
+  if (g.published || !std::all_of(g.segments.begin(), g.segments.end(),
+                                  [](const GrantSegment& s) { return s.bound; })) {
+    return;
+  }
+  // Every bind has completed: only now does authority leave this process.
+  Grant m;
+  m.parent = g.parent;
+  m.grant = g.id;
+  m.generation = g.generation;
+  m.nonce = g.nonce;
+  for (const GrantSegment& s : g.segments) {
+    m.segments.push_back(
+        SegmentGrant{s.rkey, reinterpret_cast<std::uint64_t>(g.region->base + s.offset)});
+  }
+  g.published = true;
+  add(engine_->counters().grants);
+  send(peer, ControlKind::Grant, encode(m));
+}
+
+Binding RdmaLane::expected_binding(const PeerRdma& peer, const GrantState& g, const GrantSegment& s,
+                                   const Qp& q) const {
+  Binding b;
+  b.op = g.op;
+  b.first_slice = s.first_slice;
+  b.slice_count = s.slices;
+  b.source_engine = engine_->engine_key();
+  b.requester_engine = peer.info.engine;
+  b.link_incarnation = peer.my_link_incarnation;
+  b.qp_incarnation = q.incarnation;
+  b.grant_id = g.id;
+  b.grant_generation = g.generation;
+  b.grant_nonce = g.nonce;
+  b.request_id = g.parent;
+  b.target_id = g.target;
+  b.target_generation = g.target_generation;
+  b.offset = s.offset;
+  b.length = s.length;
+  b.rkey = s.rkey;
+  b.source_qpn = q.qp->qp_num;
+  b.requester_qpn = q.remote_qpn;
+  b.payload_wrs = s.slices;
+  b.status = 0;
+  return b;
+}
+
+void RdmaLane::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc) {
+  auto mismatch = [&](const std::string& why) {
+    add(engine_->counters().receipt_mismatches);
+    protocol_error(peer,
+                   "a receipt on QP " + std::to_string(q.qp->qp_num) + " was refused: " + why);
+  };
+  if (wc.opcode != IBV_WC_RECV || (wc.wc_flags & IBV_WC_WITH_INV) == 0 ||
+      wc.byte_len != kBindingBytes) {
+    return mismatch("not a SEND_WITH_INV of " + std::to_string(kBindingBytes) + " bytes (" +
+                    verbs::wc_opcode_name(wc.opcode) + ", " + std::to_string(wc.byte_len) +
+                    " bytes)");
+  }
+  auto decoded = decode_binding(cqs.slot(slot), wc.byte_len);
+  if (!decoded.ok()) return mismatch(decoded.status().message());
+  const Binding& b = *decoded;
+  auto it = peer.grants.find(b.grant_id);
+  if (it == peer.grants.end() || !it->second.published) {
+    return mismatch("grant " + std::to_string(b.grant_id) + " is not published");
+  }
+  GrantState& g = it->second;
+  GrantSegment* seg = nullptr;
+  for (GrantSegment& s : g.segments) {
+    if (s.first_slice == b.first_slice && !s.receipted) seg = &s;
+  }
+  if (seg == nullptr)
+    return mismatch("no open segment starts at slice " + std::to_string(b.first_slice));
+  if (seg->qp_handle != q.handle) return mismatch("it arrived on another QP than the segment's");
+  if (wc.invalidated_rkey != seg->rkey) return mismatch("it invalidated another key");
+  if (wc.qp_num != q.qp->qp_num) return mismatch("the completion names another QP");
+  if (const std::string field = binding_mismatch(expected_binding(peer, g, *seg, q), b);
+      !field.empty()) {
+    return mismatch("field " + field + " differs from the grant");
+  }
+  // The hardware invalidated the window: it is free for the next grant (with a new key).
+  seg->receipted = true;
+  if (q.receipts_reserved > 0) --q.receipts_reserved;
+  return_window(g.context, seg->mw);
+  seg->mw = nullptr;
+  add(engine_->counters().windows_invalidated);
+  add(engine_->counters().receipts);
+  if (Status st = post_receives(q); !st.ok()) {
+    ORBITE_LOG(Warn, Rdma) << "reposting receipt slots failed: " << st.message();
+  }
+  if (std::all_of(g.segments.begin(), g.segments.end(),
+                  [](const GrantSegment& s) { return s.receipted; })) {
+    close_grant(peer, g.id, {}, true);
+  }
+}
+
+void RdmaLane::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outcome, bool send_ack) {
+  auto it = peer.grants.find(id);
+  if (it == peer.grants.end()) return;
+  GrantState g = std::move(it->second);
+  peer.grants.erase(it);
+  bool retained = false;
+  for (GrantSegment& s : g.segments) {
+    Qp* q = qp(s.qp_handle);
+    if (!s.receipted && q != nullptr && q->incarnation == s.qp_incarnation &&
+        q->receipts_reserved > 0) {
+      --q->receipts_reserved;
+    }
+    if (s.mw == nullptr) continue;
+    // A window that may still be bound is deallocated: afterwards nothing can use its key.
+    if (revoke_window(g.context, s.mw)) {
+      add(engine_->counters().windows_revoked);
+    } else {
+      retained = true;
+    }
+    s.mw = nullptr;
+  }
+  const bool published = g.published;
+  const std::uint64_t parent = g.parent;
+  const std::uint64_t length = g.length;
+  const std::uint64_t generation = g.generation;
+  engine_->counters().grants_active.fetch_sub(1);
+  if (retained) {
+    // A window that refused to go keeps its range lock, region pin and charges for good.
+    engine_->retain("a memory window of grant " + std::to_string(id) + " could not be revoked");
+    retained_grants_.push_back(std::move(g));
+  } else {
+    // READY: the exact range is free for the next CPU or DMA access.
+    range_locks().unlock(g.lock);
+    g.region->unpin();
+    engine_->grants().give(1);
+    engine_->direct_bytes().give(length);
+  }
+  if (!send_ack || peer.failed) return;
+  if (published) {
+    send(peer, ControlKind::GrantAck,
+         encode(GrantAck{parent, static_cast<std::uint32_t>(outcome.code()),
+                         outcome.ok() ? length : 0, id, generation, outcome.message()}));
+  } else {
+    add(engine_->counters().grant_nacks);
+    send(peer, ControlKind::GrantNack,
+         encode(GrantNack{
+             parent, static_cast<std::uint32_t>(outcome.ok() ? Errc::Unavailable : outcome.code()),
+             0, outcome.message() + " (nothing moved)"}));
+  }
+}
+
+Result<ibv_mw*> RdmaLane::take_window(std::size_t context) {
+  auto& pool = window_pool_[context];
+  if (!pool.empty()) {
+    ibv_mw* mw = pool.back();
+    pool.pop_back();
+    return mw;
+  }
+  Context& c = *engine_->contexts()[context];
+  ibv_mw* mw = verbs::alloc_mw(c.pd, IBV_MW_TYPE_2);
+  if (mw == nullptr) {
+    add(engine_->counters().budget_exhausted);
+    return verbs::errno_status(Errc::ResourceExhausted, c.name + ": ibv_alloc_mw (type 2)", errno);
+  }
+  Status admitted;
+  {
+    std::lock_guard guard(c.key_mu);
+    admitted = c.keys->admit(mw->rkey);
+  }
+  if (!admitted.ok()) {
+    add(engine_->counters().budget_exhausted);
+    if (verbs::dealloc_mw(mw) != 0) parked_windows_.push_back(mw);
+    return admitted;
+  }
+  window_keys_[mw] = mw->rkey;
+  return mw;
+}
+
+void RdmaLane::return_window(std::size_t context, ibv_mw* mw) {
+  window_pool_[context].push_back(mw);
+}
+
+bool RdmaLane::revoke_window(std::size_t context, ibv_mw* mw) {
+  if (const int rc = verbs::dealloc_mw(mw); rc != 0) {
+    ORBITE_LOG(Error, Rdma) << engine_->contexts()[context]->name
+                            << ": ibv_dealloc_mw failed: " << std::strerror(rc);
+    return false;
+  }
+  window_keys_.erase(mw);
+  return true;
+}
+
+}  // namespace orbite::rdma

@@ -1,0 +1,191 @@
+// The RDMA transport's messages: the connect blob of the handshake (RdmaInfo), the control
+// messages that travel as TransportControl frames on the control connection (kind = ControlKind),
+// and the 141-byte binding that every receipt (SEND_WITH_INV) carries. Layouts are in
+// docs/rdma.md; every decoder bounds every field and rejects trailing bytes.
+#pragma once
+
+#include <orbite/status.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace orbite::rdma {
+
+using EngineKey = std::array<std::uint8_t, 16>;  // a 128-bit engine ID, raw
+// The engine ID's 32 hex digits as raw bytes (zeros where the text is not hex).
+EngineKey engine_key(std::string_view hex_id);
+
+// One NIC as the peer needs it to build an RC connection to it.
+struct NicRecord {
+  std::uint8_t nic_id = 0;
+  std::string name;
+  std::uint8_t active = 0;  // 1: the route is usable now
+  std::uint8_t port = 1;
+  std::uint8_t link_layer = 0;  // IBV_LINK_LAYER_*
+  std::uint8_t mtu = 0;         // ibv_mtu
+  std::uint16_t lid = 0;
+  std::uint8_t gid_index = 0;
+  std::array<std::uint8_t, 16> gid{};
+  std::uint64_t route_generation = 0;
+};
+
+inline constexpr std::size_t kMaxNics = 64;
+
+// The connect blob each side puts in the handshake (one per link).
+struct RdmaInfo {
+  std::uint8_t version = 1;
+  EngineKey engine{};
+  std::uint64_t rdma_incarnation = 0;
+  std::uint64_t link_incarnation = 0;  // the sender's number for this link
+  std::uint32_t lanes = 1;
+  std::vector<NicRecord> nics;
+};
+std::string encode(const RdmaInfo& info);
+Result<RdmaInfo> decode_info(std::string_view blob);
+
+// TransportControl kinds of the RDMA transport (header field b).
+enum class ControlKind : std::uint8_t {
+  QpConnect = 1,
+  QpAccept = 2,
+  QpRetire = 3,
+  GrantRequest = 4,
+  Grant = 5,
+  GrantNack = 6,
+  GrantAck = 7,
+};
+const char* control_name(std::uint64_t kind);
+
+struct QpEndpointInfo {
+  std::uint32_t qpn = 0;
+  std::uint32_t psn = 0;
+  std::uint8_t nic_id = 0;      // the sender's context
+  std::uint8_t remote_nic = 0;  // the receiver's context it connects to
+  std::uint32_t rd_atomic = 0;  // the sender's applied READ depths
+  std::uint32_t dest_rd_atomic = 0;
+};
+
+// Requester -> source: build the source-role end of slot `slot`.
+struct QpConnect {
+  std::uint64_t builder = 0;  // the requester's id for this build
+  std::uint32_t slot = 0;
+  std::uint64_t qp_incarnation = 0;  // the requester's generation of the slot
+  QpEndpointInfo qp;
+};
+// Source -> requester: the source-role end exists (errc 0), or why not.
+struct QpAccept {
+  std::uint64_t builder = 0;
+  std::uint32_t errc = 0;
+  std::uint64_t qp_incarnation = 0;  // the source's generation of its end
+  QpEndpointInfo qp;
+  std::string reason;
+};
+struct QpRetire {
+  std::uint32_t slot = 0;
+  std::uint64_t qp_incarnation = 0;  // the source's
+};
+
+inline constexpr std::uint8_t kOpRead = 1;
+inline constexpr std::uint8_t kOpWrite = 2;
+inline constexpr std::size_t kMaxSegments = 64;
+
+struct SegmentRequest {
+  std::uint8_t first_slice = 0;
+  std::uint8_t slices = 0;
+  std::uint32_t slot = 0;
+  std::uint64_t offset = 0;  // in the target region
+  std::uint64_t length = 0;
+  std::uint64_t qp_incarnation = 0;  // the source's generation of the slot's QP
+  std::uint32_t requester_qpn = 0;
+};
+struct GrantRequest {
+  std::uint64_t parent = 0;
+  std::uint64_t target = 0;
+  std::uint64_t target_generation = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::uint8_t op = 0;
+  std::uint8_t slices = 0;
+  std::uint64_t link_incarnation = 0;  // the source's number for this link, echoed
+  std::vector<SegmentRequest> segments;
+};
+struct SegmentGrant {
+  std::uint32_t rkey = 0;
+  std::uint64_t address = 0;
+};
+struct Grant {
+  std::uint64_t parent = 0;
+  std::uint64_t grant = 0;
+  std::uint64_t generation = 0;
+  std::uint64_t nonce = 0;
+  std::vector<SegmentGrant> segments;
+};
+struct GrantNack {
+  std::uint64_t parent = 0;
+  std::uint32_t errc = 0;
+  std::uint8_t cache_miss = 0;
+  std::string reason;
+};
+struct GrantAck {
+  std::uint64_t parent = 0;
+  std::uint32_t errc = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t grant = 0;
+  std::uint64_t generation = 0;
+  std::string reason;
+};
+
+std::string encode(const QpConnect& m);
+std::string encode(const QpAccept& m);
+std::string encode(const QpRetire& m);
+std::string encode(const GrantRequest& m);
+std::string encode(const Grant& m);
+std::string encode(const GrantNack& m);
+std::string encode(const GrantAck& m);
+Result<QpConnect> decode_qp_connect(std::string_view body);
+Result<QpAccept> decode_qp_accept(std::string_view body);
+Result<QpRetire> decode_qp_retire(std::string_view body);
+Result<GrantRequest> decode_grant_request(std::string_view body);
+Result<Grant> decode_grant(std::string_view body);
+Result<GrantNack> decode_grant_nack(std::string_view body);
+Result<GrantAck> decode_grant_ack(std::string_view body);
+
+// The body of a receipt: exactly 141 bytes, little-endian, CRC32C over bytes [0, 137).
+inline constexpr std::size_t kBindingBytes = 141;
+inline constexpr std::uint32_t kBindingMagic = 0x444E424F;  // "OBND"
+struct Binding {
+  std::uint8_t version = 1;
+  std::uint8_t op = 0;
+  std::uint8_t first_slice = 0;
+  std::uint8_t slice_count = 0;
+  EngineKey source_engine{};
+  EngineKey requester_engine{};
+  std::uint64_t link_incarnation = 0;
+  std::uint64_t qp_incarnation = 0;
+  std::uint64_t grant_id = 0;
+  std::uint64_t grant_generation = 0;
+  std::uint64_t grant_nonce = 0;
+  std::uint64_t request_id = 0;
+  std::uint64_t target_id = 0;
+  std::uint64_t target_generation = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::uint32_t rkey = 0;
+  std::uint32_t source_qpn = 0;
+  std::uint32_t requester_qpn = 0;
+  std::uint32_t payload_wrs = 0;
+  std::uint8_t status = 0;  // 0 payload complete; 1 released without payload
+  bool operator==(const Binding&) const = default;
+};
+std::array<std::uint8_t, kBindingBytes> encode(const Binding& b);
+// Magic, version, field ranges and the CRC; the caller compares the fields with its grant.
+Result<Binding> decode_binding(const std::uint8_t* bytes, std::size_t length);
+// The first field of `got` that differs from `want`, or empty when they are equal.
+std::string binding_mismatch(const Binding& want, const Binding& got);
+
+// CRC32C (Castagnoli), as iSCSI and RDMA's own ICRC families use.
+std::uint32_t crc32c(const std::uint8_t* data, std::size_t length);
+
+}  // namespace orbite::rdma
