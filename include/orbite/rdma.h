@@ -63,7 +63,11 @@ struct RdmaStats {
   std::uint64_t mr_registrations = 0;  // MRs registered (eager copies on every context)
   std::uint64_t mr_deregistrations = 0;
   std::uint64_t budget_exhausted = 0;  // ResourceExhausted answers, any budget
-  std::uint64_t retained = 0;          // native objects whose destroy failed, kept for good
+  // Budgets in use now (creating, closing and retained resources included).
+  std::uint64_t endpoints_in_use = 0;     // of rdma.max_endpoints
+  std::uint64_t grants_in_use = 0;        // of rdma.max_grants
+  std::uint64_t direct_bytes_in_use = 0;  // of rdma.max_direct_bytes
+  std::uint64_t retained = 0;             // native objects whose destroy failed, kept for good
   RdmaQpLimits last_connected_qp;
 };
 

@@ -56,7 +56,11 @@ Result<MemoryDomains> make_memory_domains(const EngineConfig& config, const deta
 #if ORBITE_WITH_RDMA
   auto engine = rdma::RdmaEngine::install(config, self);
   if (!engine.ok()) {
-    if (enable == rdma::RdmaEnable::On) return engine.status().with_context("rdma.enable = on");
+    // A conflicting library path is the configuration's fault, whatever rdma.enable says.
+    if (enable == rdma::RdmaEnable::On || engine.status().code() == Errc::Configuration) {
+      return engine.status().with_context(enable == rdma::RdmaEnable::On ? "rdma.enable = on"
+                                                                         : "rdma");
+    }
     *rdma_note = engine.status().message();
     ORBITE_LOG(Debug, Rdma) << "RDMA not installed: " << *rdma_note;
     return out;

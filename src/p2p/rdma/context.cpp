@@ -195,8 +195,13 @@ Result<Discovery> discover_contexts(const IbvApi& api, const rdma::RdmaConfig& c
   int n = 0;
   ibv_device** list = api.get_device_list(&n);
   if (list == nullptr) {
+    const int err = errno;
+    // rdma-core answers ENOSYS when the kernel has no RDMA support at all (no devices).
     return verbs::errno_status(Errc::Unavailable,
-                               "libibverbs.so.1 (" + api.path + "): ibv_get_device_list", errno);
+                               "libibverbs.so.1 (" + api.path + "): no RDMA devices" +
+                                   (err == ENOSYS ? " (no RDMA support in the kernel)" : "") +
+                                   ": ibv_get_device_list",
+                               err);
   }
   topo::NicFilter filter{cfg.rdma_whitelist, cfg.rdma_blacklist};
   Discovery out;

@@ -135,6 +135,9 @@ RdmaStats RdmaEngine::stats() const {
   s.mr_deregistrations = r(c.mr_deregistrations);
   s.budget_exhausted = r(c.budget_exhausted);
   s.retained = r(c.retained);
+  s.endpoints_in_use = endpoints_.used();
+  s.grants_in_use = grants_.used();
+  s.direct_bytes_in_use = direct_bytes_.used();
   {
     std::lock_guard lock(counters_.last_qp_mu);
     s.last_connected_qp = counters_.last_connected_qp;

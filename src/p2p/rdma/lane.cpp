@@ -4,10 +4,14 @@
 
 #include <fcntl.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "common/log.h"
 #include "p2p/rdma/verbs.h"
@@ -87,8 +91,31 @@ RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, const detail::Identity& s
       handler_(handler),
       control_(control),
       caps_(rdma_caps()),
-      cfg_(engine_->config().rdma) {
+      cfg_(engine_->config().rdma),
+      hooks_(TestHooks::from_env()) {
   wcs_.resize(kPollBatch);
+  if (hooks_.any()) {
+    ORBITE_LOG(Warn, Rdma) << "ORBITE_RDMA_TEST_HOOKS is set: test misbehaviour on";
+  }
+}
+
+TestHooks TestHooks::from_env() {
+  TestHooks h;
+  const char* env = std::getenv("ORBITE_RDMA_TEST_HOOKS");
+  if (env == nullptr) return h;
+  const std::string list = std::string(",") + env + ",";
+  auto has = [&](const char* name) {
+    return list.find(std::string(",") + name + ",") != std::string::npos;
+  };
+  h.widen_write = has("widen_write");
+  h.replay_key = has("replay_key");
+  h.other_qp = has("other_qp");
+  h.kill_after_payload = has("kill_after_payload");
+  h.kill_before_receipt = has("kill_before_receipt");
+  h.kill_on_grant_request = has("kill_on_grant_request");
+  h.kill_after_grant = has("kill_after_grant");
+  h.retire_source_once = has("retire_source_once");
+  return h;
 }
 
 RdmaLane::~RdmaLane() {
@@ -466,6 +493,7 @@ void RdmaLane::on_recv_cqe(CqSet& cqs, const ibv_wc& wc) {
 }
 
 int RdmaLane::progress() {
+  if (kill_pending_) ::raise(SIGKILL);  // test hook kill_after_grant: the Grant has left
   int work = poll_cqs();
   for (auto& [link, peer] : peers_) {
     if (peer->failed) continue;

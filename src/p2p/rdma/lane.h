@@ -30,6 +30,26 @@ namespace orbite::rdma {
 class RdmaLane;
 using Clock = std::chrono::steady_clock;
 
+// Misbehaviour on demand, for the tests that prove the source's checks (tests/integration/
+// rdma_test.cpp): ORBITE_RDMA_TEST_HOOKS is a comma-separated list of these names. Each hook
+// changes only what this engine does as a requester (forging) or kills it at a protocol phase;
+// none weakens a check, so an engine that reads the variable is no less safe to its peers.
+struct TestHooks {
+  bool widen_write = false;          // each WRITE segment's last WR reaches 1 byte past its window
+  bool replay_key = false;           // a parent's WRs use the key of the previous, receipted grant
+  bool other_qp = false;             // a segment's WRs go on another QP of its array
+  bool kill_after_payload = false;   // requester: SIGKILL once the first payload WRs are posted
+  bool kill_before_receipt = false;  // requester: SIGKILL instead of posting a receipt
+  bool kill_on_grant_request = false;  // source: SIGKILL when a GrantRequest arrives
+  bool kill_after_grant = false;       // source: SIGKILL once a grant is published
+  bool retire_source_once = false;     // source: the first GrantRequest finds its QP retired
+  [[nodiscard]] bool any() const {
+    return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
+           kill_on_grant_request || kill_after_grant || retire_source_once;
+  }
+  static TestHooks from_env();
+};
+
 class RdmaEndpoint final : public p2p::PeerEndpoint {
  public:
   RdmaEndpoint(RdmaLane& lane, detail::PeerLink& link) : lane_(lane), link_(link) {}
@@ -270,6 +290,9 @@ class RdmaLane final : public p2p::LaneTransport {
   std::uint64_t next_builder_ = 1;
   std::uint64_t next_qp_incarnation_ = 1;
   std::vector<ibv_wc> wcs_;
+  TestHooks hooks_;
+  bool kill_pending_ = false;      // kill_after_grant: at the start of the next pass
+  std::uint32_t replay_rkey_ = 0;  // replay_key: the key of the last receipted segment
 };
 
 }  // namespace orbite::rdma

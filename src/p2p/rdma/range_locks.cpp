@@ -7,7 +7,10 @@ RangeLocks::Token RangeLocks::try_lock(std::uintptr_t begin, std::uint64_t lengt
   if (length != 0) {
     for (const auto& [token, h] : held_) {
       if (h.length == 0 || (!exclusive && !h.exclusive)) continue;
-      const bool overlap = begin < h.begin + h.length && h.begin < begin + length;
+      // Ends in 128 bits: a range that ends at the top of the address space must not wrap.
+      using Wide = unsigned __int128;
+      const bool overlap =
+          Wide{begin} < Wide{h.begin} + h.length && Wide{h.begin} < Wide{begin} + length;
       if (overlap) return 0;
     }
   }

@@ -2,6 +2,7 @@
 // with the signal interval, receipts, the GrantAck, and failure after drain. A parent reports
 // to its job only once no WR of it can run any more.
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <random>
 
@@ -344,12 +345,23 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
       cfg_.signal_interval, 1, std::max<std::uint32_t>(1, cfg_.max_send_wr / 2));
   for (std::size_t si = 0; si < p.segments.size() && p.state == ParentState::Granted; ++si) {
     Segment& s = p.segments[si];
+    if (s.completed == s.slices && !s.receipt_posted) {
+      post_receipt(peer, p, s);  // one that found its SQ full earlier
+      continue;
+    }
     Qp* q = qp(s.qp_handle);
     if (q == nullptr || q->broken) {
       return fail_parent(
           peer, p, Status::error(Errc::ConnectionLost, "the RDMA connection of a segment failed"));
     }
     if (s.posted == s.slices) continue;
+    if (hooks_.other_qp && peer.arrays[p.array].slots.size() > 1) {
+      // Test hook: the segment's WRs on another QP of the array (the window is not bound there).
+      const QpSlot& other = peer.arrays[p.array].slots[(s.slot + 1) % peer.width];
+      if (other.state == QpSlot::State::Ready && qp(other.qp_handle) != nullptr) {
+        q = qp(other.qp_handle);
+      }
+    }
     const std::uint32_t room = q->sq.room();
     if (room <= 1) continue;  // one WR stays free for the segment's receipt; a full QP waits
     const std::uint32_t n = std::min<std::uint32_t>(room - 1, s.slices - s.posted);
@@ -379,6 +391,8 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
       wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
       wr.wr.rdma.remote_addr = s.remote_address + (at - s.offset);
       wr.wr.rdma.rkey = s.rkey;
+      if (hooks_.replay_key && p.write && replay_rkey_ != 0) wr.wr.rdma.rkey = replay_rkey_;
+      if (hooks_.widen_write && p.write && s.posted + j + 1 == s.slices) ++sges[j].length;
       wr.next = j + 1 < n ? &wrs[j + 1] : nullptr;
     }
     ibv_send_wr* bad = nullptr;
@@ -399,6 +413,7 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
     }
     s.posted = static_cast<std::uint8_t>(s.posted + n);
     p.wrs_outstanding += n;
+    if (hooks_.kill_after_payload) ::raise(SIGKILL);  // test hook: dies mid-payload
   }
 }
 
@@ -409,6 +424,7 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
         peer, p,
         Status::error(Errc::ConnectionLost, "the RDMA connection failed before the receipt"));
   }
+  if (hooks_.kill_before_receipt) ::raise(SIGKILL);  // test hook: dies before the receipt
   const p2p::RmaOp& o = p.job->op;
   Binding b;
   b.op = p.write ? kOpWrite : kOpRead;
@@ -434,6 +450,7 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
   const auto bytes = encode(b);
   ibv_sge sge{};
   ibv_send_wr wr{};
+  if (q->sq.room() == 0) return;  // the SQ is full: posted on a later pass
   const bool inline_ok = q->max_inline >= kBindingBytes;
   if (inline_ok) {
     sge = ibv_sge{reinterpret_cast<std::uint64_t>(bytes.data()), kBindingBytes, 0};
@@ -505,6 +522,7 @@ void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok
     }
   } else if (r.kind == WrKind::Receipt) {
     s.receipt_done = true;
+    replay_rkey_ = s.rkey;
     add(engine_->counters().receipts_sent);
     if (s.receipt_slot >= 0) {
       q.cqs->free_slots.push_back(static_cast<std::uint32_t>(s.receipt_slot));

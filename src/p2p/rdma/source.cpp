@@ -2,6 +2,7 @@
 // the reservations (budgets, receipt slots, the exact range lock, windows), the binds, the
 // publication, the receipts checked field by field, and the close (READY) or revocation.
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <random>
 
@@ -110,6 +111,14 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
          encode(GrantNack{m.parent, static_cast<std::uint32_t>(code),
                           static_cast<std::uint8_t>(cache_miss ? 1 : 0), why}));
   };
+  if (hooks_.kill_on_grant_request) ::raise(SIGKILL);  // test hook: dies before the grant
+  if (hooks_.retire_source_once && !m.segments.empty()) {
+    // Test hook: the slot's QP went away between the connect and this request.
+    hooks_.retire_source_once = false;
+    for (auto& [key, src] : peer.sources) {
+      if (key.second == m.segments.front().slot) retire_qp(src.qp_handle);
+    }
+  }
   if (m.link_incarnation != peer.my_link_incarnation) {
     return protocol_error(peer, "GrantRequest for link incarnation " +
                                     std::to_string(m.link_incarnation) + ", this link is " +
@@ -134,6 +143,9 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
     return protocol_error(peer, "GrantRequest segments do not cover the requested range");
   }
   const bool write = m.op == kOpWrite;
+  ORBITE_LOG(Debug, Rdma) << "GrantRequest: parent " << m.parent << ", region " << m.target << " ["
+                          << m.offset << ", +" << m.length << ") " << (write ? "WRITE" : "READ")
+                          << ", " << m.segments.size() << " segment(s)";
   auto region = regions_.authorize(m.target, m.target_generation, m.offset, m.length, write);
   if (!region.ok()) return nack(region.status().code(), region.status().message());
   if (m.length == 0) {
@@ -319,6 +331,11 @@ void RdmaLane::publish_if_bound(PeerRdma& peer, GrantState& g) {
   g.published = true;
   add(engine_->counters().grants);
   send(peer, ControlKind::Grant, encode(m));
+  if (hooks_.kill_after_grant) {
+    // Test hook: dies with the grant published (the frame is flushed at the end of a pass, so
+    // give it one).
+    kill_pending_ = true;
+  }
 }
 
 Binding RdmaLane::expected_binding(const PeerRdma& peer, const GrantState& g, const GrantSegment& s,

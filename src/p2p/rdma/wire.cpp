@@ -66,7 +66,8 @@ EngineKey engine_key(std::string_view hex) {
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
   };
-  for (std::size_t i = 0; i < k.size() && 2 * i + 1 < hex.size(); ++i) {
+  if (hex.size() != 2 * k.size()) return k;
+  for (std::size_t i = 0; i < k.size(); ++i) {
     const int hi = nib(hex[2 * i]);
     const int lo = nib(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) return EngineKey{};

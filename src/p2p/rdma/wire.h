@@ -15,7 +15,8 @@
 namespace orbite::rdma {
 
 using EngineKey = std::array<std::uint8_t, 16>;  // a 128-bit engine ID, raw
-// The engine ID's 32 hex digits as raw bytes (zeros where the text is not hex).
+// The engine ID's 32 hex digits as raw bytes (all zeros unless the text is exactly 32 hex
+// digits).
 EngineKey engine_key(std::string_view hex_id);
 
 // One NIC as the peer needs it to build an RC connection to it.

@@ -1,0 +1,37 @@
+# RDMA integration tests on softverbs (included from tests/integration/CMakeLists.txt when both
+# the RDMA transport and softverbs are built).
+
+add_executable(orbite-rdma-probe
+  ${CMAKE_CURRENT_LIST_DIR}/rdma_probe.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_faults.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/p2p_probe_support.cpp)
+target_link_libraries(orbite-rdma-probe PRIVATE orbite_internal orbite_warnings ${CMAKE_DL_LIBS})
+set_target_properties(orbite-rdma-probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+
+add_executable(orbite-rdma-loader-probe ${CMAKE_CURRENT_LIST_DIR}/rdma_loader_probe.cpp)
+target_link_libraries(orbite-rdma-loader-probe PRIVATE orbite orbite_warnings)
+set_target_properties(orbite-rdma-loader-probe PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+
+# A libibverbs.so.1 without ibv_create_qp, in a folder of its own.
+add_library(orbite_stub_ibverbs SHARED ${CMAKE_CURRENT_LIST_DIR}/stub_ibverbs.c)
+set_target_properties(orbite_stub_ibverbs PROPERTIES
+  OUTPUT_NAME ibverbs SOVERSION 1 VERSION 1
+  LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests/stub-ibverbs)
+
+orbite_add_gtest(rdma_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/rdma_test.cpp
+  LABELS "integration;rdma"
+  TIMEOUT 900)
+target_compile_definitions(rdma_test PRIVATE
+  ORBITE_RDMA_PROBE="$<TARGET_FILE:orbite-rdma-probe>"
+  ORBITE_RDMA_LOADER_PROBE="$<TARGET_FILE:orbite-rdma-loader-probe>"
+  ORBITE_RUN_BIN="$<TARGET_FILE:orbite-run>"
+  ORBITE_SOFTVERBS_DIR="$<TARGET_FILE_DIR:softverbs>"
+  ORBITE_STUB_IBVERBS="$<TARGET_FILE:orbite_stub_ibverbs>"
+  ORBITE_SANITIZED=$<BOOL:${ORBITE_SANITIZE}>)
+add_dependencies(rdma_test orbite-rdma-probe orbite-rdma-loader-probe orbite-run softverbs
+  orbite_stub_ibverbs)
+# Each case runs two or three processes with a lane, a monitor and a softverbs NIC thread each:
+# on a 2-core machine they run alone.
+set_tests_properties(rdma_test PROPERTIES RUN_SERIAL TRUE)

@@ -1,0 +1,47 @@
+// Shared pieces of orbite-rdma-probe (tests/integration/rdma_probe*.cpp): the RDMA scenarios'
+// context on top of orbite-p2p-probe's helpers (p2p_probe.h). Messages between the ranks (signals,
+// descriptors) go over the default route; every put and get is forced onto Transport::Rdma.
+#pragma once
+
+#include <orbite/rdma.h>
+
+#include <string>
+
+#include "p2p_probe.h"
+
+namespace orbite::probe {
+
+struct RdmaContext {
+  Context& c;
+  TransferOptions rdma;  // transport = Rdma
+};
+
+// A registered buffer with its own bytes.
+struct Region {
+  Bytes bytes;
+  MemoryRegion region;
+};
+Region make_region(RdmaContext& r, std::uint64_t length, const std::string& what);
+
+// Rank `owner` exports `region`'s descriptor to every other rank; they import it.
+RemoteRegion share_descriptor(RdmaContext& r, const MemoryRegion* region, int owner, int step);
+
+// A softverbs control command in this process ("ok" replies only, or the probe fails).
+void softverbs(const std::string& command);
+// The descriptor with a u64 field (region id, generation or length) changed in its bytes.
+RemoteRegion tampered(const RemoteRegion& d, const std::string& field, std::uint64_t value);
+// Polls `done` (the engine's stats) for up to kWait.
+bool eventually(const std::function<bool()>& done);
+
+// Scenarios (rdma_probe.cpp, rdma_probe_faults.cpp).
+void scenario_rdma_bytes(RdmaContext& r);
+void scenario_rdma_forged(RdmaContext& r, const std::string& hook);
+void scenario_rdma_tampered(RdmaContext& r);
+void scenario_rdma_concurrent(RdmaContext& r);
+void scenario_rdma_error_cqe(RdmaContext& r);
+void scenario_rdma_unregister_busy(RdmaContext& r);
+void scenario_rdma_cache_miss(RdmaContext& r);
+// Killed peers (started directly by the test, 3 ranks): `phase` names who dies and when.
+void scenario_rdma_killed(RdmaContext& r, const std::string& phase);
+
+}  // namespace orbite::probe

@@ -1,0 +1,184 @@
+// orbite-rdma-probe's fault scenarios (see rdma_probe.cpp): an error completion on slice k of n,
+// unregister while a grant is published, and peers SIGKILLed at each protocol phase.
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "rdma_probe.h"
+
+namespace orbite::probe {
+
+namespace {
+
+std::string sz(std::uint64_t n) {
+  return std::to_string(n);
+}
+
+constexpr std::uint64_t kOwnerSeed = 0xFA17;
+constexpr std::uint64_t kRequesterSeed = 0x5E17;
+constexpr std::uint64_t kSentinelSeed = 0x5E47;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// error_cqe: softverbs fails the 8th send WR the requester posts (fail_wr soft_0 * 8 REM_OP_ERR)
+// during a 16-slice put. The put fails only after the drain, marked "effect unknown"; no payload
+// WR is re-posted (at most 7 succeed); the budgets come back once it has drained; a sentinel the
+// owner writes into the target after the failure survives 200 ms (no late DMA, no replay).
+
+void scenario_rdma_error_cqe(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 1 * kMiB;  // 16 slices of 64 KiB (a WRITE: at most 32)
+  Region mine = make_region(r, kLength, "the region");
+  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  TransferEngine& engine = r.c.comm.engine();
+  fill_pattern(mine.bytes.data(), kLength, r.c.rank == 1 ? kOwnerSeed : kRequesterSeed);
+  barrier(r.c, "filled");
+  if (r.c.rank == 0) {
+    // A first, small get builds the connection, so that the count below is of payload WRs.
+    Request warm = accepted(engine.get(mine.region, 0, remote, 0, 1, r.rdma), "warm-up get");
+    wait_ok(warm, "warm-up get");
+    const RdmaStats before = engine.rdma_stats();
+    softverbs("fail_wr soft_0 * 8 REM_OP_ERR");
+    Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
+    check(q.wait(kWait).code() != Errc::Timeout, "the failed put never completed");
+    auto st = q.status();
+    check(st && !st->ok(), "the put with a failed WR succeeded");
+    check(st->message().find("effect unknown") != std::string::npos,
+          "the failure does not say the effect is unknown: " + st->to_string());
+    const RdmaStats after = engine.rdma_stats();
+    const std::uint64_t writes = after.completed_writes - before.completed_writes;
+    check(writes <= 7, sz(writes) + " payload WRs succeeded; the 8th failed");
+    check(after.direct_bytes_in_use == 0, "the requester's loan was not returned after the drain");
+    std::printf("rank 0: error CQE: %llu of 16 WRITEs done, then %s\n",
+                static_cast<unsigned long long>(writes), st->to_string().c_str());
+    signal_peer(r.c, 1, 60);
+    await_peer(r.c, 1, 61);
+  } else {
+    await_peer(r.c, 0, 60);
+    // The sentinel goes in after the requester saw the failure; nothing may overwrite it.
+    check(eventually([&] { return engine.rdma_stats().grants_active == 0; }),
+          "the failed grant was never closed");
+    fill_pattern(mine.bytes.data(), kLength, kSentinelSeed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    check_pattern(mine.bytes.data(), kLength, kSentinelSeed, "the sentinel after the failure");
+    const RdmaStats s = engine.rdma_stats();
+    check(s.grants_in_use == 0 && s.direct_bytes_in_use == 0,
+          "the source's charges were not returned");
+    signal_peer(r.c, 0, 61);
+  }
+  barrier(r.c, "error CQE checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// unregister_busy: the requester's completions are delayed (softverbs delay), so the owner's grant
+// stays published a while; unregister with a short timeout is Unquiesced and keeps the
+// registration; after the put completes, unregister succeeds.
+
+void scenario_rdma_unregister_busy(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 1 * kMiB;
+  Region mine = make_region(r, kLength, "the region");
+  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  TransferEngine& engine = r.c.comm.engine();
+  fill_pattern(mine.bytes.data(), kLength, r.c.rank == 1 ? kOwnerSeed : kRequesterSeed);
+  barrier(r.c, "filled");
+  if (r.c.rank == 0) {
+    softverbs("delay soft_0 1500000");
+    Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
+    wait_ok(q, "the delayed put");
+    softverbs("delay soft_0 0");
+    signal_peer(r.c, 1, 70);
+  } else {
+    check(eventually([&] { return engine.rdma_stats().grants_active > 0; }),
+          "the grant was never published");
+    Status st = mine.region.unregister(std::chrono::milliseconds(50));
+    check(st.code() == Errc::Unquiesced,
+          "unregister under a published grant: expected Unquiesced, got " + st.to_string());
+    check(mine.region.valid(), "the registration went away");
+    await_peer(r.c, 0, 70);
+    check_pattern(mine.bytes.data(), kLength, kRequesterSeed, "the put that outlived unregister");
+    check_ok(mine.region.unregister(std::chrono::seconds(10)), "unregister after the put");
+  }
+  barrier(r.c, "unregister checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// killed: three ranks started by the test. Rank 0 requests, rank 1 owns the memory, rank 2 is a
+// second requester. `phase` says who dies when (a hook SIGKILLs the process at that phase, or
+// the test kills rank 1 once rank 0 streams). The survivors' requests fail with ConnectionLost
+// within the bound; a source that lost its requester revokes its windows and unlocks the range,
+// so rank 2 then gets a grant on the same range.
+
+void scenario_rdma_killed(RdmaContext& r, const std::string& phase) {
+  constexpr std::uint64_t kLength = 8 * kMiB;
+  const bool requester_dies = phase.starts_with("requester");
+  Region mine = make_region(r, kLength, "the region");
+  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  TransferEngine& engine = r.c.comm.engine();
+  fill_pattern(mine.bytes.data(), kLength, r.c.rank == 1 ? kOwnerSeed : kRequesterSeed);
+  barrier(r.c, "filled");
+  const auto bound = std::chrono::seconds(30);
+  if (r.c.rank == 0) {
+    if (requester_dies) {
+      // The hook kills this process inside the put.
+      Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
+      (void)q.wait(kWait);
+      fail("the requester outlived its hook (" + phase + ")");
+    }
+    const auto start = Clock::now();
+    bool announced = false;
+    for (int i = 0;; ++i) {
+      Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
+      Status st = q.wait(kWait);
+      if (st.ok()) {
+        check(phase == "source_mid_payload", "a put succeeded although the source died");
+        if (!announced) {
+          std::printf("rank 0: streaming\n");  // the test kills rank 1 now
+          std::fflush(stdout);
+          announced = true;
+        }
+        continue;
+      }
+      check(st.code() == Errc::ConnectionLost, "expected ConnectionLost, got " + st.to_string());
+      check(Clock::now() - start < kWait + bound, "the loss took too long");
+      std::printf("rank 0: ConnectionLost after %d puts: %s\n", i, st.message().c_str());
+      break;
+    }
+    check(eventually([&] { return engine.rdma_stats().direct_bytes_in_use == 0; }),
+          "the requester's loans were not returned");
+    check_ok(engine.close(std::chrono::seconds(10)), "close after the loss");
+    return;
+  }
+  if (r.c.rank == 1) {
+    if (!requester_dies) {
+      // Killed by the hook or by the test; until then it serves.
+      std::this_thread::sleep_for(2 * kWait);
+      fail("the source outlived its phase (" + phase + ")");
+    }
+    // Rank 0 dies holding a grant: it must be revoked, and the range unlocked.
+    check(eventually([&] {
+            const RdmaStats s = engine.rdma_stats();
+            return s.grants > 0 && s.grants_active == 0 && s.windows_revoked > 0;
+          }),
+          "the dead requester's grant was not revoked");
+    signal_peer(r.c, 2, 80);
+    await_peer(r.c, 2, 81);
+    check_pattern(mine.bytes.data() + 4096, 4096, 0xC0FFEE, "rank 2's put into the same range",
+                  4096);
+    check(engine.rdma_stats().grants_in_use == 0, "grant charges left");
+    check_ok(engine.close(std::chrono::seconds(10)), "close");
+    return;
+  }
+  // rank 2
+  if (!requester_dies) {
+    check_ok(engine.close(std::chrono::seconds(10)), "close");
+    return;
+  }
+  await_peer(r.c, 1, 80);
+  fill_pattern(mine.bytes.data(), kLength, 0xC0FFEE);
+  Request q = accepted(engine.put(mine.region, 4096, remote, 4096, 4096, r.rdma), "rank 2 put");
+  wait_ok(q, "rank 2's put into the range the dead requester held");
+  signal_peer(r.c, 1, 81);
+  check_ok(engine.close(std::chrono::seconds(10)), "close");
+}
+
+}  // namespace orbite::probe

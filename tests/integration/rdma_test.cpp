@@ -1,0 +1,268 @@
+// The RDMA transport between real processes on softverbs (design test plan, docs/rdma.md): each
+// case runs orbite-rdma-probe under orbite-run (or its ranks directly, when one is killed) with
+// LD_LIBRARY_PATH at softverbs. The probe checks bytes, guards, errors and the route itself;
+// this test requires every rank's PASS and no FAIL. The loader and capability cases run
+// orbite-rdma-loader-probe, one process each (the first load of the verbs library wins).
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../support/direct_ranks.h"
+#include "../support/subprocess.h"
+
+namespace orbite {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::count_of;
+using testing::Outcome;
+
+std::map<std::string, std::string> softverbs_env(std::map<std::string, std::string> extra = {}) {
+  extra.insert({"LD_LIBRARY_PATH", ORBITE_SOFTVERBS_DIR});
+  // A default config: one soft_0 on 127.0.0.1 (unless a case names a file).
+  extra.insert({"SOFTVERBS_CONFIG", ""});
+  extra.insert({"ORBITE_RDMA_ENABLE", "on"});
+  return extra;
+}
+
+std::string pass_line(int rank, const std::string& scenario) {
+  return "rank " + std::to_string(rank) + ": PASS " + scenario + "\n";
+}
+
+Outcome run_ranks(const std::string& scenario, const std::map<std::string, std::string>& env,
+                  int ranks = 2, std::chrono::seconds bound = 180s) {
+  const std::vector<std::string> args = {
+      ORBITE_RUN_BIN,    "-n",        std::to_string(ranks),
+      "--tag-output",    "--timeout", std::to_string((bound - 15s).count()),
+      "--kill-grace",    "3",         "--",
+      ORBITE_RDMA_PROBE, scenario};
+  return testing::run_program(args, bound, softverbs_env(env));
+}
+
+void expect_pass(const Outcome& o, const std::string& scenario, int ranks = 2) {
+  const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
+  EXPECT_EQ(o.status, 0) << scenario << shown;
+  EXPECT_EQ(count_of(o.out, ": FAIL "), 0U) << shown;
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_EQ(count_of(o.out, pass_line(r, scenario)), 1U) << "rank " << r << shown;
+  }
+}
+
+// ---- put/get bytes, signal interval, event-driven progress, READ depths --------------------
+
+TEST(Rdma, PutAndGetEverySizeAtOddOffsetsWithGuards) {
+  Outcome o = run_ranks("bytes", {});
+  expect_pass(o, "bytes");
+  EXPECT_EQ(count_of(o.out, "rank 0: route ok\n"), 1U) << o.out;
+  EXPECT_EQ(count_of(o.out, "rank 1: route ok\n"), 1U) << o.out;
+  // The READ depths applied are the HCA's (softverbs: 16) with the default request of 16.
+  EXPECT_NE(o.out.find("max_rd_atomic 16 max_dest_rd_atomic 16"), std::string::npos) << o.out;
+}
+
+TEST(Rdma, SignalIntervalFourSignalsFewerPayloadWrs) {
+  // The probe checks payload_send_cqes < completed WRs when the interval is above 1.
+  expect_pass(run_ranks("bytes", {{"ORBITE_RDMA_SIGNAL_INTERVAL", "4"}}), "bytes");
+}
+
+TEST(Rdma, EventDrivenProgressLosesNoWakeUp) {
+  expect_pass(run_ranks("bytes", {{"ORBITE_PROGRESS_MODE", "event_driven"}}), "bytes");
+}
+
+TEST(Rdma, ReadDepthsAreClampedToTheHca) {
+  for (const auto& [asked, applied] :
+       std::vector<std::pair<std::string, std::string>>{{"1", "1"}, {"32", "16"}}) {
+    Outcome o = run_ranks(
+        "bytes", {{"ORBITE_RDMA_MAX_RD_ATOMIC", asked}, {"ORBITE_RDMA_MAX_DEST_RD_ATOMIC", asked}});
+    expect_pass(o, "bytes");
+    EXPECT_NE(o.out.find("max_rd_atomic " + applied + " max_dest_rd_atomic " + applied),
+              std::string::npos)
+        << "asked " << asked << "\n"
+        << o.out;
+  }
+}
+
+// ---- authority --------------------------------------------------------------------------------
+
+TEST(Rdma, AWriteWiderThanItsWindowIsRefusedAndWritesNothingPastIt) {
+  expect_pass(run_ranks("widen_write", {}), "widen_write");
+}
+
+TEST(Rdma, AnInvalidatedKeyNeverRegainsAuthority) {
+  expect_pass(run_ranks("replay_key", {}), "replay_key");
+}
+
+TEST(Rdma, AValidKeyOnAnotherQpIsRefused) {
+  // Two lanes on both sides: arrays two QPs wide, one segment on each.
+  expect_pass(run_ranks("other_qp", {{"ORBITE_NUM_LANES", "2"}}), "other_qp");
+}
+
+TEST(Rdma, TamperedDescriptorsAreRefusedByTheOwner) {
+  expect_pass(run_ranks("tampered", {}), "tampered");
+}
+
+TEST(Rdma, DisjointGrantsProceedAndConflictingOnesAreRefused) {
+  expect_pass(run_ranks("concurrent", {}), "concurrent");
+}
+
+TEST(Rdma, APreAuthorityCacheMissReconnectsOnce) {
+  expect_pass(run_ranks("cache_miss", {}), "cache_miss");
+}
+
+// ---- failures ----------------------------------------------------------------------------------
+
+TEST(Rdma, AnErrorCompletionFailsTheParentAfterDrainWithoutReplay) {
+  Outcome o = run_ranks("error_cqe", {});
+  expect_pass(o, "error_cqe");
+  EXPECT_NE(o.out.find("effect unknown"), std::string::npos) << o.out;
+}
+
+TEST(Rdma, UnregisterWaitsForAPublishedGrant) {
+  expect_pass(run_ranks("unregister_busy", {}), "unregister_busy");
+}
+
+class RdmaKilled : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RdmaKilled, SurvivorsGetABoundedConnectionLostAndTheRangeIsFreed) {
+  const std::string scenario = GetParam();
+  const bool requester_dies = scenario.starts_with("kill_requester");
+  auto job = testing::start_direct_ranks(3, {ORBITE_RDMA_PROBE, scenario}, softverbs_env());
+  ASSERT_EQ(job.ranks.size(), 3U);
+  auto& ranks = job.ranks;
+  const int victim = requester_dies ? 0 : 1;
+  if (scenario == "kill_source_mid_payload") {
+    ASSERT_TRUE(ranks[0]->read_until(
+        [&] { return ranks[0]->out().find("rank 0: streaming\n") != std::string::npos; }, 90s))
+        << job.shown();
+    ASSERT_EQ(::kill(ranks[1]->pid(), SIGKILL), 0);
+  }
+  EXPECT_EQ(ranks[victim]->wait(120s), 128 + SIGKILL) << job.shown();
+  for (int r = 0; r < 3; ++r) {
+    if (r == victim) continue;
+    EXPECT_EQ(ranks[r]->wait(120s), 0) << "rank " << r << job.shown();
+    EXPECT_EQ(count_of(ranks[r]->out(), pass_line(r, scenario)), 1U) << job.shown();
+  }
+  if (!requester_dies) {
+    EXPECT_EQ(count_of(ranks[0]->out(), "rank 0: ConnectionLost after"), 1U) << job.shown();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Phases, RdmaKilled,
+                         ::testing::Values("kill_source_before_grant", "kill_source_after_grant",
+                                           "kill_source_mid_payload", "kill_requester_mid_payload",
+                                           "kill_requester_before_receipt"));
+
+// ---- the loader and the capability checks ------------------------------------------------------
+
+Outcome loader(const std::map<std::string, std::string>& env, std::vector<std::string> args = {}) {
+  std::vector<std::string> argv = {ORBITE_RDMA_LOADER_PROBE};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return testing::run_program(argv, 60s, env);
+}
+
+TEST(RdmaLoader, AMissingLibraryIsUnavailableNamingIt) {
+  Outcome o = loader(
+      {{"ORBITE_IBVERBS_LIBRARY", "/nonexistent/libibverbs.so.1"}, {"ORBITE_RDMA_ENABLE", "on"}});
+  EXPECT_NE(o.out.find("create: Unavailable"), std::string::npos) << o.out << o.err;
+  EXPECT_NE(o.out.find("libibverbs.so.1 could not be loaded from '/nonexistent/libibverbs.so.1'"),
+            std::string::npos)
+      << o.out;
+  // With auto the engine is created without RDMA, saying why.
+  o = loader({{"ORBITE_IBVERBS_LIBRARY", "/nonexistent/libibverbs.so.1"}});
+  EXPECT_NE(o.out.find("create: ok\nrdma: not installed: libibverbs.so.1 could not be loaded"),
+            std::string::npos)
+      << o.out;
+}
+
+TEST(RdmaLoader, ALibraryWithoutARequiredExportNamesIt) {
+  Outcome o =
+      loader({{"ORBITE_IBVERBS_LIBRARY", ORBITE_STUB_IBVERBS}, {"ORBITE_RDMA_ENABLE", "on"}});
+  EXPECT_NE(o.out.find("create: Unavailable"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("lacks the required export ibv_create_qp"), std::string::npos) << o.out;
+}
+
+TEST(RdmaLoader, DebiansLibraryWithoutADeviceSaysSo) {
+  // No LD_LIBRARY_PATH: rdma-core's own library, and this machine has no RDMA device.
+  Outcome o = loader({{"LD_LIBRARY_PATH", ""}, {"ORBITE_RDMA_ENABLE", "on"}});
+  EXPECT_NE(o.out.find("create: Unavailable"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("no RDMA devices"), std::string::npos) << o.out;
+  o = loader({{"LD_LIBRARY_PATH", ""}});
+  EXPECT_NE(o.out.find("create: ok\nrdma: not installed"), std::string::npos) << o.out;
+}
+
+TEST(RdmaLoader, OffNeverLoadsTheLibrary) {
+  Outcome o = loader({{"LD_LIBRARY_PATH", ORBITE_SOFTVERBS_DIR}, {"ORBITE_RDMA_ENABLE", "off"}});
+  EXPECT_NE(o.out.find("create: ok\nrdma: not installed: rdma.enable is off"), std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("mapped: no"), std::string::npos) << o.out;
+  // And auto on softverbs does load it (so the check above can fail).
+  o = loader({{"LD_LIBRARY_PATH", ORBITE_SOFTVERBS_DIR}, {"SOFTVERBS_CONFIG", ""}});
+  EXPECT_NE(o.out.find("rdma: installed"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("mapped: yes"), std::string::npos) << o.out;
+}
+
+TEST(RdmaLoader, TheFirstLoadInAProcessWins) {
+  // A second engine naming another library fails even with rdma.enable = auto.
+  Outcome o = loader({{"LD_LIBRARY_PATH", ORBITE_SOFTVERBS_DIR}, {"SOFTVERBS_CONFIG", ""}},
+                     {"second", "/elsewhere/libibverbs.so.1"});
+  EXPECT_NE(o.out.find("second: Configuration"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("the first load in a process wins"), std::string::npos) << o.out;
+}
+
+class RdmaCapability : public ::testing::Test {
+ protected:
+  // soft_0 with `fault`, soft_1 healthy.
+  std::map<std::string, std::string> config(const std::string& fault, bool second) {
+    const std::string path = dir_.path() + "/softverbs.json";
+    std::ofstream f(path);
+    f << R"({"devices": [{"bind": "127.0.0.1", "faults": [")" << fault << R"("]})"
+      << (second ? R"(, {"bind": "127.0.0.2"})" : "") << "]}";
+    return {{"LD_LIBRARY_PATH", ORBITE_SOFTVERBS_DIR}, {"SOFTVERBS_CONFIG", path}};
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(RdmaCapability, AProviderWithoutType2BWindowsIsRefusedNamingIt) {
+  auto env = config("disable mw", false);
+  env["ORBITE_RDMA_ENABLE"] = "on";
+  Outcome o = loader(env);
+  EXPECT_NE(o.out.find("create: Unavailable"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("Type-2B memory windows"), std::string::npos) << o.out;
+}
+
+TEST_F(RdmaCapability, AProviderWithoutSendWithInvalidateIsRefusedNamingIt) {
+  auto env = config("disable send_inv", false);
+  env["ORBITE_RDMA_ENABLE"] = "on";
+  Outcome o = loader(env);
+  EXPECT_NE(o.out.find("create: Unavailable"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("SEND_WITH_INV"), std::string::npos) << o.out;
+}
+
+TEST_F(RdmaCapability, AHealthyDeviceBesideARefusedOneIsUsedAndNumberingHolds) {
+  Outcome o = loader(config("disable mw", true));
+  EXPECT_NE(o.out.find("rdma: installed"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("context soft_0: inert: the provider lacks Type-2B memory windows"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("context soft_1: active"), std::string::npos) << o.out;
+}
+
+TEST_F(RdmaCapability, APinnedDeviceNeverFallsBack) {
+  auto env = config("disable mw", true);
+  env["ORBITE_RDMA_DEVICE"] = "soft_0";
+  env["ORBITE_RDMA_ENABLE"] = "on";
+  Outcome o = loader(env);
+  EXPECT_NE(o.out.find("create: Unavailable"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("soft_0: inert"), std::string::npos) << o.out;
+  env["ORBITE_RDMA_DEVICE"] = "soft_7";
+  o = loader(env);
+  EXPECT_NE(o.out.find("rdma.device 'soft_7' is not among the permitted RDMA devices"),
+            std::string::npos)
+      << o.out;
+}
+
+}  // namespace
+}  // namespace orbite

@@ -1,0 +1,630 @@
+// The RDMA transport's wire: the 141-byte receipt binding (design 3.3) with its CRC32C, the connect
+// blob and the control frames (3.2), and engine keys. (Planner and ledgers are in
+// rdma_logic_test.cpp, key history and range locks in rdma_keys_test.cpp.)
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "p2p/rdma/wire.h"
+
+namespace orbite::rdma {
+namespace {
+
+using Bytes = std::array<std::uint8_t, kBindingBytes>;
+
+std::uint64_t le_at(const Bytes& b, std::size_t at, std::size_t width) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < width; ++i) v |= static_cast<std::uint64_t>(b[at + i]) << (8 * i);
+  return v;
+}
+
+EngineKey key_of(std::uint8_t first) {
+  EngineKey k{};
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] = static_cast<std::uint8_t>(first + i);
+  return k;
+}
+
+// Every field set, to a value that differs from its neighbours'.
+Binding sample_binding() {
+  Binding b;
+  b.version = 1;
+  b.op = kOpWrite | 0x80;  // a WRITE into a receive
+  b.first_slice = 5;
+  b.slice_count = 7;
+  b.source_engine = key_of(0x10);
+  b.requester_engine = key_of(0xa0);
+  b.link_incarnation = 0x0101010101010101ull;
+  b.qp_incarnation = 0x0202020202020202ull;
+  b.grant_id = 0x0303030303030303ull;
+  b.grant_generation = 0x0404040404040404ull;
+  b.grant_nonce = 0xfedcba9876543210ull;
+  b.request_id = 0x0606060606060606ull;
+  b.target_id = 0x0707070707070707ull;
+  b.target_generation = 0x0808080808080808ull;
+  b.offset = 0x0909090909090909ull;
+  b.length = 0x0a0a0a0a0a0a0a0aull;
+  b.rkey = 0x0b0b0b0bu;
+  b.source_qpn = 0x00123456u;
+  b.requester_qpn = 0x00654321u;
+  b.payload_wrs = 7;
+  b.status = 0;
+  return b;
+}
+
+Result<Binding> decode(const Bytes& bytes) {
+  return decode_binding(bytes.data(), bytes.size());
+}
+
+// ------------------------------------------------------------------------------------------------
+// CRC32C and the binding
+
+TEST(Crc32c, KnownVectors) {
+  const std::string_view check = "123456789";
+  EXPECT_EQ(crc32c(reinterpret_cast<const std::uint8_t*>(check.data()), check.size()), 0xE3069283u);
+  EXPECT_EQ(crc32c(nullptr, 0), 0u);
+  // RFC 3720 B.4: 32 bytes of zeros, and of 0xff.
+  std::array<std::uint8_t, 32> zeros{};
+  EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);
+  std::array<std::uint8_t, 32> ones{};
+  ones.fill(0xff);
+  EXPECT_EQ(crc32c(ones.data(), ones.size()), 0x62A8AB43u);
+}
+
+TEST(Binding, EncodesTheDesignLayout) {
+  const Binding b = sample_binding();
+  const Bytes e = encode(b);
+  static_assert(kBindingBytes == 141);
+  EXPECT_EQ(e.size(), 141u);
+  EXPECT_EQ(e[0], 'O');
+  EXPECT_EQ(e[1], 'B');
+  EXPECT_EQ(e[2], 'N');
+  EXPECT_EQ(e[3], 'D');
+  EXPECT_EQ(le_at(e, 0, 4), kBindingMagic);
+  EXPECT_EQ(e[4], 1);
+  EXPECT_EQ(e[5], b.op);
+  EXPECT_EQ(e[6], b.first_slice);
+  EXPECT_EQ(e[7], b.slice_count);
+  EXPECT_EQ(0, std::memcmp(e.data() + 8, b.source_engine.data(), 16));
+  EXPECT_EQ(0, std::memcmp(e.data() + 24, b.requester_engine.data(), 16));
+  EXPECT_EQ(le_at(e, 40, 8), b.link_incarnation);
+  EXPECT_EQ(le_at(e, 48, 8), b.qp_incarnation);
+  EXPECT_EQ(le_at(e, 56, 8), b.grant_id);
+  EXPECT_EQ(le_at(e, 64, 8), b.grant_generation);
+  EXPECT_EQ(le_at(e, 72, 8), b.grant_nonce);
+  EXPECT_EQ(le_at(e, 80, 8), b.request_id);
+  EXPECT_EQ(le_at(e, 88, 8), b.target_id);
+  EXPECT_EQ(le_at(e, 96, 8), b.target_generation);
+  EXPECT_EQ(le_at(e, 104, 8), b.offset);
+  EXPECT_EQ(le_at(e, 112, 8), b.length);
+  EXPECT_EQ(le_at(e, 120, 4), b.rkey);
+  EXPECT_EQ(le_at(e, 124, 4), b.source_qpn);
+  EXPECT_EQ(le_at(e, 128, 4), b.requester_qpn);
+  EXPECT_EQ(le_at(e, 132, 4), b.payload_wrs);
+  EXPECT_EQ(e[136], b.status);
+  EXPECT_EQ(le_at(e, 137, 4), crc32c(e.data(), 137));
+}
+
+TEST(Binding, RoundTripsEveryField) {
+  Binding b = sample_binding();
+  auto got = decode(encode(b));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, b);
+  EXPECT_EQ(binding_mismatch(b, *got), "");
+  // The other ends of every range.
+  b.op = kOpRead;
+  b.first_slice = 63;
+  b.slice_count = 64;
+  b.status = 1;
+  b.payload_wrs = 0;
+  b.source_qpn = 0xffffffffu;
+  b.length = ~0ull;
+  got = decode(encode(b));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, b);
+  b.first_slice = 0;
+  b.slice_count = 1;
+  got = decode(encode(b));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, b);
+}
+
+TEST(Binding, EverySingleByteFlipIsRejected) {
+  const Bytes good = encode(sample_binding());
+  for (std::size_t at = 0; at < kBindingBytes; ++at) {
+    for (std::uint8_t flip : {std::uint8_t{0x01}, std::uint8_t{0x80}, std::uint8_t{0xff}}) {
+      Bytes bad = good;
+      bad[at] ^= flip;
+      auto got = decode(bad);
+      EXPECT_FALSE(got.ok()) << "byte " << at << " ^ " << int{flip};
+      EXPECT_EQ(got.status().code(), Errc::Protocol);
+    }
+  }
+}
+
+TEST(Binding, OnlyExactly141BytesDecode) {
+  std::vector<std::uint8_t> buf(kBindingBytes + 1, 0);
+  const Bytes good = encode(sample_binding());
+  std::copy(good.begin(), good.end(), buf.begin());
+  ASSERT_TRUE(decode_binding(buf.data(), 141).ok());
+  for (std::size_t n :
+       {std::size_t{0}, std::size_t{4}, std::size_t{137}, std::size_t{140}, std::size_t{142}}) {
+    auto got = decode_binding(buf.data(), n);
+    EXPECT_FALSE(got.ok()) << n;
+    EXPECT_EQ(got.status().code(), Errc::Protocol);
+  }
+}
+
+// A binding with one bad field, encoded with a correct CRC (encode computes it).
+void expect_rejected(const char* what, const std::function<void(Binding&)>& spoil) {
+  Binding b = sample_binding();
+  spoil(b);
+  auto got = decode(encode(b));
+  EXPECT_FALSE(got.ok()) << what;
+  EXPECT_EQ(got.status().code(), Errc::Protocol) << what;
+}
+
+TEST(Binding, FieldRangesAreChecked) {
+  expect_rejected("version 0", [](Binding& b) { b.version = 0; });
+  expect_rejected("version 2", [](Binding& b) { b.version = 2; });
+  expect_rejected("op 0", [](Binding& b) { b.op = 0; });
+  expect_rejected("op 3", [](Binding& b) { b.op = 3; });
+  expect_rejected("op 0x83", [](Binding& b) { b.op = 0x83; });
+  expect_rejected("op 0x80", [](Binding& b) { b.op = 0x80; });
+  expect_rejected("op 0x41", [](Binding& b) { b.op = 0x41; });
+  expect_rejected("slice_count 0", [](Binding& b) { b.slice_count = 0; });
+  expect_rejected("slice_count 65", [](Binding& b) { b.slice_count = 65; });
+  expect_rejected("first_slice 64", [](Binding& b) { b.first_slice = 64; });
+  expect_rejected("status 2", [](Binding& b) { b.status = 2; });
+  expect_rejected("status 0xff", [](Binding& b) { b.status = 0xff; });
+}
+
+TEST(Binding, BadMagicIsRejectedEvenWithACorrectCrc) {
+  Bytes e = encode(sample_binding());
+  e[3] = 'E';
+  const std::uint32_t crc = crc32c(e.data(), 137);
+  for (int i = 0; i < 4; ++i) e[137 + i] = static_cast<std::uint8_t>(crc >> (8 * i));
+  auto got = decode(e);
+  EXPECT_FALSE(got.ok());
+}
+
+TEST(Binding, MismatchNamesExactlyTheFieldThatDiffers) {
+  struct Field {
+    const char* name;
+    std::function<void(Binding&)> change;
+  };
+  const std::vector<Field> fields = {
+      {"version", [](Binding& b) { b.version = 2; }},
+      {"op", [](Binding& b) { b.op = kOpRead; }},
+      {"first_slice", [](Binding& b) { b.first_slice = 6; }},
+      {"slice_count", [](Binding& b) { b.slice_count = 8; }},
+      {"source_engine", [](Binding& b) { b.source_engine[15] ^= 1; }},
+      {"requester_engine", [](Binding& b) { b.requester_engine[0] ^= 1; }},
+      {"link_incarnation", [](Binding& b) { ++b.link_incarnation; }},
+      {"qp_incarnation", [](Binding& b) { ++b.qp_incarnation; }},
+      {"grant_id", [](Binding& b) { ++b.grant_id; }},
+      {"grant_generation", [](Binding& b) { ++b.grant_generation; }},
+      {"grant_nonce", [](Binding& b) { b.grant_nonce ^= 1ull << 63; }},
+      {"request_id", [](Binding& b) { ++b.request_id; }},
+      {"target_id", [](Binding& b) { ++b.target_id; }},
+      {"target_generation", [](Binding& b) { ++b.target_generation; }},
+      {"offset", [](Binding& b) { ++b.offset; }},
+      {"length", [](Binding& b) { --b.length; }},
+      {"rkey", [](Binding& b) { ++b.rkey; }},
+      {"source_qpn", [](Binding& b) { ++b.source_qpn; }},
+      {"requester_qpn", [](Binding& b) { ++b.requester_qpn; }},
+      {"payload_wrs", [](Binding& b) { b.payload_wrs = 0; }},
+      {"status", [](Binding& b) { b.status = 1; }},
+  };
+  const Binding want = sample_binding();
+  EXPECT_EQ(binding_mismatch(want, want), "");
+  for (const Field& f : fields) {
+    Binding got = want;
+    f.change(got);
+    EXPECT_EQ(binding_mismatch(want, got), f.name);
+    EXPECT_EQ(binding_mismatch(got, want), f.name);
+  }
+  // With several fields off, the first in wire order is named.
+  Binding got = want;
+  got.status = 1;
+  got.grant_nonce = 0;
+  got.rkey = 0;
+  EXPECT_EQ(binding_mismatch(want, got), "grant_nonce");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Frames: every decoder rejects a truncated body and a trailing byte
+
+template <class Decode>
+void expect_truncation_and_trailing_rejected(const std::string& body, Decode decode_fn) {
+  ASSERT_FALSE(body.empty());
+  auto shorter = decode_fn(std::string_view(body).substr(0, body.size() - 1));
+  EXPECT_FALSE(shorter.ok()) << "truncated by 1";
+  EXPECT_EQ(shorter.status().code(), Errc::Protocol);
+  const std::string longer = body + '\0';
+  auto trailing = decode_fn(longer);
+  EXPECT_FALSE(trailing.ok()) << "1 trailing byte";
+  EXPECT_EQ(trailing.status().code(), Errc::Protocol);
+  auto empty = decode_fn(std::string_view());
+  EXPECT_FALSE(empty.ok()) << "empty";
+  EXPECT_EQ(empty.status().code(), Errc::Protocol);
+}
+
+template <class Decode>
+void expect_rejected_body(const std::string& body, Decode decode_fn, const char* what) {
+  auto got = decode_fn(body);
+  EXPECT_FALSE(got.ok()) << what;
+  EXPECT_EQ(got.status().code(), Errc::Protocol) << what;
+}
+
+NicRecord nic(std::uint8_t id, const char* name) {
+  NicRecord n;
+  n.nic_id = id;
+  n.name = name;
+  n.active = 1;
+  n.port = 2;
+  n.link_layer = 2;
+  n.mtu = 5;
+  n.lid = 0xbeef;
+  n.gid_index = 3;
+  for (std::size_t i = 0; i < n.gid.size(); ++i) n.gid[i] = static_cast<std::uint8_t>(id * 16 + i);
+  n.route_generation = 0x1122334455667788ull + id;
+  return n;
+}
+
+RdmaInfo sample_info() {
+  RdmaInfo info;
+  info.engine = key_of(0x40);
+  info.rdma_incarnation = 0xdeadbeefcafef00dull;
+  info.link_incarnation = 17;
+  info.lanes = 4;
+  info.nics = {nic(0, "mlx5_0"), nic(7, "rxe_eth1")};
+  info.nics[1].active = 0;
+  info.nics[1].mtu = 1;
+  return info;
+}
+
+TEST(RdmaInfo, RoundTripsWithTwoNics) {
+  const RdmaInfo info = sample_info();
+  auto got = decode_info(encode(info));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->version, 1);
+  EXPECT_EQ(got->engine, info.engine);
+  EXPECT_EQ(got->rdma_incarnation, info.rdma_incarnation);
+  EXPECT_EQ(got->link_incarnation, info.link_incarnation);
+  EXPECT_EQ(got->lanes, info.lanes);
+  ASSERT_EQ(got->nics.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    const NicRecord& w = info.nics[i];
+    const NicRecord& g = got->nics[i];
+    EXPECT_EQ(g.nic_id, w.nic_id);
+    EXPECT_EQ(g.name, w.name);
+    EXPECT_EQ(g.active, w.active);
+    EXPECT_EQ(g.port, w.port);
+    EXPECT_EQ(g.link_layer, w.link_layer);
+    EXPECT_EQ(g.mtu, w.mtu);
+    EXPECT_EQ(g.lid, w.lid);
+    EXPECT_EQ(g.gid_index, w.gid_index);
+    EXPECT_EQ(g.gid, w.gid);
+    EXPECT_EQ(g.route_generation, w.route_generation);
+  }
+  expect_truncation_and_trailing_rejected(encode(info), decode_info);
+}
+
+TEST(RdmaInfo, OutOfRangeFieldsAreRejected) {
+  auto spoil = [](const std::function<void(RdmaInfo&)>& f) {
+    RdmaInfo info = sample_info();
+    f(info);
+    return encode(info);
+  };
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 2; }), decode_info, "version 2");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 0; }), decode_info, "version 0");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.lanes = 0; }), decode_info, "lanes 0");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.lanes = 1025; }), decode_info, "lanes 1025");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.nics[0].nic_id = 64; }), decode_info, "nic 64");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.nics[1].active = 2; }), decode_info, "active 2");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.nics[0].mtu = 0; }), decode_info, "mtu 0");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.nics[0].mtu = 6; }), decode_info, "mtu 6");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.nics[0].name = std::string(65, 'n'); }),
+                       decode_info, "name of 65");
+  // 64 NICs are the most; 65 are refused.
+  RdmaInfo many = sample_info();
+  many.nics.clear();
+  for (std::uint8_t i = 0; i < 64; ++i) many.nics.push_back(nic(i, "n"));
+  auto got = decode_info(encode(many));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->nics.size(), 64u);
+  many.nics.push_back(nic(63, "n"));
+  expect_rejected_body(encode(many), decode_info, "65 NICs");
+}
+
+QpEndpointInfo sample_qp() {
+  QpEndpointInfo q;
+  q.qpn = 0xabcdef;
+  q.psn = 0x123456;
+  q.nic_id = 3;
+  q.remote_nic = 63;
+  q.rd_atomic = 16;
+  q.dest_rd_atomic = 8;
+  return q;
+}
+
+void expect_qp_eq(const QpEndpointInfo& g, const QpEndpointInfo& w) {
+  EXPECT_EQ(g.qpn, w.qpn);
+  EXPECT_EQ(g.psn, w.psn);
+  EXPECT_EQ(g.nic_id, w.nic_id);
+  EXPECT_EQ(g.remote_nic, w.remote_nic);
+  EXPECT_EQ(g.rd_atomic, w.rd_atomic);
+  EXPECT_EQ(g.dest_rd_atomic, w.dest_rd_atomic);
+}
+
+TEST(QpConnect, RoundTripsAndBoundsItsFields) {
+  QpConnect m;
+  m.builder = 0x0102030405060708ull;
+  m.slot = 1023;
+  m.qp_incarnation = 99;
+  m.qp = sample_qp();
+  auto got = decode_qp_connect(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->builder, m.builder);
+  EXPECT_EQ(got->slot, m.slot);
+  EXPECT_EQ(got->qp_incarnation, m.qp_incarnation);
+  expect_qp_eq(got->qp, m.qp);
+  expect_truncation_and_trailing_rejected(encode(m), decode_qp_connect);
+
+  auto spoil = [&](const std::function<void(QpConnect&)>& f) {
+    QpConnect bad = m;
+    f(bad);
+    return encode(bad);
+  };
+  expect_rejected_body(spoil([](QpConnect& c) { c.qp.qpn = 0x1000000; }), decode_qp_connect,
+                       "qpn over 24 bits");
+  expect_rejected_body(spoil([](QpConnect& c) { c.qp.psn = 0x1000000; }), decode_qp_connect,
+                       "psn over 24 bits");
+  expect_rejected_body(spoil([](QpConnect& c) { c.qp.nic_id = 64; }), decode_qp_connect, "nic 64");
+  expect_rejected_body(spoil([](QpConnect& c) { c.qp.remote_nic = 64; }), decode_qp_connect,
+                       "remote nic 64");
+  expect_rejected_body(spoil([](QpConnect& c) { c.slot = 1024; }), decode_qp_connect, "slot 1024");
+}
+
+TEST(QpAccept, RoundTripsWithAReason) {
+  QpAccept m;
+  m.builder = 5;
+  m.errc = static_cast<std::uint32_t>(Errc::ResourceExhausted);
+  m.qp_incarnation = 0xffffffffffffffffull;
+  m.qp = sample_qp();
+  m.reason = "no QP left on mlx5_0";
+  auto got = decode_qp_accept(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->builder, m.builder);
+  EXPECT_EQ(got->errc, m.errc);
+  EXPECT_EQ(got->qp_incarnation, m.qp_incarnation);
+  expect_qp_eq(got->qp, m.qp);
+  EXPECT_EQ(got->reason, m.reason);
+  expect_truncation_and_trailing_rejected(encode(m), decode_qp_accept);
+
+  QpAccept bad = m;
+  bad.errc = 256;
+  expect_rejected_body(encode(bad), decode_qp_accept, "errc 256");
+  bad = m;
+  bad.qp.qpn = 0x1000000;
+  expect_rejected_body(encode(bad), decode_qp_accept, "qpn over 24 bits");
+  bad = m;
+  bad.reason = std::string(1025, 'r');
+  expect_rejected_body(encode(bad), decode_qp_accept, "reason of 1025");
+  bad.reason = std::string(1024, 'r');
+  EXPECT_TRUE(decode_qp_accept(encode(bad)).ok());
+}
+
+TEST(QpRetire, RoundTrips) {
+  QpRetire m;
+  m.slot = 12;
+  m.qp_incarnation = 0x8000000000000001ull;
+  auto got = decode_qp_retire(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->slot, m.slot);
+  EXPECT_EQ(got->qp_incarnation, m.qp_incarnation);
+  expect_truncation_and_trailing_rejected(encode(m), decode_qp_retire);
+}
+
+SegmentRequest segment(std::uint8_t first, std::uint8_t slices, std::uint32_t slot) {
+  SegmentRequest s;
+  s.first_slice = first;
+  s.slices = slices;
+  s.slot = slot;
+  s.offset = 0x10000ull * first;
+  s.length = 0x10000ull * slices;
+  s.qp_incarnation = 1000 + slot;
+  s.requester_qpn = 0x100 + slot;
+  return s;
+}
+
+GrantRequest sample_request() {
+  GrantRequest m;
+  m.parent = 0x1111;
+  m.target = 0x2222;
+  m.target_generation = 3;
+  m.offset = 4096;
+  m.length = 0x10000 * 10;
+  m.op = kOpWrite;
+  m.slices = 10;
+  m.link_incarnation = 77;
+  m.segments = {segment(0, 4, 0), segment(4, 4, 1), segment(8, 2, 2)};
+  return m;
+}
+
+TEST(GrantRequest, RoundTripsWithThreeSegments) {
+  const GrantRequest m = sample_request();
+  auto got = decode_grant_request(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->parent, m.parent);
+  EXPECT_EQ(got->target, m.target);
+  EXPECT_EQ(got->target_generation, m.target_generation);
+  EXPECT_EQ(got->offset, m.offset);
+  EXPECT_EQ(got->length, m.length);
+  EXPECT_EQ(got->op, m.op);
+  EXPECT_EQ(got->slices, m.slices);
+  EXPECT_EQ(got->link_incarnation, m.link_incarnation);
+  ASSERT_EQ(got->segments.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const SegmentRequest& w = m.segments[i];
+    const SegmentRequest& g = got->segments[i];
+    EXPECT_EQ(g.first_slice, w.first_slice);
+    EXPECT_EQ(g.slices, w.slices);
+    EXPECT_EQ(g.slot, w.slot);
+    EXPECT_EQ(g.offset, w.offset);
+    EXPECT_EQ(g.length, w.length);
+    EXPECT_EQ(g.qp_incarnation, w.qp_incarnation);
+    EXPECT_EQ(g.requester_qpn, w.requester_qpn);
+  }
+  expect_truncation_and_trailing_rejected(encode(m), decode_grant_request);
+  // A READ and a zero-length request (no segments) decode too.
+  GrantRequest empty = m;
+  empty.op = kOpRead;
+  empty.length = 0;
+  empty.slices = 0;
+  empty.segments.clear();
+  auto got_empty = decode_grant_request(encode(empty));
+  ASSERT_TRUE(got_empty.ok()) << got_empty.status().to_string();
+  EXPECT_EQ(got_empty->op, kOpRead);
+  EXPECT_TRUE(got_empty->segments.empty());
+}
+
+TEST(GrantRequest, OutOfRangeFieldsAreRejected) {
+  GrantRequest bad = sample_request();
+  bad.op = 3;
+  expect_rejected_body(encode(bad), decode_grant_request, "op 3");
+  bad.op = 0;
+  expect_rejected_body(encode(bad), decode_grant_request, "op 0");
+  bad = sample_request();
+  bad.slices = 65;
+  expect_rejected_body(encode(bad), decode_grant_request, "65 slices");
+  bad = sample_request();
+  bad.segments.clear();
+  for (std::uint8_t i = 0; i < 64; ++i) bad.segments.push_back(segment(i, 1, i));
+  EXPECT_TRUE(decode_grant_request(encode(bad)).ok());
+  bad.segments.push_back(segment(0, 1, 0));
+  expect_rejected_body(encode(bad), decode_grant_request, "65 segments");
+}
+
+TEST(Grant, RoundTripsWithTwoSegments) {
+  Grant m;
+  m.parent = 0x1111;
+  m.grant = 42;
+  m.generation = 9;
+  m.nonce = 0x5a5a5a5aa5a5a5a5ull;
+  m.segments = {SegmentGrant{0x12345678u, 0x00007f0000001000ull},
+                SegmentGrant{0xffffffffu, 0xffffffffffffffffull}};
+  auto got = decode_grant(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->parent, m.parent);
+  EXPECT_EQ(got->grant, m.grant);
+  EXPECT_EQ(got->generation, m.generation);
+  EXPECT_EQ(got->nonce, m.nonce);
+  ASSERT_EQ(got->segments.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(got->segments[i].rkey, m.segments[i].rkey) << i;
+    EXPECT_EQ(got->segments[i].address, m.segments[i].address) << i;
+  }
+  expect_truncation_and_trailing_rejected(encode(m), decode_grant);
+  Grant many = m;
+  many.segments.assign(64, SegmentGrant{1, 2});
+  EXPECT_TRUE(decode_grant(encode(many)).ok());
+  many.segments.push_back(SegmentGrant{1, 2});
+  expect_rejected_body(encode(many), decode_grant, "65 segments");
+}
+
+TEST(GrantNack, RoundTripsAndNeedsAnError) {
+  GrantNack m;
+  m.parent = 0xabcdef;
+  m.errc = static_cast<std::uint32_t>(Errc::NotFound);
+  m.cache_miss = 1;
+  m.reason = "QP slot 3 incarnation 7 is not current";
+  auto got = decode_grant_nack(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->parent, m.parent);
+  EXPECT_EQ(got->errc, m.errc);
+  EXPECT_EQ(got->cache_miss, m.cache_miss);
+  EXPECT_EQ(got->reason, m.reason);
+  expect_truncation_and_trailing_rejected(encode(m), decode_grant_nack);
+
+  GrantNack bad = m;
+  bad.errc = 0;
+  expect_rejected_body(encode(bad), decode_grant_nack, "errc 0");
+  bad.errc = 256;
+  expect_rejected_body(encode(bad), decode_grant_nack, "errc 256");
+  bad = m;
+  bad.cache_miss = 2;
+  expect_rejected_body(encode(bad), decode_grant_nack, "cache_miss 2");
+}
+
+TEST(GrantAck, RoundTrips) {
+  GrantAck m;
+  m.parent = 1;
+  m.errc = 0;
+  m.bytes = 0x123456789ull;
+  m.grant = 42;
+  m.generation = 9;
+  m.reason = "";
+  auto got = decode_grant_ack(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->parent, m.parent);
+  EXPECT_EQ(got->errc, m.errc);
+  EXPECT_EQ(got->bytes, m.bytes);
+  EXPECT_EQ(got->grant, m.grant);
+  EXPECT_EQ(got->generation, m.generation);
+  EXPECT_EQ(got->reason, "");
+  expect_truncation_and_trailing_rejected(encode(m), decode_grant_ack);
+
+  m.errc = static_cast<std::uint32_t>(Errc::Protocol);
+  m.reason = "receipt binding: CRC32C mismatch";
+  got = decode_grant_ack(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->errc, m.errc);
+  EXPECT_EQ(got->reason, m.reason);
+  expect_truncation_and_trailing_rejected(encode(m), decode_grant_ack);
+  m.errc = 256;
+  expect_rejected_body(encode(m), decode_grant_ack, "errc 256");
+}
+
+TEST(ControlKind, EveryKindHasAName) {
+  EXPECT_STREQ(control_name(1), "QpConnect");
+  EXPECT_STREQ(control_name(2), "QpAccept");
+  EXPECT_STREQ(control_name(3), "QpRetire");
+  EXPECT_STREQ(control_name(4), "GrantRequest");
+  EXPECT_STREQ(control_name(5), "Grant");
+  EXPECT_STREQ(control_name(6), "GrantNack");
+  EXPECT_STREQ(control_name(7), "GrantAck");
+  EXPECT_STREQ(control_name(0), "unknown");
+  EXPECT_STREQ(control_name(8), "unknown");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Engine keys
+
+TEST(EngineKey, ThirtyTwoHexDigitsAreSixteenBytes) {
+  const EngineKey k = engine_key("0123456789abcdefFEDCBA9876543210");
+  const EngineKey want = {0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+                          0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10};
+  EXPECT_EQ(k, want);
+}
+
+TEST(EngineKey, NonHexTextIsAllZeros) {
+  const EngineKey zeros{};
+  EXPECT_EQ(engine_key("not an engine id, not hex at all"), zeros);
+  EXPECT_EQ(engine_key("0123456789abcdef0123456789abcdeg"), zeros);  // only the last digit
+  EXPECT_EQ(engine_key("g123456789abcdef0123456789abcdef"), zeros);  // only the first
+  EXPECT_EQ(engine_key(""), zeros);
+  EXPECT_EQ(engine_key("abcd"), zeros);                               // too short
+  EXPECT_EQ(engine_key("0123456789abcdef0123456789abcdef0"), zeros);  // too long
+}
+
+}  // namespace
+}  // namespace orbite::rdma
