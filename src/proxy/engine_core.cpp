@@ -311,6 +311,15 @@ Status EngineCore::close(Duration timeout) {
             " ms; " + std::to_string(cancelled) +
             " request(s) were cancelled and the connections closed");
   }
+  // Native RDMA objects whose destroy failed (or whose work never drained) are kept for good:
+  // the memory they may touch must stay valid.
+  if (const std::uint64_t retained = p2p::rdma_stats_of(domains, rdma_note).retained;
+      retained > 0) {
+    return Status::error(Errc::Unquiesced,
+                         "close: " + std::to_string(retained) +
+                             " RDMA resource(s) are retained (a destroy failed or work did not "
+                             "drain); registered memory must stay valid");
+  }
   return {};
 }
 

@@ -3,7 +3,7 @@
 // process per case: the first load of the verbs library in a process wins). Lines:
 //   create: ok | <status>
 //   rdma: installed <library> | not installed: <why>
-//   context <name>: <state>
+//   context <name> (nic <id>): <state>
 //   mapped: yes | no        (whether any libibverbs is in /proc/self/maps)
 //   second: <status>        (argv[1] == "second PATH": a second engine naming another library)
 #include <orbite/config.h>
@@ -30,8 +30,9 @@ int main(int argc, char** argv) {
     } else {
       std::printf("rdma: not installed: %s\n", s.why_not.c_str());
     }
-    for (const auto& c : s.contexts)
-      std::printf("context %s: %s\n", c.name.c_str(), c.state.c_str());
+    for (const auto& c : s.contexts) {
+      std::printf("context %s (nic %d): %s\n", c.name.c_str(), c.nic_id, c.state.c_str());
+    }
   }
   if (argc == 3 && std::string(argv[1]) == "second") {
     orbite::EngineConfig other = *config;

@@ -405,6 +405,67 @@ void scenario_rdma_cache_miss(RdmaContext& r) {
   barrier(r.c, "cache miss checked");
 }
 
+// ---------------------------------------------------------------------------------------------
+// key_history: the owner's PD may record 2 window indices (ORBITE_RDMA_MAX_WINDOW_KEY_INDICES=2
+// on every rank). Three grants at once need three windows: one is refused ResourceExhausted
+// naming the budget. Then puts one at a time: each bind advances its window's 8-bit tag, an index
+// whose 255 binds are spent is parked, and after 2 x 255 binds every new grant is refused, for
+// good (an old key never comes back).
+
+void scenario_rdma_key_history(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 3 * kMiB;
+  Region mine = make_region(r, kLength, "the region");
+  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  TransferEngine& engine = r.c.comm.engine();
+  fill_pattern(mine.bytes.data(), kLength, r.c.rank == 1 ? kOwnerSeed : kRequesterSeed);
+  barrier(r.c, "filled");
+  if (r.c.rank == 0) {
+    std::vector<Request> three;
+    for (std::uint64_t k = 0; k < 3; ++k) {
+      three.push_back(accepted(engine.put(mine.region, k * kMiB, remote, k * kMiB, kMiB, r.rdma),
+                               "concurrent put"));
+    }
+    int refused = 0;
+    std::uint64_t ok = 0;
+    for (Request& q : three) {
+      Status st = q.wait(kWait);
+      if (st.ok()) {
+        ++ok;
+        continue;
+      }
+      check(st.code() == Errc::ResourceExhausted &&
+                st.message().find("max_window_key_indices") != std::string::npos,
+            "expected the key history to be full, got " + st.to_string());
+      ++refused;
+    }
+    check(refused >= 1, "three concurrent grants with room for two windows all succeeded");
+    // One at a time until the history is spent: 2 x 255 binds in all.
+    for (;;) {
+      Request q = accepted(engine.put(mine.region, 0, remote, 0, 4096, r.rdma), "put");
+      Status st = q.wait(kWait);
+      if (!st.ok()) {
+        check(st.code() == Errc::ResourceExhausted,
+              "expected ResourceExhausted, got " + st.to_string());
+        break;
+      }
+      check(++ok <= 510, "more than 2 x 255 binds through 2 window indices");
+    }
+    check(ok == 510, "2 x 255 binds, got " + sz(ok));
+    Errc e = expect_failure(engine.put(mine.region, 0, remote, 0, 4096, r.rdma),
+                            {Errc::ResourceExhausted}, "a put once the history is spent");
+    check(e == Errc::ResourceExhausted, "spent history");
+    signal_peer(r.c, 1, 55);
+  } else {
+    await_peer(r.c, 0, 55);
+    const RdmaStats s = engine.rdma_stats();
+    check(s.window_keys_used == 510 && s.window_indices == 2 && s.window_indices_parked == 2,
+          "keys " + sz(s.window_keys_used) + ", indices " + sz(s.window_indices) + ", parked " +
+              sz(s.window_indices_parked));
+    check(s.budget_exhausted >= 2, "exhaustion not counted");
+  }
+  barrier(r.c, "key history checked");
+}
+
 }  // namespace orbite::probe
 
 namespace {
@@ -430,6 +491,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"tampered", {scenario_rdma_tampered, {}}},
       {"concurrent", {scenario_rdma_concurrent, {}}},
       {"cache_miss", {scenario_rdma_cache_miss, {{1, "retire_source_once"}}}},
+      {"key_history", {scenario_rdma_key_history, {}}},
       {"error_cqe", {scenario_rdma_error_cqe, {}}},
       {"unregister_busy", {scenario_rdma_unregister_busy, {}}},
       {"kill_source_before_grant",

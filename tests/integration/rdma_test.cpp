@@ -108,6 +108,12 @@ TEST(Rdma, DisjointGrantsProceedAndConflictingOnesAreRefused) {
   expect_pass(run_ranks("concurrent", {}), "concurrent");
 }
 
+TEST(Rdma, TheKeyHistoryParksSpentIndicesAndRefusesWhenFull) {
+  // softverbs' strict window keys (a bind keeps the window's index) are on by default.
+  expect_pass(run_ranks("key_history", {{"ORBITE_RDMA_MAX_WINDOW_KEY_INDICES", "2"}}),
+              "key_history");
+}
+
 TEST(Rdma, APreAuthorityCacheMissReconnectsOnce) {
   expect_pass(run_ranks("cache_miss", {}), "cache_miss");
 }
@@ -244,10 +250,11 @@ TEST_F(RdmaCapability, AProviderWithoutSendWithInvalidateIsRefusedNamingIt) {
 TEST_F(RdmaCapability, AHealthyDeviceBesideARefusedOneIsUsedAndNumberingHolds) {
   Outcome o = loader(config("disable mw", true));
   EXPECT_NE(o.out.find("rdma: installed"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("context soft_0: inert: the provider lacks Type-2B memory windows"),
+  // The refused device keeps its NIC ID: the healthy one is still NIC 1.
+  EXPECT_NE(o.out.find("context soft_0 (nic 0): inert: the provider lacks Type-2B memory windows"),
             std::string::npos)
       << o.out;
-  EXPECT_NE(o.out.find("context soft_1: active"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("context soft_1 (nic 1): active"), std::string::npos) << o.out;
 }
 
 TEST_F(RdmaCapability, APinnedDeviceNeverFallsBack) {

@@ -496,10 +496,19 @@ int RdmaLane::progress() {
   if (kill_pending_) ::raise(SIGKILL);  // test hook kill_after_grant: the Grant has left
   int work = poll_cqs();
   for (auto& [link, peer] : peers_) {
+    expire_drains(*peer);
     if (peer->failed) continue;
     admit(*peer);
-    for (auto& [id, p] : peer->parents) {
-      if (p.state == ParentState::Granted) post_payload(*peer, p);
+    // By id: posting may end a parent, and with it its entry in the table.
+    granted_.clear();
+    for (const auto& [id, p] : peer->parents) {
+      if (p.state == ParentState::Granted) granted_.push_back(id);
+    }
+    for (std::uint64_t id : granted_) {
+      auto it = peer->parents.find(id);
+      if (it != peer->parents.end() && it->second.state == ParentState::Granted) {
+        post_payload(*peer, it->second);
+      }
     }
   }
   if (!retired_.empty()) destroy_retired();
@@ -542,6 +551,7 @@ void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
   for (auto& [id, p] : peer.parents) {
     if (p.failure.ok()) p.failure = why;
     if (p.state != ParentState::Draining) p.state = ParentState::Draining;
+    if (!p.draining_since) p.draining_since = Clock::now();
   }
   std::vector<std::uint64_t> ids;
   for (const auto& [id, p] : peer.parents) ids.push_back(id);

@@ -122,6 +122,8 @@ struct Parent {
   Status failure;  // first failure; the parent ends once it has drained
   std::size_t wrs_outstanding = 0;
   bool reported = false;  // its job was told (it may still wait for its GrantAck)
+  // When it started draining: one destruction window (rdma.destroy_timeout) from here.
+  std::optional<Clock::time_point> draining_since;
 };
 
 // A QP array: W slots between one local context and one of the peer's NICs, for one role.
@@ -242,6 +244,8 @@ class RdmaLane final : public p2p::LaneTransport {
   void on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc);
   void fail_parent(PeerRdma& peer, Parent& p, const Status& why);
   void maybe_finish_parent(PeerRdma& peer, std::uint64_t id);
+  // Parents whose drain outlasted the destruction window: Unquiesced, their loans retained.
+  void expire_drains(PeerRdma& peer);
   void report(Parent& p, const Status& st);
   Result<std::size_t> array_for(PeerRdma& peer);
   void slot_broken(PeerRdma& peer, Qp& q);
@@ -290,6 +294,7 @@ class RdmaLane final : public p2p::LaneTransport {
   std::uint64_t next_builder_ = 1;
   std::uint64_t next_qp_incarnation_ = 1;
   std::vector<ibv_wc> wcs_;
+  std::vector<std::uint64_t> granted_;  // progress(): parents to post for, reused
   TestHooks hooks_;
   bool kill_pending_ = false;      // kill_after_grant: at the start of the next pass
   std::uint32_t replay_rkey_ = 0;  // replay_key: the key of the last receipted segment

@@ -343,10 +343,12 @@ void RdmaLane::on_grant_ack(PeerRdma& peer, const GrantAck& m) {
 void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
   const std::uint32_t every = std::clamp<std::uint32_t>(
       cfg_.signal_interval, 1, std::max<std::uint32_t>(1, cfg_.max_send_wr / 2));
+  const std::uint64_t id = p.id;
   for (std::size_t si = 0; si < p.segments.size() && p.state == ParentState::Granted; ++si) {
     Segment& s = p.segments[si];
     if (s.completed == s.slices && !s.receipt_posted) {
-      post_receipt(peer, p, s);  // one that found its SQ full earlier
+      post_receipt(peer, p, s);                 // one that found its SQ full earlier
+      if (peer.parents.count(id) == 0) return;  // it failed, and ended
       continue;
     }
     Qp* q = qp(s.qp_handle);
@@ -511,14 +513,15 @@ void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok
                         " completed with " + verbs::wc_status_name(wc != nullptr ? wc->status : 0) +
                         (wc != nullptr ? " (vendor error " + std::to_string(wc->vendor_err) + ")"
                                        : std::string())));
-    return maybe_finish_parent(peer, p.id);
+    return;  // fail_parent finished it if it could (the parent may be gone now)
   }
   if (r.kind == WrKind::Payload) {
     ++s.completed;
     add(r.read ? engine_->counters().completed_reads : engine_->counters().completed_writes);
     add(r.read ? engine_->counters().bytes_read : engine_->counters().bytes_written, r.bytes);
     if (s.completed == s.slices && !s.receipt_posted && p.failure.ok()) {
-      post_receipt(peer, p, s);
+      post_receipt(peer, p, s);  // may fail the parent, and so end it
+      return maybe_finish_parent(peer, r.owner);
     }
   } else if (r.kind == WrKind::Receipt) {
     s.receipt_done = true;
@@ -529,7 +532,7 @@ void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok
       s.receipt_slot = -1;
     }
   }
-  maybe_finish_parent(peer, p.id);
+  maybe_finish_parent(peer, r.owner);
 }
 
 void RdmaLane::slot_broken(PeerRdma& peer, Qp& q) {
@@ -551,7 +554,29 @@ void RdmaLane::slot_broken(PeerRdma& peer, Qp& q) {
 void RdmaLane::fail_parent(PeerRdma& peer, Parent& p, const Status& why) {
   if (p.failure.ok()) p.failure = why;
   p.state = ParentState::Draining;
+  if (!p.draining_since) p.draining_since = Clock::now();
   maybe_finish_parent(peer, p.id);
+}
+
+void RdmaLane::expire_drains(PeerRdma& peer) {
+  const auto now = Clock::now();
+  for (auto it = peer.parents.begin(); it != peer.parents.end();) {
+    Parent& p = it->second;
+    if (p.reported || !p.draining_since || p.wrs_outstanding == 0 ||
+        now - *p.draining_since < cfg_.destroy_timeout) {
+      ++it;
+      continue;
+    }
+    // A timeout proves nothing: the WRs may still run, so the loan stays charged for good and
+    // the caller must keep the buffer.
+    engine_->retain("a parent's WRs did not drain within rdma.destroy_timeout");
+    p.direct_charge = 0;
+    report(p, Status::error(Errc::Unquiesced,
+                            "the RDMA work of this request did not drain within "
+                            "rdma.destroy_timeout; its buffer may still be accessed (" +
+                                p.failure.message() + ")"));
+    it = peer.parents.erase(it);
+  }
 }
 
 void RdmaLane::report(Parent& p, const Status& st) {
