@@ -185,6 +185,7 @@ void Protocol::transport_control(PeerLink& link, const FrameHeader& h, std::stri
 void Protocol::established(PeerLink& link, const Handshake& peer) {
   link.state = PeerLink::State::Established;
   link.host_routes = {};
+  link.rma_routes = {};
   link.connect_deadline.reset();
   link.ep.pid = peer.pid;
   link.credit = peer.eager_credit;
@@ -218,6 +219,7 @@ void Protocol::fail_link(PeerLink& link, const Status& why, bool orderly) {
   orderly = orderly || link.peer_closing;
   link.state = PeerLink::State::Failed;
   link.host_routes = {};
+  link.rma_routes = {};
   link.failure = link.peer_closing
                      ? Status::error(Errc::ConnectionLost,
                                      "the peer closed its engine (" + why.message() + ")")

@@ -119,6 +119,13 @@ struct PeerLink {
   // table is a pure function of the link's endpoints, which change only when it connects or
   // fails (both clear this).
   std::array<p2p::PeerEndpoint*, 5> host_routes{};
+  // The same for put/get, whose answer also depends on the transports the target region is
+  // published on: each entry remembers that set.
+  struct RmaRoute {
+    std::uint32_t target_transports = 0;
+    p2p::PeerEndpoint* endpoint = nullptr;
+  };
+  std::array<RmaRoute, 5> rma_routes{};
   std::optional<std::chrono::steady_clock::time_point> connect_deadline;
   std::deque<std::shared_ptr<RequestState>> waiting;  // started before the link was up
   Status failure;

@@ -28,8 +28,11 @@ Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) {
   const bool host = !req.local || req.local->kind == MemoryKind::Host;
   const bool rma = req.kind == OpKind::Put || req.kind == OpKind::Get;
   const auto wanted = static_cast<std::size_t>(req.options.transport);
-  // Cached for send/recv only: a put/get's answer also depends on where its target is published.
   if (host && !rma && link.host_routes[wanted] != nullptr) return link.host_routes[wanted];
+  if (host && rma && link.rma_routes[wanted].endpoint != nullptr &&
+      link.rma_routes[wanted].target_transports == req.remote_transports) {
+    return link.rma_routes[wanted].endpoint;
+  }
   RouteQuery q;
   q.rma = rma;
   q.target_transports = req.remote_transports;
@@ -45,7 +48,13 @@ Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) {
   q.peer_address = link.ep.address;
   ORBITE_ASSIGN_OR_RETURN(TransportId id, select_route(q));
   PeerEndpoint* ep = link.endpoint(id);
-  if (host && !rma && link.up()) link.host_routes[wanted] = ep;
+  if (host && link.up()) {
+    if (rma) {
+      link.rma_routes[wanted] = {req.remote_transports, ep};
+    } else {
+      link.host_routes[wanted] = ep;
+    }
+  }
   return ep;
 }
 
