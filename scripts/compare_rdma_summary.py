@@ -8,8 +8,9 @@ WRITE/READ and raw TCP stream (softverbs_bw), OrbiTE's RDMA put/get and OrbiTE's
 Writes OUT/summary-rdma.json and prints a Markdown table."""
 import json
 import os
-import statistics
 import sys
+
+from compare_summary import by_size as median_by_size, fmt_size
 
 
 def rows(out, name, rounds):
@@ -21,25 +22,8 @@ def rows(out, name, rounds):
     return docs
 
 
-def median_by_size(docs, key):
-    values = {}
-    for doc in docs:
-        for row in doc["rows"]:
-            v = row.get(key)
-            if v is not None:
-                values.setdefault(int(row["size"]), []).append(v)
-    return {s: statistics.median(v) for s, v in values.items()}
-
-
 def wrong(docs):
     return sum(int(row.get("wrong") or 0) for doc in docs for row in doc["rows"])
-
-
-def fmt_size(n):
-    for unit, suffix in ((1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= unit and n % unit == 0:
-            return f"{n // unit} {suffix}"
-    return f"{n} B"
 
 
 def ratio(a, b):

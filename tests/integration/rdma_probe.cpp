@@ -55,6 +55,16 @@ RemoteRegion share_descriptor(RdmaContext& r, const MemoryRegion* region, int ow
   return *d;
 }
 
+Setup setup_region(RdmaContext& r, std::uint64_t length, std::uint64_t owner_seed,
+                   std::uint64_t requester_seed) {
+  Setup s;
+  s.mine = make_region(r, length, "the region");
+  s.remote = share_descriptor(r, &s.mine.region, 1, 1);
+  fill_pattern(s.mine.bytes.data(), length, r.c.rank == 1 ? owner_seed : requester_seed);
+  barrier(r.c, "filled");
+  return s;
+}
+
 void softverbs(const std::string& command) {
   // The engine loads the verbs library with RTLD_LOCAL: find softverbs' control entry in it.
   void* lib = ::dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -230,11 +240,8 @@ void scenario_rdma_forged(RdmaContext& r, const std::string& hook) {
   constexpr std::uint64_t kLength = 4 * kMiB;
   constexpr std::uint64_t kFirst = 128 * kKiB;  // two slices: two segments with two lanes
   constexpr std::uint64_t kSecondAt = 2 * kMiB;
-  Region mine = make_region(r, kLength, "the region");
-  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  auto [mine, remote] = setup_region(r, kLength, kOwnerSeed, kRequesterSeed);
   TransferEngine& engine = r.c.comm.engine();
-  fill_pattern(mine.bytes.data(), kLength, r.c.rank == 1 ? kOwnerSeed : kRequesterSeed);
-  barrier(r.c, "filled");
   // replay_key needs a receipted grant first: a put that succeeds (its key is then stale).
   const bool replay = hook == "replay_key";
   if (r.c.rank == 0) {
@@ -281,11 +288,8 @@ void scenario_rdma_forged(RdmaContext& r, const std::string& hook) {
 
 void scenario_rdma_tampered(RdmaContext& r) {
   constexpr std::uint64_t kLength = 1 * kMiB + 4096;
-  Region mine = make_region(r, kLength, "the region");
-  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  auto [mine, remote] = setup_region(r, kLength, kOwnerSeed, kRequesterSeed);
   TransferEngine& engine = r.c.comm.engine();
-  fill_pattern(mine.bytes.data(), kLength, r.c.rank == 1 ? kOwnerSeed : kRequesterSeed);
-  barrier(r.c, "filled");
   if (r.c.rank == 0) {
     struct Case {
       std::string field;
@@ -386,11 +390,8 @@ void scenario_rdma_concurrent(RdmaContext& r) {
 
 void scenario_rdma_cache_miss(RdmaContext& r) {
   constexpr std::uint64_t kLength = 1 * kMiB;
-  Region mine = make_region(r, kLength, "the region");
-  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  auto [mine, remote] = setup_region(r, kLength, kOwnerSeed, kRequesterSeed);
   TransferEngine& engine = r.c.comm.engine();
-  fill_pattern(mine.bytes.data(), kLength, r.c.rank == 1 ? kOwnerSeed : kRequesterSeed);
-  barrier(r.c, "filled");
   if (r.c.rank == 0) {
     Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
     wait_ok(q, "put after a cache miss");
@@ -414,11 +415,8 @@ void scenario_rdma_cache_miss(RdmaContext& r) {
 
 void scenario_rdma_key_history(RdmaContext& r) {
   constexpr std::uint64_t kLength = 3 * kMiB;
-  Region mine = make_region(r, kLength, "the region");
-  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  auto [mine, remote] = setup_region(r, kLength, kOwnerSeed, kRequesterSeed);
   TransferEngine& engine = r.c.comm.engine();
-  fill_pattern(mine.bytes.data(), kLength, r.c.rank == 1 ? kOwnerSeed : kRequesterSeed);
-  barrier(r.c, "filled");
   if (r.c.rank == 0) {
     std::vector<Request> three;
     for (std::uint64_t k = 0; k < 3; ++k) {

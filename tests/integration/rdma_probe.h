@@ -23,6 +23,15 @@ struct Region {
 };
 Region make_region(RdmaContext& r, std::uint64_t length, const std::string& what);
 
+// The scenario's region of `length` bytes on every rank, filled with the rank's seed (rank 1 owns
+// the memory the others access), and rank 1's descriptor on the others.
+struct Setup {
+  Region mine;
+  RemoteRegion remote;
+};
+Setup setup_region(RdmaContext& r, std::uint64_t length, std::uint64_t owner_seed,
+                   std::uint64_t requester_seed);
+
 // Rank `owner` exports `region`'s descriptor to every other rank; they import it.
 RemoteRegion share_descriptor(RdmaContext& r, const MemoryRegion* region, int owner, int step);
 

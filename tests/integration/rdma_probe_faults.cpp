@@ -28,11 +28,8 @@ constexpr std::uint64_t kSentinelSeed = 0x5E47;
 
 void scenario_rdma_error_cqe(RdmaContext& r) {
   constexpr std::uint64_t kLength = 1 * kMiB;  // 16 slices of 64 KiB (a WRITE: at most 32)
-  Region mine = make_region(r, kLength, "the region");
-  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  auto [mine, remote] = setup_region(r, kLength, kOwnerSeed, kRequesterSeed);
   TransferEngine& engine = r.c.comm.engine();
-  fill_pattern(mine.bytes.data(), kLength, r.c.rank == 1 ? kOwnerSeed : kRequesterSeed);
-  barrier(r.c, "filled");
   if (r.c.rank == 0) {
     // A first, small get builds the connection, so that the count below is of payload WRs.
     Request warm = accepted(engine.get(mine.region, 0, remote, 0, 1, r.rdma), "warm-up get");
@@ -76,11 +73,8 @@ void scenario_rdma_error_cqe(RdmaContext& r) {
 
 void scenario_rdma_unregister_busy(RdmaContext& r) {
   constexpr std::uint64_t kLength = 1 * kMiB;
-  Region mine = make_region(r, kLength, "the region");
-  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  auto [mine, remote] = setup_region(r, kLength, kOwnerSeed, kRequesterSeed);
   TransferEngine& engine = r.c.comm.engine();
-  fill_pattern(mine.bytes.data(), kLength, r.c.rank == 1 ? kOwnerSeed : kRequesterSeed);
-  barrier(r.c, "filled");
   if (r.c.rank == 0) {
     softverbs("delay soft_0 1500000");
     Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
@@ -111,11 +105,8 @@ void scenario_rdma_unregister_busy(RdmaContext& r) {
 void scenario_rdma_killed(RdmaContext& r, const std::string& phase) {
   constexpr std::uint64_t kLength = 8 * kMiB;
   const bool requester_dies = phase.starts_with("requester");
-  Region mine = make_region(r, kLength, "the region");
-  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  auto [mine, remote] = setup_region(r, kLength, kOwnerSeed, kRequesterSeed);
   TransferEngine& engine = r.c.comm.engine();
-  fill_pattern(mine.bytes.data(), kLength, r.c.rank == 1 ? kOwnerSeed : kRequesterSeed);
-  barrier(r.c, "filled");
   const auto bound = std::chrono::seconds(30);
   if (r.c.rank == 0) {
     if (requester_dies) {

@@ -224,42 +224,21 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
     return Status::error(Errc::Protocol, std::string("RDMA ") + control_name(kind) +
                                              " from a peer without an RDMA endpoint");
   }
+  // Decodes the body in full, then hands the message to its handler.
+  auto handle = [&](auto decoded, auto on) -> Status {
+    if (!decoded.ok()) return decoded.status();
+    (this->*on)(*peer, *decoded);
+    return {};
+  };
   switch (static_cast<ControlKind>(kind)) {
-    case ControlKind::QpConnect: {
-      ORBITE_ASSIGN_OR_RETURN(QpConnect m, decode_qp_connect(body));
-      on_qp_connect(*peer, m);
-      return {};
-    }
-    case ControlKind::QpAccept: {
-      ORBITE_ASSIGN_OR_RETURN(QpAccept m, decode_qp_accept(body));
-      on_qp_accept(*peer, m);
-      return {};
-    }
-    case ControlKind::QpRetire: {
-      ORBITE_ASSIGN_OR_RETURN(QpRetire m, decode_qp_retire(body));
-      on_qp_retire(*peer, m);
-      return {};
-    }
-    case ControlKind::GrantRequest: {
-      ORBITE_ASSIGN_OR_RETURN(GrantRequest m, decode_grant_request(body));
-      on_grant_request(*peer, m);
-      return {};
-    }
-    case ControlKind::Grant: {
-      ORBITE_ASSIGN_OR_RETURN(Grant m, decode_grant(body));
-      on_grant(*peer, m);
-      return {};
-    }
-    case ControlKind::GrantNack: {
-      ORBITE_ASSIGN_OR_RETURN(GrantNack m, decode_grant_nack(body));
-      on_grant_nack(*peer, m);
-      return {};
-    }
-    case ControlKind::GrantAck: {
-      ORBITE_ASSIGN_OR_RETURN(GrantAck m, decode_grant_ack(body));
-      on_grant_ack(*peer, m);
-      return {};
-    }
+    case ControlKind::QpConnect: return handle(decode_qp_connect(body), &RdmaLane::on_qp_connect);
+    case ControlKind::QpAccept: return handle(decode_qp_accept(body), &RdmaLane::on_qp_accept);
+    case ControlKind::QpRetire: return handle(decode_qp_retire(body), &RdmaLane::on_qp_retire);
+    case ControlKind::GrantRequest:
+      return handle(decode_grant_request(body), &RdmaLane::on_grant_request);
+    case ControlKind::Grant: return handle(decode_grant(body), &RdmaLane::on_grant);
+    case ControlKind::GrantNack: return handle(decode_grant_nack(body), &RdmaLane::on_grant_nack);
+    case ControlKind::GrantAck: return handle(decode_grant_ack(body), &RdmaLane::on_grant_ack);
   }
   return Status::error(Errc::Protocol, "RDMA control kind " + std::to_string(kind) + " unknown");
 }

@@ -186,6 +186,13 @@ struct PeerRdma {
   std::deque<std::uint64_t> queued;  // parents waiting for admission, FIFO
   std::unordered_map<std::uint64_t, GrantState> grants;
   std::vector<std::uint16_t> qps;  // every QP of this peer (handles)
+  // The peer's NIC with that ID, or null.
+  [[nodiscard]] const NicRecord* nic(std::uint8_t id) const {
+    for (const NicRecord& n : info.nics) {
+      if (n.nic_id == id) return &n;
+    }
+    return nullptr;
+  }
 };
 
 class RdmaLane final : public p2p::LaneTransport {

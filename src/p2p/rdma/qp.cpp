@@ -142,6 +142,17 @@ Result<ibv_qp*> create_rc_qp(Context& ctx, CqSet& cqs, const QpCaps& caps, QpRol
   return qp;
 }
 
+RemoteEnd remote_end(const NicRecord& nic, std::uint32_t qpn, std::uint32_t psn) {
+  RemoteEnd r;
+  r.qpn = qpn;
+  r.psn = psn;
+  std::memcpy(r.gid.raw, nic.gid.data(), sizeof(r.gid.raw));
+  r.lid = nic.lid;
+  r.mtu = static_cast<ibv_mtu>(nic.mtu);
+  r.link_layer = nic.link_layer;
+  return r;
+}
+
 std::uint32_t clamp_rd_depth(std::uint32_t requested, std::uint32_t hca_limit) {
   if (requested == 0) return 0;
   return std::min(requested, std::max(hca_limit, 1u));

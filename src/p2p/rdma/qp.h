@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "p2p/rdma/context.h"
+#include "p2p/rdma/wire.h"
 
 namespace orbite::rdma {
 
@@ -158,6 +159,8 @@ struct RemoteEnd {
   ibv_mtu mtu = IBV_MTU_1024;
   std::uint8_t link_layer = IBV_LINK_LAYER_ETHERNET;
 };
+// The peer's end of a QP from its NIC record and the QP's number and first PSN.
+RemoteEnd remote_end(const NicRecord& nic, std::uint32_t qpn, std::uint32_t psn);
 // INIT -> RTR -> RTS towards `remote` with the given READ depths.
 Status connect_rc_qp(Context& ctx, ibv_qp* qp, const RemoteEnd& remote, std::uint32_t my_psn,
                      std::uint32_t rd_atomic, std::uint32_t dest_rd_atomic);

@@ -193,23 +193,13 @@ void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
   } else if (q == nullptr || m.qp.nic_id != arr->remote_nic) {
     st = Status::error(Errc::Protocol, "QpAccept names another NIC or a retired QP");
   } else {
-    const NicRecord* nic = nullptr;
-    for (const NicRecord& n : peer.info.nics) {
-      if (n.nic_id == m.qp.nic_id) nic = &n;
-    }
-    if (nic == nullptr) {
+    if (const NicRecord* nic = peer.nic(m.qp.nic_id); nic == nullptr) {
       st = Status::error(Errc::Protocol, "QpAccept names an unknown NIC");
     } else {
-      RemoteEnd remote;
-      remote.qpn = m.qp.qpn;
-      remote.psn = m.qp.psn;
-      std::memcpy(remote.gid.raw, nic->gid.data(), 16);
-      remote.lid = nic->lid;
-      remote.mtu = static_cast<ibv_mtu>(nic->mtu);
-      remote.link_layer = nic->link_layer;
       // Never more READs in flight than the responder accepts.
       q->rd_atomic = std::min(q->rd_atomic, m.qp.dest_rd_atomic);
-      st = connect_rc_qp(*q->ctx, q->qp, remote, q->psn, q->rd_atomic, q->dest_rd_atomic);
+      st = connect_rc_qp(*q->ctx, q->qp, remote_end(*nic, m.qp.qpn, m.qp.psn), q->psn, q->rd_atomic,
+                         q->dest_rd_atomic);
     }
   }
   std::vector<std::uint64_t> waiters = std::move(slot->waiters);

@@ -34,10 +34,7 @@ void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
   for (std::size_t c = 0; c < contexts.size(); ++c) {
     if (contexts[c]->nic_id == m.qp.remote_nic && cqs_[c]) context = c;
   }
-  const NicRecord* nic = nullptr;
-  for (const NicRecord& n : peer.info.nics) {
-    if (n.nic_id == m.qp.nic_id) nic = &n;
-  }
+  const NicRecord* nic = peer.nic(m.qp.nic_id);
   if (context == contexts.size() || nic == nullptr) {
     return refuse(Status::error(
         Errc::Unavailable, "no usable RDMA context with NIC id " + std::to_string(m.qp.remote_nic) +
@@ -55,15 +52,11 @@ void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
   q.psn = static_cast<std::uint32_t>(random_u64() & 0xffffff);
   q.dest_rd_atomic = clamp_rd_depth(cfg_.max_dest_rd_atomic, q.ctx->limits.max_qp_rd_atom);
   q.rd_atomic = clamp_rd_depth(cfg_.max_rd_atomic, q.ctx->limits.max_qp_init_rd_atom);
-  RemoteEnd remote;
-  remote.qpn = m.qp.qpn;
-  remote.psn = m.qp.psn;
-  std::memcpy(remote.gid.raw, nic->gid.data(), 16);
-  remote.lid = nic->lid;
-  remote.mtu = static_cast<ibv_mtu>(nic->mtu);
-  remote.link_layer = nic->link_layer;
   Status st = post_receives(q);
-  if (st.ok()) st = connect_rc_qp(*q.ctx, q.qp, remote, q.psn, q.rd_atomic, q.dest_rd_atomic);
+  if (st.ok()) {
+    st = connect_rc_qp(*q.ctx, q.qp, remote_end(*nic, m.qp.qpn, m.qp.psn), q.psn, q.rd_atomic,
+                       q.dest_rd_atomic);
+  }
   if (!st.ok()) {
     retire_qp(q.handle);
     return refuse(st);
