@@ -1,0 +1,224 @@
+// The requester's payload: READ/WRITE WRs by SQ room with the signal interval, the proven-suffix
+// rule of a failed post, the receipt (SEND_WITH_INV with the binding), and the completions of
+// all of them.
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+
+#include "p2p/rdma/lane.h"
+#include "p2p/rdma/verbs.h"
+
+namespace orbite::rdma {
+
+void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
+  const std::uint32_t every = std::clamp<std::uint32_t>(
+      cfg_.signal_interval, 1, std::max<std::uint32_t>(1, cfg_.max_send_wr / 2));
+  const std::uint64_t id = p.id;
+  for (std::size_t si = 0; si < p.segments.size() && p.state == ParentState::Granted; ++si) {
+    Segment& s = p.segments[si];
+    if (s.completed == s.slices && !s.receipt_posted) {
+      post_receipt(peer, p, s);                 // one that found its SQ full earlier
+      if (peer.parents.count(id) == 0) return;  // it failed, and ended
+      continue;
+    }
+    Qp* q = qp(s.qp_handle);
+    if (q == nullptr || q->broken) {
+      return fail_parent(
+          peer, p, Status::error(Errc::ConnectionLost, "the RDMA connection of a segment failed"));
+    }
+    if (s.posted == s.slices) continue;
+    if (hooks_.other_qp && peer.arrays[p.array].slots.size() > 1) {
+      // Test hook: the segment's WRs on another QP of the array (the window is not bound there).
+      const QpSlot& other = peer.arrays[p.array].slots[(s.slot + 1) % peer.width];
+      if (other.state == QpSlot::State::Ready && qp(other.qp_handle) != nullptr) {
+        q = qp(other.qp_handle);
+      }
+    }
+    const std::uint32_t room = q->sq.room();
+    if (room <= 1) continue;  // one WR stays free for the segment's receipt; a full QP waits
+    const std::uint32_t n = std::min<std::uint32_t>(room - 1, s.slices - s.posted);
+    std::vector<ibv_send_wr> wrs(n);
+    std::vector<ibv_sge> sges(n);
+    std::vector<std::uint32_t> seqs(n);
+    for (std::uint32_t j = 0; j < n; ++j) {
+      const std::size_t slice = s.first_slice + s.posted + j;
+      const std::uint64_t at = slice * p.plan.block;
+      const std::uint64_t len = p.plan.lengths[slice];
+      const bool signaled = (j + 1) % every == 0 || j + 1 == n;
+      WrRecord rec;
+      rec.kind = WrKind::Payload;
+      rec.owner = p.id;
+      rec.segment = static_cast<std::uint16_t>(si);
+      rec.bytes = len;
+      rec.read = !p.write;
+      rec.signaled = signaled;
+      seqs[j] = q->sq.push(rec);
+      sges[j] = ibv_sge{reinterpret_cast<std::uint64_t>(p.local + at),
+                        static_cast<std::uint32_t>(len), p.lkey};
+      ibv_send_wr& wr = wrs[j];
+      wr.wr_id = q->id(WrKind::Payload, seqs[j]).pack();
+      wr.sg_list = &sges[j];
+      wr.num_sge = 1;
+      wr.opcode = p.write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+      wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+      wr.wr.rdma.remote_addr = s.remote_address + (at - s.offset);
+      wr.wr.rdma.rkey = s.rkey;
+      if (hooks_.replay_key && p.write && replay_rkey_ != 0) wr.wr.rdma.rkey = replay_rkey_;
+      if (hooks_.widen_write && p.write && s.posted + j + 1 == s.slices) ++sges[j].length;
+      wr.next = j + 1 < n ? &wrs[j + 1] : nullptr;
+    }
+    ibv_send_wr* bad = nullptr;
+    const int rc = verbs::post_send(q->qp, wrs.data(), &bad);
+    if (rc != 0) {
+      const std::ptrdiff_t k = bad == nullptr ? -1 : bad - wrs.data();
+      // A proven unaccepted suffix is forgotten exactly; an unknown result keeps every WR
+      // charged until the QP is destroyed.
+      const bool proven = k >= 0 && k < static_cast<std::ptrdiff_t>(n);
+      const auto accepted = proven ? static_cast<std::uint32_t>(k) : n;
+      if (proven) q->sq.unpost_from(seqs[accepted]);
+      s.posted = static_cast<std::uint8_t>(s.posted + accepted);
+      p.wrs_outstanding += accepted;
+      slot_broken(peer, *q);
+      return fail_parent(peer, p,
+                         verbs::errno_status(Errc::ConnectionLost,
+                                             q->ctx->name + ": ibv_post_send of a payload WR", rc));
+    }
+    s.posted = static_cast<std::uint8_t>(s.posted + n);
+    p.wrs_outstanding += n;
+    if (hooks_.kill_after_payload) ::raise(SIGKILL);  // test hook: dies mid-payload
+  }
+}
+
+void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
+  Qp* q = qp(s.qp_handle);
+  if (q == nullptr || q->broken) {
+    return fail_parent(
+        peer, p,
+        Status::error(Errc::ConnectionLost, "the RDMA connection failed before the receipt"));
+  }
+  if (hooks_.kill_before_receipt) ::raise(SIGKILL);  // test hook: dies before the receipt
+  const p2p::RmaOp& o = p.job->op;
+  Binding b;
+  b.op = p.write ? kOpWrite : kOpRead;
+  b.first_slice = s.first_slice;
+  b.slice_count = s.slices;
+  b.source_engine = peer.info.engine;
+  b.requester_engine = engine_->engine_key();
+  b.link_incarnation = peer.info.link_incarnation;
+  b.qp_incarnation = q->remote_incarnation;
+  b.grant_id = p.grant;
+  b.grant_generation = p.grant_generation;
+  b.grant_nonce = p.grant_nonce;
+  b.request_id = p.id;
+  b.target_id = o.remote_region;
+  b.target_generation = o.remote_generation;
+  b.offset = p.remote_offset + s.offset;
+  b.length = s.length;
+  b.rkey = s.rkey;
+  b.source_qpn = q->remote_qpn;
+  b.requester_qpn = q->qp->qp_num;
+  b.payload_wrs = s.slices;
+  b.status = 0;
+  const auto bytes = encode(b);
+  ibv_sge sge{};
+  ibv_send_wr wr{};
+  if (q->sq.room() == 0) return;  // the SQ is full: posted on a later pass
+  const bool inline_ok = q->max_inline >= kBindingBytes;
+  if (inline_ok) {
+    sge = ibv_sge{reinterpret_cast<std::uint64_t>(bytes.data()), kBindingBytes, 0};
+  } else {
+    if (q->cqs->free_slots.empty()) return;  // retried on the next pass
+    s.receipt_slot = static_cast<std::int32_t>(q->cqs->free_slots.back());
+    q->cqs->free_slots.pop_back();
+    std::uint8_t* at = q->cqs->slot(static_cast<std::uint32_t>(s.receipt_slot));
+    std::memcpy(at, bytes.data(), kBindingBytes);
+    sge = ibv_sge{reinterpret_cast<std::uint64_t>(at), kBindingBytes, q->cqs->slab_mr->lkey};
+  }
+  WrRecord rec;
+  rec.kind = WrKind::Receipt;
+  rec.owner = p.id;
+  rec.segment = static_cast<std::uint16_t>(&s - p.segments.data());
+  rec.signaled = true;
+  const std::uint32_t seq = q->sq.push(rec);
+  wr.wr_id = q->id(WrKind::Receipt, seq).pack();
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.invalidate_rkey = s.rkey;
+  // The fence keeps the receipt behind every READ of the segment.
+  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE | (inline_ok ? IBV_SEND_INLINE : 0);
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = verbs::post_send(q->qp, &wr, &bad); rc != 0) {
+    if (bad == &wr)
+      q->sq.unpost_from(seq);
+    else
+      ++p.wrs_outstanding;
+    slot_broken(peer, *q);
+    return fail_parent(peer, p,
+                       verbs::errno_status(Errc::ConnectionLost,
+                                           q->ctx->name + ": ibv_post_send of a receipt", rc));
+  }
+  s.receipt_posted = true;
+  ++p.wrs_outstanding;
+  if (std::all_of(p.segments.begin(), p.segments.end(),
+                  [](const Segment& x) { return x.receipt_posted; })) {
+    p.state = ParentState::AwaitAck;
+  }
+}
+
+void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok,
+                               const ibv_wc* wc) {
+  auto it = peer.parents.find(r.owner);
+  if (it == peer.parents.end()) return;
+  Parent& p = it->second;
+  if (p.wrs_outstanding > 0) --p.wrs_outstanding;
+  Segment& s = p.segments[r.segment];
+  if (!ok) {
+    slot_broken(peer, q);
+    const std::string what = r.kind == WrKind::Receipt ? "the receipt" : "a payload WR";
+    fail_parent(peer, p,
+                Status::error(
+                    Errc::ConnectionLost,
+                    q.ctx->name + ": " + what + " of segment " + std::to_string(r.segment) +
+                        " completed with " + verbs::wc_status_name(wc != nullptr ? wc->status : 0) +
+                        (wc != nullptr ? " (vendor error " + std::to_string(wc->vendor_err) + ")"
+                                       : std::string())));
+    return;  // fail_parent finished it if it could (the parent may be gone now)
+  }
+  if (r.kind == WrKind::Payload) {
+    ++s.completed;
+    add(r.read ? engine_->counters().completed_reads : engine_->counters().completed_writes);
+    add(r.read ? engine_->counters().bytes_read : engine_->counters().bytes_written, r.bytes);
+    if (s.completed == s.slices && !s.receipt_posted && p.failure.ok()) {
+      post_receipt(peer, p, s);  // may fail the parent, and so end it
+      return maybe_finish_parent(peer, r.owner);
+    }
+  } else if (r.kind == WrKind::Receipt) {
+    s.receipt_done = true;
+    replay_rkey_ = s.rkey;
+    add(engine_->counters().receipts_sent);
+    if (s.receipt_slot >= 0) {
+      q.cqs->free_slots.push_back(static_cast<std::uint32_t>(s.receipt_slot));
+      s.receipt_slot = -1;
+    }
+  }
+  maybe_finish_parent(peer, r.owner);
+}
+
+void RdmaLane::slot_broken(PeerRdma& peer, Qp& q) {
+  q.broken = true;
+  for (auto& arr : peer.arrays) {
+    for (auto& slot : arr.slots) {
+      if (slot.state == QpSlot::State::Ready && slot.qp_handle == q.handle) {
+        slot.state = QpSlot::State::Empty;
+        // The source retires its end (and revokes what was granted through it).
+        if (!peer.failed) {
+          send(peer, ControlKind::QpRetire, encode(QpRetire{q.slot, q.remote_incarnation}));
+        }
+      }
+    }
+  }
+  retire_qp(q.handle);
+}
+
+}  // namespace orbite::rdma
