@@ -7,6 +7,7 @@
 //   port DEV up|down          show         DEV
 //   gid DEV INDEX GID|delete  rate         DEV GBPS
 //   delay DEV MICROSECONDS    fail_wr      DEV QPN|* NTH [STATUS]
+//   fail_post DEV QPN|* NTH ERRNO [at=K|null]
 //   drop DEV QPN              disable|enable DEV mw|send_inv
 //   mw_strict DEV on|off      mw_index_limit DEV N (0: none)
 #include <arpa/inet.h>
@@ -64,6 +65,27 @@ bool parse_qpn(const std::string& s, uint32_t* qpn) {
   return true;
 }
 
+// An errno name (ENOMEM, EINVAL, EIO, EAGAIN, EFAULT) or a positive number; 0 when neither.
+int parse_errno(const std::string& s) {
+  static const std::pair<const char*, int> names[] = {
+      {"ENOMEM", ENOMEM}, {"EINVAL", EINVAL}, {"EIO", EIO}, {"EAGAIN", EAGAIN}, {"EFAULT", EFAULT}};
+  for (const auto& [name, value] : names) {
+    if (s == name) return value;
+  }
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  return !s.empty() && *end == '\0' && v > 0 && v < 4096 ? static_cast<int>(v) : 0;
+}
+
+// "at=K" (K >= 0) or "null" (-1); -2 when neither.
+int parse_at(const std::string& s) {
+  if (s == "null" || s == "at=null") return -1;
+  if (s.rfind("at=", 0) != 0) return -2;
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str() + 3, &end, 10);
+  return s.size() > 3 && *end == '\0' && v >= 0 && v < 65536 ? static_cast<int>(v) : -2;
+}
+
 int parse_status(const std::string& s) {
   std::string n = s.rfind("IBV_WC_", 0) == 0 ? s.substr(7) : s;
   for (int i = 1; i < kStatusCount; ++i) {
@@ -81,15 +103,15 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
   for (std::string w; in >> w;) words.push_back(w);
   if (words.empty()) return "empty command";
   c->verb = words[0];
-  static const char* const verbs[] = {"port",    "gid",       "rate",          "delay",
-                                      "fail_wr", "drop",      "show",          "disable",
-                                      "enable",  "mw_strict", "mw_index_limit"};
+  static const char* const verbs[] = {"port",    "gid",       "rate",      "delay",
+                                      "fail_wr", "fail_post", "drop",      "show",
+                                      "disable", "enable",    "mw_strict", "mw_index_limit"};
   bool known = false;
   for (const char* v : verbs) known = known || c->verb == v;
   if (!known) {
     return "unknown command '" + c->verb +
-           "' (port, gid, rate, delay, fail_wr, drop, show, disable, enable, mw_strict, "
-           "mw_index_limit)";
+           "' (port, gid, rate, delay, fail_wr, fail_post, drop, show, disable, enable, "
+           "mw_strict, mw_index_limit)";
   }
   if (words.size() < 2) return c->verb + ": missing device";
   if (resolve) {
@@ -132,6 +154,15 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
     if (!parse_u64(a[1], &u) || u == 0) return "fail_wr: NTH '" + a[1] + "' must be >= 1";
     if (a.size() == 3 && parse_status(a[2]) < 0) {
       return "fail_wr: status '" + a[2] + "' is not an ibv_wc_status error name";
+    }
+  } else if (c->verb == "fail_post") {
+    if (auto e = want(3, 4, "QPN|* NTH ERRNO [at=K|null]"); !e.empty()) return e;
+    uint32_t qpn = 0;
+    if (!parse_qpn(a[0], &qpn)) return "fail_post: QP number '" + a[0] + "' is not valid";
+    if (!parse_u64(a[1], &u) || u == 0) return "fail_post: NTH '" + a[1] + "' must be >= 1";
+    if (parse_errno(a[2]) == 0) return "fail_post: '" + a[2] + "' is not an errno value";
+    if (a.size() == 4 && parse_at(a[3]) == -2) {
+      return "fail_post: '" + a[3] + "' is not at=K or null";
     }
   } else if (c->verb == "drop") {
     if (auto e = want(1, 1, "QPN"); !e.empty()) return e;
@@ -262,6 +293,15 @@ int execute_command(const std::string& command, std::string* reply) {
     std::lock_guard lock(st.fault_mu);
     st.wr_faults.push_back(f);
     st.have_wr_faults = true;
+  } else if (c.verb == "fail_post") {
+    PostFault f;
+    parse_qpn(a[0], &f.qpn);
+    f.countdown = std::stoull(a[1]);
+    f.err = parse_errno(a[2]);
+    f.at = a.size() == 4 ? parse_at(a[3]) : -1;
+    std::lock_guard lock(st.fault_mu);
+    st.post_faults.push_back(f);
+    st.have_post_faults = true;
   } else if (c.verb == "drop") {
     uint32_t qpn = 0;
     parse_qpn(a[0], &qpn);

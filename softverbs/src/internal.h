@@ -292,6 +292,16 @@ struct WrFault {
   ibv_wc_status status = IBV_WC_GENERAL_ERR;
 };
 
+// A fault armed by "fail_post": the countdown-th ibv_post_send call on QP qpn (0: any QP of the
+// device) posts the WRs before index `at` and fails with err, its bad_wr at WR `at`; at < 0
+// posts every WR of the call and answers err with a null bad_wr (an unknown result).
+struct PostFault {
+  uint32_t qpn = 0;
+  uint64_t countdown = 1;
+  int err = ENOMEM;
+  int at = -1;
+};
+
 // What can change while a device is in use, shared by every context opened on it in this
 // process: the port, the GID table, the rate (and its token bucket) and the armed faults.
 struct DeviceState {
@@ -316,6 +326,8 @@ struct DeviceState {
   std::mutex fault_mu;
   std::vector<WrFault> wr_faults;
   std::atomic<bool> have_wr_faults{false};
+  std::vector<PostFault> post_faults;  // guarded by fault_mu
+  std::atomic<bool> have_post_faults{false};
   std::vector<Device*> open;  // contexts to notify of port and GID changes
   std::string ifname;         // interface holding the bind address ("" until found)
   int link_fd = -1;           // a socket in the device's namespace, for SIOCGIFFLAGS
@@ -341,6 +353,8 @@ void check_link(DeviceState& st);
 int device_socket(const DeviceConfig& cfg, int type);
 // An armed fail_wr fault for a WR of qpn: the status to complete it with, or -1.
 int take_wr_fault(DeviceState& st, uint32_t qpn);
+// An armed fail_post fault for a post_send call on qpn, or false.
+bool take_post_fault(DeviceState& st, uint32_t qpn, PostFault* out);
 // Validates a control command (without running it); "" when it is well formed.
 std::string check_command(const std::string& command);
 // Runs a control command; 0 with "ok..." in reply, or an errno value with "error: ...".

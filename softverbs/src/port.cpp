@@ -217,4 +217,19 @@ int take_wr_fault(DeviceState& st, uint32_t qpn) {
   return -1;
 }
 
+bool take_post_fault(DeviceState& st, uint32_t qpn, PostFault* out) {
+  if (!st.have_post_faults.load(std::memory_order_relaxed)) return false;
+  std::lock_guard lock(st.fault_mu);
+  for (size_t i = 0; i < st.post_faults.size(); ++i) {
+    PostFault& f = st.post_faults[i];
+    if (f.qpn != 0 && f.qpn != qpn) continue;
+    if (--f.countdown > 0) continue;
+    *out = f;
+    st.post_faults.erase(st.post_faults.begin() + static_cast<ptrdiff_t>(i));
+    st.have_post_faults = !st.post_faults.empty();
+    return true;
+  }
+  return false;
+}
+
 }  // namespace softverbs

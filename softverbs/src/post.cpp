@@ -27,7 +27,12 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     drain_local(qp);
     return err;
   };
-  for (; wr != nullptr; wr = wr->next) {
+  // An armed fail_post fault: this call fails at WR `at` (or, at < 0, after posting them all,
+  // with a null bad_wr: the caller cannot know what was accepted).
+  PostFault post_fault;
+  const bool post_failing = take_post_fault(*dev.st, ibqp->qp_num, &post_fault);
+  for (int index = 0; wr != nullptr; wr = wr->next, ++index) {
+    if (post_failing && index == post_fault.at) return refuse(wr, post_fault.err);
     if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > qp.cap.max_send_sge) {
       return refuse(wr, EINVAL);
     }
@@ -158,6 +163,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     qp.inflight.push_back(std::move(w));
     dev.nic->send(*qp.out, std::move(b));
   }
+  if (post_failing) return refuse(nullptr, post_fault.err);
   drain_local(qp);
   return 0;
 }

@@ -49,6 +49,7 @@ void scenario_rdma_tampered(RdmaContext& r);
 void scenario_rdma_concurrent(RdmaContext& r);
 void scenario_rdma_error_cqe(RdmaContext& r);
 void scenario_rdma_unregister_busy(RdmaContext& r);
+void scenario_rdma_failed_post(RdmaContext& r);
 void scenario_rdma_cache_miss(RdmaContext& r);
 void scenario_rdma_key_history(RdmaContext& r);
 // Killed peers (started directly by the test, 3 ranks): `phase` names who dies and when.

@@ -126,6 +126,12 @@ TEST(Rdma, AnErrorCompletionFailsTheParentAfterDrainWithoutReplay) {
   EXPECT_NE(o.out.find("effect unknown"), std::string::npos) << o.out;
 }
 
+TEST(Rdma, AFailedPostReleasesOnlyAProvenUnacceptedSuffix) {
+  Outcome o = run_ranks("failed_post", {});
+  expect_pass(o, "failed_post");
+  EXPECT_NE(o.out.find("ENOMEM at=2:"), std::string::npos) << o.out;
+}
+
 TEST(Rdma, UnregisterWaitsForAPublishedGrant) {
   expect_pass(run_ranks("unregister_busy", {}), "unregister_busy");
 }
