@@ -32,8 +32,9 @@ using Clock = std::chrono::steady_clock;
 
 // Misbehaviour on demand, for the tests that prove the source's checks (tests/integration/
 // rdma_test.cpp): ORBITE_RDMA_TEST_HOOKS is a comma-separated list of these names. Each hook
-// changes only what this engine does as a requester (forging) or kills it at a protocol phase;
-// none weakens a check, so an engine that reads the variable is no less safe to its peers.
+// makes this engine forge as a requester, kill itself at a protocol phase, or drop one of its
+// own connections; none weakens a check, so an engine that reads the variable is no less safe
+// to its peers.
 struct TestHooks {
   bool widen_write = false;          // each WRITE segment's last WR reaches 1 byte past its window
   bool replay_key = false;           // a parent's WRs use the key of the previous, receipted grant
