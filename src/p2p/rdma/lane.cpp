@@ -393,7 +393,10 @@ void RdmaLane::on_send_cqe(const ibv_wc& wc) {
     add(engine_->counters().stale_cqes);
     return;
   }
-  std::vector<std::pair<WrRecord, bool>> resolved;
+  // Reused, so that a completion costs no allocation. Handlers post WRs but never poll the CQs,
+  // so the records are consumed before the next completion is applied.
+  std::vector<std::pair<WrRecord, bool>>& resolved = resolved_;
+  resolved.clear();
   const bool ok = wc.status == IBV_WC_SUCCESS;
   switch (q->sq.complete(id.seq, ok, resolved)) {
     case SqLedger::Apply::Duplicate: add(engine_->counters().duplicate_cqes); return;

@@ -302,7 +302,8 @@ class RdmaLane final : public p2p::LaneTransport {
   std::uint64_t next_builder_ = 1;
   std::uint64_t next_qp_incarnation_ = 1;
   std::vector<ibv_wc> wcs_;
-  std::vector<std::uint64_t> granted_;  // progress(): parents to post for, reused
+  std::vector<std::pair<WrRecord, bool>> resolved_;  // on_send_cqe(): one completion's records
+  std::vector<std::uint64_t> granted_;               // progress(): parents to post for, reused
   TestHooks hooks_;
   bool kill_pending_ = false;      // kill_after_grant: at the start of the next pass
   std::uint32_t replay_rkey_ = 0;  // replay_key: the key of the last receipted segment
