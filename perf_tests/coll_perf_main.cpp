@@ -6,7 +6,7 @@
 // (reference/gloo_all_reduce_perf.cpp); scripts/compare-mpi.sh runs them side by side.
 //
 //   orbite-run -n 4 build/perf_tests/all_reduce_perf [-b 8] [-e 64M] [-f 2] [-n 100] [-w 10]
-//       [-c 1] [-d float32] [-o sum] [-r 0] [-z 1] [--transport unspec|tcp|shm] [--json FILE]
+//       [-c 1] [-d float32] [-o sum] [-r 0] [-z 1] [--transport unspec|tcp|shm|rdma] [--json FILE]
 #include <orbite/communicator.h>
 
 #include <string>
@@ -133,7 +133,10 @@ int run_coll_perf(const char* coll_name, int argc, char** argv) {
   program.transport_help =
       "unspec (default): shared memory between same-host ranks, tcp\n"
       "otherwise; tcp: shared memory disabled (shm.enable=false);\n"
-      "shm: unspec, refused unless every rank is on this host";
+      "shm: unspec, refused unless every rank is on this host;\n"
+      "rdma: coll.transport=rdma and rdma.enable=on (softverbs\n"
+      "on LD_LIBRARY_PATH where there is no RDMA NIC)";
+  program.rdma = true;
   const perf::CollSetup setup =
       perf::parse_coll_options(argc, argv, *coll, program, perf::launcher_rank() <= 0);
   const std::string& transport = setup.options.transport;
@@ -142,6 +145,10 @@ int run_coll_perf(const char* coll_name, int argc, char** argv) {
   if (!config.ok())
     perf::fatal(perf::launcher_rank(), "configuration: " + config.status().to_string());
   if (transport == "tcp") config->shm.enable = false;
+  if (transport == "rdma") {
+    config->coll.transport = orbite::Transport::Rdma;
+    config->rdma.enable = orbite::rdma::RdmaEnable::On;
+  }
   Communicator comm = perf::join_job(*config);
   if (transport == "shm") {
     for (int r = 0; r < comm.size(); ++r) {

@@ -3,7 +3,7 @@
 // same loops with Open MPI; scripts/compare-mpi.sh runs both and prints the ratios.
 //
 //   orbite-run -n 2 build/perf_tests/sendrecv_perf [-b 8] [-e 64M] [-f 2] [-n 100] [-w 10]
-//       [-c 1] [--transport unspec|tcp|shm] [--window 16] [--json FILE]
+//       [-c 1] [--transport unspec|tcp|shm|rdma] [--window 16] [--json FILE]
 //
 // Ranks beyond 1 only join the final barrier, so the binary runs under any launcher size.
 #include <algorithm>
@@ -246,6 +246,7 @@ int main(int argc, char** argv) {
       "Run under a launcher: orbite-run -n 2 sendrecv_perf [flags]",
       {perf::int_flag("--window", "messages in flight per streaming iteration (default 16)",
                       &window, 1, 1024)}};
+  program.rdma = true;
   perf::Options o = perf::parse_options(argc, argv, program, perf::launcher_rank() <= 0);
 
   Communicator comm = perf::join_job();

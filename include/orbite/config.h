@@ -191,6 +191,12 @@ struct TopologyConfig {
   std::string hwloc_xml;
 };
 
+// Which transport carries a request. Unspec picks shm for a peer on the same host, RDMA for a
+// peer on another host when both sides have a compatible rail (and, for put/get, the region is
+// published on RDMA), tcp otherwise. A forced transport that cannot reach the peer is
+// Errc::Unavailable.
+enum class Transport : std::uint8_t { Unspec, Tcp, Shm, Rdma, Nvlink };
+
 struct CollConfig {
   // Algorithm override (also ORBITE_ALGO): "" or "auto" for the size rule, an algorithm name
   // for every collective that has it, or "all_reduce=ring,broadcast=binomial".
@@ -199,6 +205,8 @@ struct CollConfig {
   std::uint64_t chunk_bytes = 1 * kMiB;
   // Receive buffers of that size in flight per pipelined stream.
   std::uint32_t pipeline_depth = 4;
+  // The transport of every collective's messages (also ORBITE_COLL_TRANSPORT).
+  Transport transport = Transport::Unspec;
 };
 
 struct ORBITE_API EngineConfig {

@@ -34,9 +34,8 @@ struct RegionRecord;
 struct DescriptorCodec;
 }  // namespace detail
 
-// Which transport carries a request. Unspec picks shm for a peer on the same host and tcp
-// otherwise. A forced transport that cannot reach the peer is Errc::Unavailable.
-enum class Transport : std::uint8_t { Unspec, Tcp, Shm, Rdma, Nvlink };
+// Transport (declared in config.h, which coll.transport needs) names which transport carries a
+// request.
 ORBITE_API std::string_view to_string(Transport t);
 
 // Request priority (High is the default, as in TENT). The proxy starts queued High work before

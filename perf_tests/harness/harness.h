@@ -66,7 +66,7 @@ struct Program {
   std::string transport_help = {};
   // The binary measures one transport per run: a list given to --transport is a usage error.
   bool single_transport = false;
-  // --transport also accepts rdma (the binary measures put/get).
+  // --transport also accepts rdma (the binary runs over RDMA: softverbs where no NIC is).
   bool rdma = false;
 };
 

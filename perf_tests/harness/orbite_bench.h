@@ -42,11 +42,9 @@ inline TransferOptions transfer_options(const Options& options) {
 }
 
 // The benchmark's own messages between the ranks (descriptors, "done" words): the measured
-// transport, except RDMA, which carries put/get only so far.
+// transport, so that the route counters see that transport alone.
 inline TransferOptions control_options(const Options& options) {
-  TransferOptions t = transfer_options(options);
-  if (t.transport == Transport::Rdma) t.transport = Transport::Unspec;
-  return t;
+  return transfer_options(options);
 }
 
 inline void check_ok(int rank, const Status& status, std::string_view what) {

@@ -255,8 +255,11 @@ class Nic {
   // left), and the NIC thread drops the connection, failing its in-flight WRs.
   void abort(const std::shared_ptr<Conn>& conn);
   // Aborts every connection whose unsent output points into [lo, lo + len): the memory of a
-  // region being deregistered (ibv_dereg_mr, under Device::dma_mu held exclusively).
-  void forget_range(const char* lo, size_t len);
+  // region being deregistered (ibv_dereg_mr, under Device::dma_mu held exclusively). Output
+  // that lies wholly inside one of `still_registered` (the device's other MRs) is kept: its
+  // pages stay registered, as two MRs over one buffer are on hardware.
+  void forget_range(const char* lo, size_t len,
+                    const std::vector<std::pair<const char*, size_t>>& still_registered);
   void wake();
 
  private:

@@ -205,12 +205,19 @@ void Nic::close(const std::shared_ptr<Conn>& conn) {
   wake();
 }
 
-void Nic::forget_range(const char* lo, size_t len) {
-  auto points_in = [lo, len](const std::deque<OutMsg>& q) {
+void Nic::forget_range(const char* lo, size_t len,
+                       const std::vector<std::pair<const char*, size_t>>& still_registered) {
+  auto covered = [&](const char* p, size_t n) {
+    for (const auto& [base, length] : still_registered) {
+      if (p >= base && p + n <= base + length) return true;
+    }
+    return false;
+  };
+  auto points_in = [&](const std::deque<OutMsg>& q) {
     for (const OutMsg& m : q) {
       for (const iovec& v : m.body) {
         const char* p = static_cast<const char*>(v.iov_base);
-        if (p < lo + len && lo < p + v.iov_len) return true;
+        if (p < lo + len && lo < p + v.iov_len && !covered(p, v.iov_len)) return true;
       }
     }
     return false;

@@ -203,6 +203,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
   // still points into it is dropped (the WR or READ it belonged to fails).
   std::unique_lock dma(dev->dma_mu);
   MrInfo info;
+  std::vector<std::pair<const char*, size_t>> others;  // MRs overlapping it that stay
   {
     std::unique_lock lock(dev->mr_mu);
     if (mr_has_bound_window(*dev, mr->lkey)) return EBUSY;
@@ -210,8 +211,13 @@ int ibv_dereg_mr(ibv_mr* mr) {
     if (it != dev->mrs.end()) info = it->second;
     dev->mrs.erase(mr->lkey);
     dev->dereg_gen.fetch_add(1);  // bodies being received into it are checked again
+    for (const auto& [key, other] : dev->mrs) {
+      if (other.host < info.host + info.length && info.host < other.host + other.length) {
+        others.emplace_back(other.host, other.length);
+      }
+    }
   }
-  if (info.host != nullptr) dev->nic->forget_range(info.host, info.length);
+  if (info.host != nullptr) dev->nic->forget_range(info.host, info.length, others);
   delete reinterpret_cast<MrBox*>(mr);
   return 0;
 }

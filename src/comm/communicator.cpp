@@ -62,24 +62,27 @@ Status Communicator::Impl::start_collectives() {
   auto ep = endpoints;
   auto c = core;
   const std::uint32_t id = coll_comm_id;
-  executor = std::make_shared<coll::Executor>(
-      rank, static_cast<int>(peers.size()),
-      [ep = std::move(ep), c = std::move(c), id](bool send, void* data, std::uint64_t bytes,
-                                                 int peer, std::int32_t msg_tag, bool passive) {
-        auto s = detail::make_request_state();
-        s->passive = passive;
-        s->kind = send ? detail::OpKind::Send : detail::OpKind::Recv;
-        s->peer = ep[static_cast<size_t>(peer)];
-        s->length = bytes;
-        s->comm = id;
-        s->tag = msg_tag;
-        if (send) {
-          s->src = static_cast<const std::byte*>(data);
-        } else {
-          s->dst = static_cast<std::byte*>(data);
-        }
-        return c->submit(std::move(s));
-      });
+  const Transport transport = config.coll.transport;
+  executor = std::make_shared<coll::Executor>(rank, static_cast<int>(peers.size()),
+                                              [ep = std::move(ep), c = std::move(c), id, transport](
+                                                  bool send, void* data, std::uint64_t bytes,
+                                                  int peer, std::int32_t msg_tag, bool passive) {
+                                                auto s = detail::make_request_state();
+                                                s->passive = passive;
+                                                s->options.transport = transport;
+                                                s->kind = send ? detail::OpKind::Send
+                                                               : detail::OpKind::Recv;
+                                                s->peer = ep[static_cast<size_t>(peer)];
+                                                s->length = bytes;
+                                                s->comm = id;
+                                                s->tag = msg_tag;
+                                                if (send) {
+                                                  s->src = static_cast<const std::byte*>(data);
+                                                } else {
+                                                  s->dst = static_cast<std::byte*>(data);
+                                                }
+                                                return c->submit(std::move(s));
+                                              });
   return {};
 }
 
@@ -198,7 +201,7 @@ Status check_p2p(const char* op, const void* data, std::uint64_t bytes, int peer
     return Status::error(Errc::InvalidArgument, std::string(op) + ": data is null with " +
                                                     std::to_string(bytes) + " bytes");
   }
-  if (options.transport == Transport::Rdma || options.transport == Transport::Nvlink) {
+  if (options.transport == Transport::Nvlink) {
     return Status::error(Errc::Unavailable, std::string(op) + ": transport " +
                                                 std::string(to_string(options.transport)) +
                                                 " is not available in this engine yet");

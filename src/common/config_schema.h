@@ -64,6 +64,12 @@ inline constexpr std::pair<rdma::GpuDirectRegistration, std::string_view> kGdrRo
     {rdma::GpuDirectRegistration::Dmabuf, "dmabuf"},
     {rdma::GpuDirectRegistration::Peermem, "peermem"}};
 
+inline constexpr std::pair<Transport, std::string_view> kCollTransports[] = {
+    {Transport::Unspec, "unspec"},
+    {Transport::Tcp, "tcp"},
+    {Transport::Shm, "shm"},
+    {Transport::Rdma, "rdma"}};
+
 inline constexpr std::uint64_t kU32Max = 0xffffffffULL;
 inline constexpr Duration kForever = std::chrono::hours(24 * 365);
 inline constexpr size_t kNameMax = 256;
@@ -254,6 +260,11 @@ void visit_coll(V& v, C& s) {
           "while the next one arrives.");
   v.field("pipeline_depth", s.pipeline_depth, UInt{1, 64},
           "Receive buffers of chunk_bytes in flight per pipelined stream.");
+  v.field("transport", s.transport, Enum<Transport>{kCollTransports},
+          "Transport of every collective's messages: unspec (shm between ranks of one host, RDMA "
+          "across hosts where both have a rail, else tcp), or "
+          "tcp, shm or rdma forced (a peer the forced transport cannot reach fails the "
+          "collective with Unavailable).");
 }
 
 template <class V, class C>

@@ -57,6 +57,10 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void frame_written(PeerEndpoint& ep, detail::SendItem& item) override;
   void endpoint_failed(detail::PeerLink& link, const Status& why) override;
   void protocol_error(detail::PeerLink& link, const std::string& what) override;
+  Result<ReceiveTarget> rendezvous_target(detail::PeerLink& link, std::uint64_t recv_id,
+                                          std::uint64_t offset, std::uint64_t length) override;
+  void rendezvous_done(detail::PeerLink& link, std::uint64_t recv_id, std::uint64_t bytes,
+                       const Status& outcome) override;
   std::string take_buffer() override;
   void give_buffer(std::string&& buffer) override;
 
@@ -110,6 +114,9 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   // frames.cpp: frame handlers; rma.cpp: put/get
   Result<detail::Sink> data_sink(Link& link, const FrameHeader& h);
   void on_cts(Link& link, const FrameHeader& h, PeerEndpoint& ep);
+  // The payload of a rendezvous written by the endpoint itself into the receiver's buffer.
+  void rendezvous_rma(Link& link, const ReqPtr& req, PeerEndpoint& ep, std::uint64_t recv_id,
+                      std::uint64_t offset, std::uint64_t count);
   void on_share(Link& link, const FrameHeader& h, PeerEndpoint& ep, std::string_view body);
   void on_data(Link& link, const FrameHeader& h);
   void issue_put_get(Link& link, const ReqPtr& req);

@@ -64,7 +64,8 @@ Result<TransportId> select_route(const RouteQuery& q) {
   const auto& table = route_table();
   // The loopback answers every host-transport request to this engine itself, whatever transport
   // it names: reaching oneself needs none.
-  if (q.is_self && (!wanted || *wanted == TransportId::Shm || *wanted == TransportId::Tcp)) {
+  if (q.is_self && (!wanted || *wanted == TransportId::Shm || *wanted == TransportId::Tcp ||
+                    (*wanted == TransportId::Rdma && !q.rma))) {
     std::string no = refusal(table[0], q);
     if (no.empty()) return table[0].id;
     return Status::error(Errc::Unavailable, "no loopback to this engine: " + no);

@@ -63,10 +63,10 @@ struct Capabilities {
   // The largest message sent eagerly, and the largest payload of one frame.
   std::uint64_t eager_limit = 0;
   std::uint64_t max_frame_payload = 0;
-  // Carries the protocol's frames (send/recv, and put/get as frames). RDMA does not yet: its
-  // endpoints carry put/get only, through start_rma.
+  // Carries the protocol's frames (send/recv, and put/get as frames).
   bool frames = true;
-  // Runs put/get itself (start_rma): RDMA's grant protocol.
+  // Runs put/get itself (start_rma): RDMA's grant protocol. With frames too, a rendezvous's
+  // payload goes the same way: the sender writes into the receiver's posted buffer.
   bool rma = false;
 };
 
@@ -122,7 +122,12 @@ struct RmaOp {
   // Keeps the request (and with it the local region's pin) alive until `done`.
   std::shared_ptr<detail::RequestState> req;
   const detail::RegionRecord* local_region = nullptr;
+  // Without a local region: an unregistered buffer (a send's), registered for this op only.
+  const std::byte* local_buffer = nullptr;
   std::uint64_t local_offset = 0;
+  // Nonzero: the target is the peer's posted receive with this wire id (a rendezvous WRITE into
+  // its buffer at remote_offset), not a registered region.
+  std::uint64_t remote_receive = 0;
   std::uint64_t remote_region = 0;
   std::uint64_t remote_generation = 0;
   std::uint64_t remote_offset = 0;
@@ -147,6 +152,19 @@ class FrameHandler {
   // The endpoint's connection broke (the peer is lost unless it said Bye).
   virtual void endpoint_failed(detail::PeerLink& link, const Status& why) = 0;
   virtual void protocol_error(detail::PeerLink& link, const std::string& what) = 0;
+  // A rendezvous over a transport that runs it itself (caps().rma): the posted receive `recv_id`
+  // of `link` as the target of [offset, offset + length) of the message. The receive stays
+  // alive through `keepalive` until rendezvous_done.
+  struct ReceiveTarget {
+    std::byte* buffer = nullptr;  // the receive's first byte
+    std::uint64_t length = 0;     // of the matched message
+    std::shared_ptr<detail::RequestState> keepalive;
+  };
+  virtual Result<ReceiveTarget> rendezvous_target(detail::PeerLink& link, std::uint64_t recv_id,
+                                                  std::uint64_t offset, std::uint64_t length) = 0;
+  // `bytes` of it landed (proven by the transport), or it failed.
+  virtual void rendezvous_done(detail::PeerLink& link, std::uint64_t recv_id, std::uint64_t bytes,
+                               const Status& outcome) = 0;
   // Payload buffers for Buffer sinks, recycled (allocating one per message costs page faults).
   virtual std::string take_buffer() = 0;
   virtual void give_buffer(std::string&& buffer) = 0;

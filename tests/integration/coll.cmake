@@ -15,3 +15,7 @@ target_compile_definitions(coll_test PRIVATE
   ORBITE_RUN_BIN="$<TARGET_FILE:orbite-run>"
   ORBITE_SANITIZED=$<BOOL:${ORBITE_SANITIZE}>)
 add_dependencies(coll_test orbite-coll-probe orbite-run)
+if(TARGET softverbs)  # CollRdma runs the matrix on softverbs' default NIC
+  target_compile_definitions(coll_test PRIVATE ORBITE_SOFTVERBS_DIR="$<TARGET_FILE_DIR:softverbs>")
+  add_dependencies(coll_test softverbs)
+endif()

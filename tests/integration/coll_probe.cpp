@@ -583,6 +583,22 @@ int main(int argc, char** argv) {
   Context c{*comm, {}, comm->rank(), comm->size()};
   const Scenario& scenario = scenarios().at(name);
   scenario.run(c);
+  if (const char* route = std::getenv("COLL_PROBE_ROUTE");
+      route != nullptr && std::string_view(route) == "rdma" && c.size > 1) {
+    // coll.transport = rdma: every collective message went over RDMA, none over tcp or shm.
+    const orbite::EngineStats s = c.comm.engine().stats();
+    const orbite::TransportStats& rdma = s.of(orbite::Transport::Rdma);
+    const orbite::TransportStats& tcp = s.of(orbite::Transport::Tcp);
+    const orbite::TransportStats& shm = s.of(orbite::Transport::Shm);
+    check(rdma.frames_sent > 0 && rdma.frames_received > 0 && rdma.bytes_sent > 0 &&
+              rdma.bytes_received > 0,
+          "route: rdma carried " + std::to_string(rdma.bytes_sent) + " bytes");
+    check(tcp.frames_sent + tcp.frames_received + shm.frames_sent + shm.frames_received == 0,
+          "route: " + std::to_string(tcp.frames_sent + shm.frames_sent) +
+              " tcp or shm frames with coll.transport rdma");
+    std::printf("rank %d: route rdma ok (%llu bytes sent)\n", c.rank,
+                static_cast<unsigned long long>(rdma.bytes_sent));
+  }
   if (scenario.closes_with_barrier) {
     // Every rank done before any engine closes (a peer may still be forwarding).
     check_ok(c.comm.store_barrier(), "store barrier before close");

@@ -18,3 +18,7 @@ target_compile_definitions(p2p_test PRIVATE
   ORBITE_RUN_BIN="$<TARGET_FILE:orbite-run>"
   ORBITE_SANITIZED=$<BOOL:${ORBITE_SANITIZE}>)
 add_dependencies(p2p_test orbite-p2p-probe orbite-run)
+if(TARGET softverbs)  # the rdma columns run on softverbs' default NIC
+  target_compile_definitions(p2p_test PRIVATE ORBITE_SOFTVERBS_DIR="$<TARGET_FILE_DIR:softverbs>")
+  add_dependencies(p2p_test softverbs)
+endif()

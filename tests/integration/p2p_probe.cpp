@@ -406,7 +406,8 @@ Transport transport_from_env() {
   if (name == "unspec" || name.empty()) return Transport::Unspec;
   if (name == "tcp") return Transport::Tcp;
   if (name == "shm") return Transport::Shm;
-  fail("P2P_TEST_TRANSPORT='" + std::string(name) + "' is not unspec, tcp or shm");
+  if (name == "rdma") return Transport::Rdma;
+  fail("P2P_TEST_TRANSPORT='" + std::string(name) + "' is not unspec, tcp, shm or rdma");
 }
 
 // The route the test means carried the bytes: with tcp forced, tcp frames both ways and no frame
@@ -416,9 +417,10 @@ void check_route(Context& c, const std::string& name) {
   const orbite::EngineStats s = c.comm.engine().stats();
   const orbite::TransportStats& tcp = s.of(Transport::Tcp);
   const orbite::TransportStats& shm = s.of(Transport::Shm);
+  const orbite::TransportStats& rdma = s.of(Transport::Rdma);
   std::printf(
       "rank %d: route tcp %llu/%llu frames %llu/%llu bytes, shm %llu/%llu frames %llu/%llu "
-      "bytes, single copy %llu bytes\n",
+      "bytes, rdma %llu/%llu frames %llu/%llu bytes, single copy %llu bytes\n",
       c.rank, static_cast<unsigned long long>(tcp.frames_sent),
       static_cast<unsigned long long>(tcp.frames_received),
       static_cast<unsigned long long>(tcp.bytes_sent),
@@ -427,12 +429,24 @@ void check_route(Context& c, const std::string& name) {
       static_cast<unsigned long long>(shm.frames_received),
       static_cast<unsigned long long>(shm.bytes_sent),
       static_cast<unsigned long long>(shm.bytes_received),
+      static_cast<unsigned long long>(rdma.frames_sent),
+      static_cast<unsigned long long>(rdma.frames_received),
+      static_cast<unsigned long long>(rdma.bytes_sent),
+      static_cast<unsigned long long>(rdma.bytes_received),
       static_cast<unsigned long long>(s.single_copy_bytes));
   if (name == "self") {
     // Messages to itself take the loopback whatever transport they name; nothing else moves.
     check(shm.frames_sent > 0 && shm.frames_received > 0, "route: the loopback carried no frame");
     check(tcp.frames_sent == 0 && tcp.frames_received == 0,
           "route: " + std::to_string(tcp.frames_sent) + " tcp frames to itself");
+  } else if (c.options.transport == Transport::Rdma) {
+    // Frames as SENDs, rendezvous and put/get payload by WRITE/READ: all of it on RDMA.
+    check(rdma.frames_sent > 0 && rdma.frames_received > 0, "route: rdma carried no frame");
+    check(rdma.bytes_sent + rdma.bytes_received > 0, "route: rdma carried no byte");
+    check(tcp.frames_sent == 0 && tcp.frames_received == 0 && shm.frames_sent == 0 &&
+              shm.frames_received == 0,
+          "route: " + std::to_string(tcp.frames_sent + shm.frames_sent) +
+              " tcp or shm frames with rdma forced");
   } else if (c.options.transport == Transport::Tcp) {
     check(tcp.frames_sent > 0 && tcp.frames_received > 0, "route: tcp carried no frame");
     check(shm.frames_sent == 0 && shm.frames_received == 0,

@@ -31,9 +31,10 @@ std::string pass_line(int rank, const std::string& scenario) {
   return "rank " + std::to_string(rank) + ": PASS " + scenario + "\n";
 }
 
-// The parameter is P2P_TEST_TRANSPORT: unspec (shm between local ranks), tcp or shm, optionally
-// with a variant: "+event" runs the engines event-driven, "+twocopy" turns single copy off.
-// "unspec" between local ranks is shm; sanitizer builds skip it (CI time).
+// The parameter is P2P_TEST_TRANSPORT: unspec (shm between local ranks), tcp, shm or rdma
+// (softverbs' default NIC, where the build has softverbs), optionally with a variant: "+event"
+// runs the engines event-driven, "+twocopy" turns single copy off. "unspec" between local ranks
+// is shm; sanitizer builds skip it (CI time).
 constexpr bool kSanitized = ORBITE_SANITIZED;
 
 class P2p : public ::testing::TestWithParam<std::string> {
@@ -42,6 +43,9 @@ class P2p : public ::testing::TestWithParam<std::string> {
     if (kSanitized && GetParam() == "unspec") {
       GTEST_SKIP() << "sanitizer builds run shm, which unspec picks between local ranks (CI time)";
     }
+    if (kSanitized && GetParam() == "rdma+event") {
+      GTEST_SKIP() << "sanitizer builds run rdma with polling engines only (CI time)";
+    }
   }
 
   [[nodiscard]] std::map<std::string, std::string> environment() const {
@@ -49,6 +53,13 @@ class P2p : public ::testing::TestWithParam<std::string> {
     std::map<std::string, std::string> env = {{"P2P_TEST_TRANSPORT", p.substr(0, p.find('+'))}};
     if (p.ends_with("+event")) env["ORBITE_PROGRESS_MODE"] = "event_driven";
     if (p.ends_with("+twocopy")) env["ORBITE_SHM_SINGLE_COPY"] = "false";
+#ifdef ORBITE_SOFTVERBS_DIR
+    if (p.starts_with("rdma")) {
+      env["LD_LIBRARY_PATH"] = ORBITE_SOFTVERBS_DIR;
+      env["SOFTVERBS_CONFIG"] = "";  // one soft_0 on 127.0.0.1
+      env["ORBITE_RDMA_ENABLE"] = "on";
+    }
+#endif
     return env;
   }
 
@@ -135,7 +146,12 @@ TEST_P(P2p, KilledPeerFailsItsRequestsAndSparesTheOthers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, P2p,
-                         ::testing::Values("unspec", "tcp", "shm", "unspec+event", "shm+twocopy"),
+                         ::testing::Values("unspec", "tcp", "shm", "unspec+event", "shm+twocopy"
+#ifdef ORBITE_SOFTVERBS_DIR
+                                           ,
+                                           "rdma", "rdma+event"
+#endif
+                                           ),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string name = p.param;
                            std::replace(name.begin(), name.end(), '+', '_');

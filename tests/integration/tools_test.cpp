@@ -426,7 +426,7 @@ TEST(PerfHarness, RejectsBadFlagsNamingThem) {
   };
   for (const Case& c :
        std::vector<Case>{{{"-b", "8x"}, "-b"},
-                         {{"--transport", "rdma"}, "rdma"},
+                         {{"--transport", "nvlink"}, "nvlink"},
                          {{"-n", "-3"}, "-n"},
                          {{"--bogus"}, "--bogus"},
                          {{"--transport", "shm,tcp", "--json", "x.json"}, "--json"}}) {

@@ -144,11 +144,15 @@ TEST(Select, TheLoopbackAnswersHostTransportsToItself) {
   RouteQuery q = peer(true, true);
   q.open[at(TransportId::Shm)] = nullptr;
   expect_unavailable(q, "no loopback to this engine");
-  // RDMA to itself is its own row, and it does not reach itself.
+  // A message with RDMA forced takes the loopback too (a self-send behaves as over tcp); a
+  // put/get with RDMA forced is RDMA's own row, which does not reach this engine itself.
   q = peer(true, true);
   q.built[at(TransportId::Rdma)] = true;
   q.open[at(TransportId::Rdma)] = &kRdma;
   q.requested = Transport::Rdma;
+  EXPECT_EQ(must(q), TransportId::Shm);
+  q.rma = true;
+  q.target_transports = ~0u;
   expect_unavailable(q, "does not reach this engine itself");
 }
 

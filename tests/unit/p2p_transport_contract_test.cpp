@@ -58,6 +58,11 @@ class Recorder final : public FrameHandler, public ControlSender {
   void protocol_error(PeerLink&, const std::string& what) override {
     failures.push_back(Status::error(Errc::Protocol, what));
   }
+  Result<ReceiveTarget> rendezvous_target(detail::PeerLink&, std::uint64_t, std::uint64_t,
+                                          std::uint64_t) override {
+    return Status::error(Errc::Unavailable, "no rendezvous in the contract suite");
+  }
+  void rendezvous_done(detail::PeerLink&, std::uint64_t, std::uint64_t, const Status&) override {}
   std::string take_buffer() override { return {}; }
   void give_buffer(std::string&&) override {}
   void send_control(PeerLink&, const FrameHeader& h, std::string) override {

@@ -602,8 +602,36 @@ TEST(ControlKind, EveryKindHasAName) {
   EXPECT_STREQ(control_name(5), "Grant");
   EXPECT_STREQ(control_name(6), "GrantNack");
   EXPECT_STREQ(control_name(7), "GrantAck");
+  EXPECT_STREQ(control_name(8), "FrameCredit");
   EXPECT_STREQ(control_name(0), "unknown");
-  EXPECT_STREQ(control_name(8), "unknown");
+  EXPECT_STREQ(control_name(9), "unknown");
+}
+
+TEST(FrameCredit, RoundTripsAndBoundsTheCount) {
+  FrameCredit m{0x1122334455667788ull, kMessageSlots / 4};
+  auto got = decode_frame_credit(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->qp_incarnation, m.qp_incarnation);
+  EXPECT_EQ(got->credits, m.credits);
+  expect_truncation_and_trailing_rejected(encode(m), decode_frame_credit);
+  // Zero, or more receives than a message QP ever posts, is a forgery.
+  m.credits = 0;
+  EXPECT_FALSE(decode_frame_credit(encode(m)).ok());
+  m.credits = kMessageSlots + 1;
+  EXPECT_FALSE(decode_frame_credit(encode(m)).ok());
+}
+
+TEST(GrantRequest, TheRendezvousOpIsWriteToAReceiveOnly) {
+  GrantRequest m;
+  m.parent = 7;
+  m.target = 99;
+  m.op = kOpWrite | kOpToReceive;
+  m.length = 0;
+  auto got = decode_grant_request(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->op, kOpWrite | kOpToReceive);
+  m.op = kOpRead | kOpToReceive;  // a READ of a posted receive means nothing
+  EXPECT_FALSE(decode_grant_request(encode(m)).ok());
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 #include "p2p/rdma/engine.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <random>
 
@@ -150,12 +151,17 @@ MrSet::~MrSet() {
 }
 
 Status MrSet::prepare(std::byte* base, std::uint64_t length, bool remote) {
+  return prepare(base, length, remote, SIZE_MAX);
+}
+
+Status MrSet::prepare(std::byte* base, std::uint64_t length, bool remote, std::size_t only) {
   const auto& contexts = engine_->contexts();
   copies_.assign(contexts.size(), Copy{});
   // A zero-length region has nothing to register; its grants carry no payload.
   if (length == 0) return {};
   for (std::size_t i = 0; i < contexts.size(); ++i) {
     const Context& c = *contexts[i];
+    if (only != SIZE_MAX && i != only) continue;
     if (!c.usable()) continue;  // paused contexts are prepared too; inert ones have no PD
     Copy& copy = copies_[i];
     copy.local = engine_->api().reg_mr(c.pd, base, length, IBV_ACCESS_LOCAL_WRITE);

@@ -112,6 +112,8 @@ class MrSet final : public p2p::DomainRegistration {
   // Registers on every usable context; on failure deregisters what it made (a copy that
   // refuses is retained) and returns the error.
   Status prepare(std::byte* base, std::uint64_t length, bool remote);
+  // On context slot `only` alone (a registration for one grant or one send).
+  Status prepare(std::byte* base, std::uint64_t length, bool remote, std::size_t only);
   // Deregisters; false when one refused (it is retained, never retried).
   bool release();
   [[nodiscard]] const Copy* on(std::size_t slot) const {

@@ -22,7 +22,6 @@ using detail::PeerLink;
 
 namespace {
 constexpr int kPollBatch = 32;
-constexpr std::uint32_t kReceiptSlots = 32;  // receives posted on every source-role QP
 
 p2p::Capabilities rdma_caps() {
   p2p::Capabilities c;
@@ -30,8 +29,10 @@ p2p::Capabilities rdma_caps() {
   c.reach = p2p::kReachSameHost | p2p::kReachRemote;
   c.host_memory = true;
   c.one_sided = true;
-  c.frames = false;
+  c.frames = true;
   c.rma = true;
+  c.eager_limit = kFramePayload;
+  c.max_frame_payload = kFramePayload;
   return c;
 }
 
@@ -65,10 +66,11 @@ const p2p::Capabilities& RdmaEndpoint::caps() const {
 }
 
 void RdmaEndpoint::send(detail::SendItem item) {
-  // The selection table never routes frames here (caps().frames is false).
-  if (item.pinned != nullptr) item.pinned->unpin();
-  lane_.handler().endpoint_failed(
-      link_, Status::error(Errc::Internal, "a frame was routed to the RDMA endpoint"));
+  lane_.send_frame(link_, std::move(item));
+}
+
+bool RdmaEndpoint::busy() const {
+  return lane_.frames_pending(link_);
 }
 
 Status RdmaEndpoint::read_peer(std::byte*, std::uint64_t, std::uint64_t) {
@@ -128,7 +130,7 @@ Status RdmaLane::init() {
   window_pool_.resize(contexts.size());
   for (std::size_t i = 0; i < contexts.size(); ++i) {
     if (!contexts[i]->usable()) continue;
-    auto set = std::make_unique<CqSet>(*contexts[i], cfg_.max_cqes, 4 * kReceiptSlots);
+    auto set = std::make_unique<CqSet>(*contexts[i], cfg_.max_cqes);
     ORBITE_RETURN_IF_ERROR(set->init());
     const int fd = set->channel->fd;
     const int flags = ::fcntl(fd, F_GETFL);
@@ -239,6 +241,8 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
     case ControlKind::Grant: return handle(decode_grant(body), &RdmaLane::on_grant);
     case ControlKind::GrantNack: return handle(decode_grant_nack(body), &RdmaLane::on_grant_nack);
     case ControlKind::GrantAck: return handle(decode_grant_ack(body), &RdmaLane::on_grant_ack);
+    case ControlKind::FrameCredit:
+      return handle(decode_frame_credit(body), &RdmaLane::on_frame_credit);
   }
   return Status::error(Errc::Protocol, "RDMA control kind " + std::to_string(kind) + " unknown");
 }
@@ -246,122 +250,6 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
 void RdmaLane::protocol_error(PeerRdma& peer, const std::string& what) {
   // The protocol fails the whole link, and through forget() every grant and parent of it.
   handler_.protocol_error(*peer.link, "RDMA: " + what);
-}
-
-// ---- QPs ----------------------------------------------------------------------------------
-
-Qp* RdmaLane::qp(std::uint16_t handle) {
-  return handle < qps_.size() ? qps_[handle].get() : nullptr;
-}
-
-Result<Qp*> RdmaLane::new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot) {
-  CqSet* cqs = context < cqs_.size() ? cqs_[context].get() : nullptr;
-  if (cqs == nullptr) {
-    return Status::error(Errc::Unavailable,
-                         "RDMA context " + std::to_string(context) + " is not usable on this lane");
-  }
-  ORBITE_RETURN_IF_ERROR(engine_->endpoints().take(1, engine_->counters().budget_exhausted));
-  QpCaps caps;
-  caps.send_depth = cfg_.max_send_wr;
-  caps.recv_depth = role == QpRole::Source ? kReceiptSlots : 1;
-  std::uint32_t max_inline = 0;
-  auto made = create_rc_qp(cqs->ctx, *cqs, caps, role, &max_inline);
-  if (!made.ok()) {
-    engine_->endpoints().give(1);
-    if (made.status().code() == Errc::ResourceExhausted) add(engine_->counters().budget_exhausted);
-    return made.status();
-  }
-  std::uint16_t handle = 0;
-  if (!free_handles_.empty()) {
-    handle = free_handles_.back();
-    free_handles_.pop_back();
-  } else {
-    handle = static_cast<std::uint16_t>(qps_.size());
-    qps_.emplace_back();
-    qp_generations_.push_back(0);
-    qp_peer_.push_back(nullptr);
-  }
-  auto q = std::make_unique<Qp>(caps.send_depth);
-  q->qp = *made;
-  q->cqs = cqs;
-  q->ctx = &cqs->ctx;
-  q->role = role;
-  q->handle = handle;
-  q->generation = ++qp_generations_[handle];
-  q->incarnation = next_qp_incarnation_++;
-  q->slot = slot;
-  q->max_inline = max_inline;
-  q->recv_depth = caps.recv_depth;
-  qps_[handle] = std::move(q);
-  qp_peer_[handle] = &peer;
-  peer.qps.push_back(handle);
-  add(engine_->counters().qps_created);
-  return qps_[handle].get();
-}
-
-Status RdmaLane::post_receives(Qp& q) {
-  CqSet& cqs = *q.cqs;
-  while (q.recv_posted < q.recv_depth) {
-    if (cqs.free_slots.empty()) {
-      return Status::error(Errc::ResourceExhausted, "no free receive slot on the lane");
-    }
-    const std::uint32_t slot = cqs.free_slots.back();
-    ibv_sge sge{reinterpret_cast<std::uint64_t>(cqs.slot(slot)), CqSet::kSlotBytes,
-                cqs.slab_mr->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = q.id(WrKind::Recv, slot).pack();
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    if (const int rc = verbs::post_recv(q.qp, &wr, &bad); rc != 0) {
-      q.broken = true;
-      return verbs::errno_status(Errc::Unavailable, q.ctx->name + ": ibv_post_recv", rc);
-    }
-    cqs.free_slots.pop_back();
-    ++q.recv_posted;
-  }
-  return {};
-}
-
-void RdmaLane::retire_qp(std::uint16_t handle) {
-  Qp* q = qp(handle);
-  if (q == nullptr || std::find(retired_.begin(), retired_.end(), handle) != retired_.end()) {
-    return;
-  }
-  q->broken = true;
-  q->ready = false;
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_ERR;
-  // ERR flushes whatever is outstanding, each WR with its own completion.
-  if (const int rc = engine_->api().modify_qp(q->qp, &a, IBV_QP_STATE); rc != 0) {
-    ORBITE_LOG(Warn, Rdma) << q->ctx->name
-                           << ": ibv_modify_qp to ERR failed: " << std::strerror(rc);
-  }
-  retired_.push_back(handle);
-}
-
-void RdmaLane::destroy_retired() {
-  for (std::size_t i = 0; i < retired_.size();) {
-    Qp* q = qp(retired_[i]);
-    // A QP goes once every WR it had has completed or flushed: then none of them can run.
-    if (q != nullptr && (q->sq.outstanding() != 0 || q->recv_posted != 0)) {
-      ++i;
-      continue;
-    }
-    if (q != nullptr) {
-      if (const int rc = engine_->api().destroy_qp(q->qp); rc != 0) {
-        engine_->retain(q->ctx->name + ": ibv_destroy_qp failed: " + std::strerror(rc));
-      } else {
-        add(engine_->counters().qps_destroyed);
-      }
-      q->cqs->send_reserved -= q->sq.outstanding() + q->sq.room();
-      q->cqs->recv_reserved -= q->recv_depth;
-      engine_->endpoints().give(1);
-      free_handles_.push_back(q->handle);
-      qps_[q->handle].reset();
-    }
-    retired_.erase(retired_.begin() + static_cast<std::ptrdiff_t>(i));
-  }
 }
 
 // ---- completions ----------------------------------------------------------------------------
@@ -416,7 +304,9 @@ void RdmaLane::on_send_cqe(const ibv_wc& wc) {
   if (resolved.back().first.kind == WrKind::Payload) add(engine_->counters().payload_send_cqes);
   PeerRdma* peer = qp_peer_[q->handle];
   for (const auto& [rec, success] : resolved) {
-    if (q->role == QpRole::Requester) {
+    if (rec.kind == WrKind::Frame) {
+      on_frame_wr(*peer, *q, rec, success, success ? nullptr : &wc);
+    } else if (q->role == QpRole::Requester) {
       on_requester_wr(*peer, *q, rec, success, success ? nullptr : &wc);
     } else {
       on_source_wr(*peer, rec, success);
@@ -433,19 +323,32 @@ namespace orbite::rdma {
 
 void RdmaLane::on_recv_cqe(CqSet& cqs, const ibv_wc& wc) {
   const WrId id = WrId::unpack(wc.wr_id);
-  const std::uint32_t slot = id.seq;
+  const bool frame = (id.seq & CqSet::kFrameSlotBit) != 0;
+  const std::uint32_t slot = id.seq & ~CqSet::kFrameSlotBit;
   Qp* q = qp(id.handle);
-  if (id.kind != WrKind::Recv || slot >= cqs.slab.size() / CqSet::kSlotBytes) {
+  if (id.kind != WrKind::Recv ||
+      !(frame ? cqs.frames.contains(slot) : cqs.receipts.contains(slot))) {
     ORBITE_LOG(Error, Rdma) << cqs.ctx.name << ": a receive completion with a foreign wr_id";
     return;
   }
-  cqs.free_slots.push_back(slot);  // the slot's bytes stay valid until the next receive is posted
-  if (q == nullptr || (q->generation & 0xfff) != id.generation) {
+  const bool live = q != nullptr && (q->generation & 0xfff) == id.generation;
+  PeerRdma* peer = live ? qp_peer_[q->handle] : nullptr;
+  if (live && q->recv_posted > 0) --q->recv_posted;
+  if (frame) {
+    // A frame's slot goes back once the frame is read (on_frame), or now.
+    if (live && wc.status == IBV_WC_SUCCESS && peer != nullptr && !peer->failed) {
+      return on_frame(*peer, *q, cqs, slot, wc);
+    }
+    cqs.frames.give(slot);
+    if (!live) add(engine_->counters().stale_cqes);
+    if (live && wc.status != IBV_WC_SUCCESS && !q->broken) retire_qp(q->handle);
+    return;
+  }
+  cqs.receipts.give(slot);  // the slot's bytes stay valid until the next receive is posted
+  if (!live) {
     add(engine_->counters().stale_cqes);
     return;
   }
-  if (q->recv_posted > 0) --q->recv_posted;
-  PeerRdma* peer = qp_peer_[q->handle];
   if (wc.status != IBV_WC_SUCCESS) {
     // A flush: the QP is in error; its grants are revoked.
     if (!q->broken) retire_qp(q->handle);
@@ -476,13 +379,23 @@ void RdmaLane::on_recv_cqe(CqSet& cqs, const ibv_wc& wc) {
 
 int RdmaLane::progress() {
   if (kill_pending_) ::raise(SIGKILL);  // test hook kill_after_grant: the Grant has left
-  // Every WR belongs to a parent, a grant or a retired QP: with none, no completion can come, and
-  // the lane's passes (shm's hot path among them) skip the CQs.
-  if (!busy()) return 0;
+  // Every WR belongs to a parent, a grant, a frame or a retired QP, and frames arrive only where
+  // a message QP's receiving end exists: with none of them, no completion can come, and the
+  // lane's passes (shm's hot path among them) skip the CQs.
+  if (!busy() && message_sources_ == 0) return 0;
   int work = poll_cqs();
   for (auto& [link, peer] : peers_) {
     expire_drains(*peer);
     if (peer->failed) continue;
+    pump_frames(*peer);
+    if (!peer->deferred.empty()) {
+      std::deque<GrantRequest> retry;
+      retry.swap(peer->deferred);
+      for (const GrantRequest& m : retry) {
+        if (peer->failed) break;
+        on_grant_request(*peer, m);
+      }
+    }
     admit(*peer);
     // By id: posting may end a parent, and with it its entry in the table.
     granted_.clear();
@@ -501,7 +414,7 @@ int RdmaLane::progress() {
 }
 
 bool RdmaLane::prepare_sleep() {
-  if (!busy()) return true;  // nothing can complete (see progress)
+  if (!busy() && message_sources_ == 0) return true;  // nothing can complete (see progress)
   // Arm every CQ, then look once more: a completion that arrived before the arming would
   // otherwise wait for the next one.
   for (auto& set : cqs_) {
@@ -518,7 +431,10 @@ void RdmaLane::end_sleep() {}
 
 bool RdmaLane::busy() const {
   for (const auto& [link, peer] : peers_) {
-    if (!peer->parents.empty() || !peer->grants.empty()) return true;
+    if (!peer->parents.empty() || !peer->grants.empty() || !peer->frames_out.empty() ||
+        !peer->frames_posted.empty() || !peer->deferred.empty()) {
+      return true;
+    }
   }
   return !retired_.empty();
 }
@@ -526,6 +442,15 @@ bool RdmaLane::busy() const {
 void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
   if (peer.failed) return;
   peer.failed = true;
+  // Frames not yet sent, or not proven delivered: the link's requests fail with it.
+  for (auto* queue : {&peer.frames_out, &peer.frames_posted}) {
+    for (detail::SendItem& item : *queue) {
+      if (item.pinned != nullptr) item.pinned->unpin();
+    }
+    queue->clear();
+  }
+  peer.msg.state = QpSlot::State::Empty;
+  peer.deferred.clear();  // their receives fail with the link
   // Grants: windows deallocated (nothing can use them afterwards), ranges unlocked.
   std::vector<std::uint64_t> grants;
   for (const auto& [id, g] : peer.grants) grants.push_back(id);

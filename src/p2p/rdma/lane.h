@@ -7,6 +7,7 @@
 // the QPs. put/get enter through RdmaEndpoint::start_rma. See docs/rdma.md.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -62,7 +63,7 @@ class RdmaEndpoint final : public p2p::PeerEndpoint {
   Status write_peer(const std::byte*, std::uint64_t, std::uint64_t) override;
   [[nodiscard]] bool one_sided_usable() const override { return false; }
   Status start_rma(p2p::RmaOp op) override;
-  [[nodiscard]] bool busy() const override { return false; }
+  [[nodiscard]] bool busy() const override;
   void close(bool) override {}
 
  private:
@@ -101,6 +102,13 @@ struct RmaJob {
   p2p::RmaOp op;
   std::size_t parents_left = 0;
   Status first_error;
+  // What the GrantRequests and receipts name: the wire op (kOpToReceive for a rendezvous) and
+  // the target (a region and its generation, or the peer's receive id and 0).
+  std::uint8_t wire_op = kOpRead;
+  std::uint64_t target = 0, target_generation = 0;
+  // A send buffer registered for this job only (op.local_buffer); released with the job, after
+  // every parent has drained.
+  std::shared_ptr<detail::RegionRecord> transient;
 };
 
 struct Parent {
@@ -162,6 +170,10 @@ struct GrantState {
   std::uint8_t op = 0;
   std::uint64_t target = 0, target_generation = 0, offset = 0, length = 0;
   std::shared_ptr<detail::RegionRecord> region;  // pinned while the grant lives
+  // A rendezvous into a posted receive (target = its id): `region` is a record of this grant
+  // only, holding the MR over exactly the granted range, and `receive` keeps the request.
+  bool to_receive = false;
+  std::shared_ptr<detail::RequestState> receive;
   RangeLocks::Token lock = 0;
   std::size_t context = 0;
   std::vector<GrantSegment> segments;
@@ -186,7 +198,14 @@ struct PeerRdma {
   std::unordered_map<std::uint64_t, Parent> parents;
   std::deque<std::uint64_t> queued;  // parents waiting for admission, FIFO
   std::unordered_map<std::uint64_t, GrantState> grants;
+  // Rendezvous GrantRequests waiting for receipt slots, SQ room or budget, oldest first.
+  std::deque<GrantRequest> deferred;
   std::vector<std::uint16_t> qps;  // every QP of this peer (handles)
+  // Frames (frames.cpp): this side's message QP to the peer, the frames waiting for it (credit,
+  // SQ room or the connection) and those posted, in order, until their SEND completes.
+  QpSlot msg;
+  std::deque<detail::SendItem> frames_out;
+  std::deque<detail::SendItem> frames_posted;
   // The peer's NIC with that ID, or null.
   [[nodiscard]] const NicRecord* nic(std::uint8_t id) const {
     for (const NicRecord& n : info.nics) {
@@ -219,7 +238,9 @@ class RdmaLane final : public p2p::LaneTransport {
   void shutdown(const Status& why) override;
 
   Status start_rma(detail::PeerLink& link, p2p::RmaOp op);
-  p2p::FrameHandler& handler() { return handler_; }
+  // frames.cpp: the endpoint's frames.
+  void send_frame(detail::PeerLink& link, detail::SendItem item);
+  bool frames_pending(detail::PeerLink& link);
 
  private:
   class ChannelWatch;
@@ -230,6 +251,7 @@ class RdmaLane final : public p2p::LaneTransport {
   void send(PeerRdma& peer, ControlKind kind, std::string body);
   Qp* qp(std::uint16_t handle);
   Result<Qp*> new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot);
+  // A source-role QP's receives never run out while this holds (receipts, or frames).
   void retire_qp(std::uint16_t handle);
   void destroy_retired();
   int poll_cqs();
@@ -238,6 +260,15 @@ class RdmaLane final : public p2p::LaneTransport {
   Status post_receives(Qp& q);
   void fail_peer(PeerRdma& peer, const Status& why);
   void protocol_error(PeerRdma& peer, const std::string& what);
+
+  // frames.cpp
+  void build_message_qp(PeerRdma& peer);
+  void on_message_accept(PeerRdma& peer, const QpAccept& m);
+  void pump_frames(PeerRdma& peer);
+  void frames_failed(PeerRdma& peer, const Status& why);
+  void on_frame_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc);
+  void on_frame(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc);
+  void on_frame_credit(PeerRdma& peer, const FrameCredit& m);
 
   // requester.cpp
   void admit(PeerRdma& peer);
@@ -302,8 +333,11 @@ class RdmaLane final : public p2p::LaneTransport {
   std::uint64_t next_builder_ = 1;
   std::uint64_t next_qp_incarnation_ = 1;
   std::vector<ibv_wc> wcs_;
-  std::vector<std::pair<WrRecord, bool>> resolved_;  // on_send_cqe(): one completion's records
-  std::vector<std::uint64_t> granted_;               // progress(): parents to post for, reused
+  // Message QPs' receiving ends exist: frames may arrive at any time, so passes poll the CQs.
+  std::size_t message_sources_ = 0;
+  std::array<std::byte, kFrameSlotBytes> frame_stage_{};  // an inline frame, assembled
+  std::vector<std::pair<WrRecord, bool>> resolved_;       // on_send_cqe(): one completion's records
+  std::vector<std::uint64_t> granted_;                    // progress(): parents to post for, reused
   TestHooks hooks_;
   bool kill_pending_ = false;      // kill_after_grant: at the start of the next pass
   std::uint32_t replay_rkey_ = 0;  // replay_key: the key of the last receipted segment

@@ -97,9 +97,8 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
         Status::error(Errc::ConnectionLost, "the RDMA connection failed before the receipt"));
   }
   if (hooks_.kill_before_receipt) ::raise(SIGKILL);  // test hook: dies before the receipt
-  const p2p::RmaOp& o = p.job->op;
   Binding b;
-  b.op = p.write ? kOpWrite : kOpRead;
+  b.op = p.job->wire_op;
   b.first_slice = s.first_slice;
   b.slice_count = s.slices;
   b.source_engine = peer.info.engine;
@@ -110,8 +109,8 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
   b.grant_generation = p.grant_generation;
   b.grant_nonce = p.grant_nonce;
   b.request_id = p.id;
-  b.target_id = o.remote_region;
-  b.target_generation = o.remote_generation;
+  b.target_id = p.job->target;
+  b.target_generation = p.job->target_generation;
   b.offset = p.remote_offset + s.offset;
   b.length = s.length;
   b.rkey = s.rkey;
@@ -127,12 +126,12 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
   if (inline_ok) {
     sge = ibv_sge{reinterpret_cast<std::uint64_t>(bytes.data()), kBindingBytes, 0};
   } else {
-    if (q->cqs->free_slots.empty()) return;  // retried on the next pass
-    s.receipt_slot = static_cast<std::int32_t>(q->cqs->free_slots.back());
-    q->cqs->free_slots.pop_back();
-    std::uint8_t* at = q->cqs->slot(static_cast<std::uint32_t>(s.receipt_slot));
+    auto slot = q->cqs->receipts.take();
+    if (!slot.ok()) return;  // retried on the next pass
+    s.receipt_slot = static_cast<std::int32_t>(*slot);
+    std::byte* at = q->cqs->receipts.at(*slot);
     std::memcpy(at, bytes.data(), kBindingBytes);
-    sge = ibv_sge{reinterpret_cast<std::uint64_t>(at), kBindingBytes, q->cqs->slab_mr->lkey};
+    sge = ibv_sge{reinterpret_cast<std::uint64_t>(at), kBindingBytes, q->cqs->receipts.lkey(*slot)};
   }
   WrRecord rec;
   rec.kind = WrKind::Receipt;
@@ -198,7 +197,7 @@ void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok
     replay_rkey_ = s.rkey;
     add(engine_->counters().receipts_sent);
     if (s.receipt_slot >= 0) {
-      q.cqs->free_slots.push_back(static_cast<std::uint32_t>(s.receipt_slot));
+      q.cqs->receipts.give(static_cast<std::uint32_t>(s.receipt_slot));
       s.receipt_slot = -1;
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 #include "common/log.h"
 #include "p2p/rdma/verbs.h"
@@ -41,10 +42,46 @@ void SqLedger::unpost_from(std::uint32_t seq) {
   next_ = seq;
 }
 
-CqSet::CqSet(Context& c, std::uint32_t cap, std::uint32_t slots) : ctx(c), capacity(cap) {
-  slab.assign(static_cast<std::size_t>(slots) * kSlotBytes, 0);
-  for (std::uint32_t i = slots; i-- > 0;) free_slots.push_back(i);
+SlotPool::~SlotPool() {
+  for (Chunk& c : chunks_) {
+    if (c.mr != nullptr && ctx_.api.dereg_mr(c.mr) != 0) {
+      ORBITE_LOG(Error, Rdma) << ctx_.name << ": ibv_dereg_mr of registered slots failed; retained";
+      (void)c.bytes.release();  // the HCA may still own the pages
+    }
+  }
 }
+
+Result<std::uint32_t> SlotPool::take() {
+  if (free_.empty()) {
+    if (chunks_.size() >= max_chunks_) {
+      return Status::error(Errc::ResourceExhausted,
+                           ctx_.name + ": all " + std::to_string(max_chunks_ * kChunkSlots) +
+                               " registered slots of " + std::to_string(slot_bytes_) +
+                               " bytes of the lane are in use");
+    }
+    Chunk c;
+    const std::size_t bytes = std::size_t{kChunkSlots} * slot_bytes_;
+    c.bytes = std::make_unique<std::byte[]>(bytes);
+    c.mr = ctx_.api.reg_mr(ctx_.pd, c.bytes.get(), bytes, IBV_ACCESS_LOCAL_WRITE);
+    if (c.mr == nullptr) {
+      return verbs::errno_status(
+          Errc::ResourceExhausted,
+          ctx_.name + ": ibv_reg_mr of " + std::to_string(bytes) + " bytes of slots", errno);
+    }
+    const auto first = static_cast<std::uint32_t>(chunks_.size()) * kChunkSlots;
+    chunks_.push_back(std::move(c));
+    for (std::uint32_t i = kChunkSlots; i-- > 0;) free_.push_back(first + i);
+  }
+  const std::uint32_t i = free_.back();
+  free_.pop_back();
+  return i;
+}
+
+CqSet::CqSet(Context& c, std::uint32_t cap)
+    : ctx(c),
+      capacity(cap),
+      receipts(c, kSlotBytes, kMaxReceiptChunks),
+      frames(c, kFrameSlotBytes, kMaxFrameChunks) {}
 
 Status CqSet::init() {
   const IbvApi& api = ctx.api;
@@ -67,21 +104,11 @@ Status CqSet::init() {
                                ctx.name + ": ibv_create_cq of " + std::to_string(cqe) + " entries",
                                errno);
   }
-  if (!slab.empty()) {
-    slab_mr = api.reg_mr(ctx.pd, slab.data(), slab.size(), IBV_ACCESS_LOCAL_WRITE);
-    if (slab_mr == nullptr) {
-      return verbs::errno_status(Errc::ResourceExhausted,
-                                 ctx.name + ": ibv_reg_mr of the receive slots", errno);
-    }
-  }
   return {};
 }
 
 CqSet::~CqSet() {
   const IbvApi& api = ctx.api;
-  if (slab_mr != nullptr && api.dereg_mr(slab_mr) != 0) {
-    ORBITE_LOG(Error, Rdma) << ctx.name << ": ibv_dereg_mr of the receive slots failed; retained";
-  }
   if (unacked != 0 && send_cq != nullptr) api.ack_cq_events(send_cq, unacked);
   for (ibv_cq* cq : {send_cq, recv_cq}) {
     if (cq != nullptr && api.destroy_cq(cq) != 0) {
@@ -151,6 +178,11 @@ RemoteEnd remote_end(const NicRecord& nic, std::uint32_t qpn, std::uint32_t psn)
   r.mtu = static_cast<ibv_mtu>(nic.mtu);
   r.link_layer = nic.link_layer;
   return r;
+}
+
+std::uint32_t random_psn() {
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  return rng() & 0xffffff;
 }
 
 std::uint32_t clamp_rd_depth(std::uint32_t requested, std::uint32_t hca_limit) {

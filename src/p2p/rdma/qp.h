@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +25,7 @@
 
 namespace orbite::rdma {
 
-enum class WrKind : std::uint8_t { Payload = 1, Receipt = 2, Bind = 3, Recv = 4 };
+enum class WrKind : std::uint8_t { Payload = 1, Receipt = 2, Bind = 3, Recv = 4, Frame = 5 };
 
 struct WrId {
   WrKind kind = WrKind::Payload;
@@ -45,7 +46,7 @@ struct WrId {
 struct WrRecord {
   std::uint32_t seq = 0;
   WrKind kind = WrKind::Payload;
-  std::uint64_t owner = 0;  // the parent (requester) or grant (source) id
+  std::uint64_t owner = 0;  // the parent (requester) or grant (source) id; a frame's staging slot
   std::uint16_t segment = 0;
   std::uint64_t bytes = 0;
   bool read = false;
@@ -81,6 +82,41 @@ class SqLedger {
 
 class CqSet;
 
+// Registered buffers of one size for the frames of the message QPs (receives, and staging of
+// sends too large to go inline), grown in chunks of one MR each as peers arrive. Lifetime: owned
+// by its CqSet, on the CqSet's context.
+class SlotPool {
+ public:
+  static constexpr std::uint32_t kChunkSlots = 64;
+  SlotPool(Context& ctx, std::uint32_t slot_bytes, std::uint32_t max_chunks)
+      : ctx_(ctx), slot_bytes_(slot_bytes), max_chunks_(max_chunks) {}
+  ~SlotPool();
+  SlotPool(const SlotPool&) = delete;
+  SlotPool& operator=(const SlotPool&) = delete;
+  // A free slot, registering a new chunk when none is left (ResourceExhausted past the limit).
+  Result<std::uint32_t> take();
+  void give(std::uint32_t i) { free_.push_back(i); }
+  [[nodiscard]] bool contains(std::uint32_t i) const { return i < chunks_.size() * kChunkSlots; }
+  [[nodiscard]] std::byte* at(std::uint32_t i) {
+    return chunks_[i / kChunkSlots].bytes.get() + std::size_t{i % kChunkSlots} * slot_bytes_;
+  }
+  [[nodiscard]] std::uint32_t lkey(std::uint32_t i) const {
+    return chunks_[i / kChunkSlots].mr->lkey;
+  }
+  [[nodiscard]] std::uint32_t slot_bytes() const { return slot_bytes_; }
+
+ private:
+  struct Chunk {
+    std::unique_ptr<std::byte[]> bytes;
+    ibv_mr* mr = nullptr;
+  };
+  Context& ctx_;
+  std::uint32_t slot_bytes_;
+  std::uint32_t max_chunks_;
+  std::vector<Chunk> chunks_;
+  std::vector<std::uint32_t> free_;
+};
+
 enum class QpRole : std::uint8_t { Requester, Source };
 
 // Lifetime: owned by its lane's QP table; destroyed (ERR, then ibv_destroy_qp) by the lane once
@@ -103,7 +139,12 @@ struct Qp {
   std::uint32_t recv_depth = 0;
   std::uint32_t recv_posted = 0;
   std::uint32_t receipts_reserved = 0;  // receives promised to published grants' segments
-  bool ready = false;                   // RTS
+  // The peer's frames arrive here (source role) or this side's leave (requester role): slot
+  // kMessageSlot, receives from the CQ set's frame pool.
+  bool message = false;
+  std::uint32_t credits = 0;  // requester role: frames the peer's receives can still take
+  std::uint32_t owed = 0;     // source role: consumed receives not yet credited back
+  bool ready = false;         // RTS
   bool broken = false;  // an error completion, a failed post or a transition failure: no posts
   SqLedger sq;
   explicit Qp(std::uint32_t depth) : sq(depth) {}
@@ -118,13 +159,14 @@ struct QpCaps {
   std::uint32_t inline_wanted = 160;
 };
 
-// One send CQ and one receive CQ per (context, lane), on one completion channel, with a slab of
-// registered receive slots. QPs are created only while the CQs can hold a completion for every
-// WR they could have outstanding (each possible flush needs a slot), so a CQ never overflows.
+// One send CQ and one receive CQ per (context, lane), on one completion channel, with pools of
+// registered slots (receipts; frames). QPs are created only while the CQs can hold a completion for
+// every WR they could have outstanding (each possible flush needs a slot), so a CQ never overflows.
 class CqSet {
  public:
   static constexpr std::uint32_t kSlotBytes = 256;
-  CqSet(Context& ctx, std::uint32_t capacity, std::uint32_t slots);
+  static constexpr std::uint32_t kMaxReceiptChunks = 256;  // 16384 slots
+  CqSet(Context& ctx, std::uint32_t capacity);
   ~CqSet();
   CqSet(const CqSet&) = delete;
   CqSet& operator=(const CqSet&) = delete;
@@ -140,11 +182,14 @@ class CqSet {
   int armed = 0;         // CQs armed and not yet woken
   unsigned unacked = 0;  // channel events to ack before the CQs are destroyed
 
-  // Receive slots: kSlotBytes each, in one local-only MR.
-  std::vector<std::uint8_t> slab;
-  ibv_mr* slab_mr = nullptr;
-  std::vector<std::uint32_t> free_slots;
-  [[nodiscard]] std::uint8_t* slot(std::uint32_t i) { return slab.data() + i * kSlotBytes; }
+  // Receipt slots: kSlotBytes each (receives of grant QPs, and receipts not sent inline).
+  SlotPool receipts;
+
+  // Frame slots: a frame header and up to kFramePayload bytes each. A receive's wr_id carries
+  // kFrameSlotBit with the index.
+  static constexpr std::uint32_t kFrameSlotBit = 1u << 31;
+  static constexpr std::uint32_t kMaxFrameChunks = 64;  // 4096 slots: 128 peers' receives
+  SlotPool frames;
 };
 
 // Creates an RC QP on `cqs` in INIT (source-role QPs allow remote read and write; windows and
@@ -164,6 +209,8 @@ RemoteEnd remote_end(const NicRecord& nic, std::uint32_t qpn, std::uint32_t psn)
 // INIT -> RTR -> RTS towards `remote` with the given READ depths.
 Status connect_rc_qp(Context& ctx, ibv_qp* qp, const RemoteEnd& remote, std::uint32_t my_psn,
                      std::uint32_t rd_atomic, std::uint32_t dest_rd_atomic);
+// A random first PSN (24 bits).
+std::uint32_t random_psn();
 // The applied READ depth: zero stays zero; a positive request is capped at the HCA's limit, or
 // one when the HCA reports zero.
 std::uint32_t clamp_rd_depth(std::uint32_t requested, std::uint32_t hca_limit);

@@ -14,15 +14,6 @@ namespace orbite::rdma {
 
 using detail::PeerLink;
 
-namespace {
-
-std::uint32_t random_psn() {
-  static thread_local std::mt19937 rng{std::random_device{}()};
-  return rng() & 0xffffff;
-}
-
-}  // namespace
-
 Result<std::size_t> RdmaLane::array_for(PeerRdma& peer) {
   // One rail in this part: the first active local context, to the peer's NIC of the same name
   // (else its first active one).
@@ -61,15 +52,38 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
   }
   ORBITE_ASSIGN_OR_RETURN(std::size_t array, array_for(*peer));
   const std::size_t context = peer->arrays[array].context;
+  auto job = std::make_shared<RmaJob>();
+  if (op.local_region == nullptr && op.length > 0) {
+    // A send buffer: registered on this rail for the job only. A cached MR could outlive the
+    // user's mapping (freed and re-mapped memory would be reached through the stale MR).
+    if (op.local_buffer == nullptr) {
+      return Status::error(Errc::Internal, "an RDMA op without a local region or buffer");
+    }
+    auto record = std::make_shared<detail::RegionRecord>();
+    record->base = const_cast<std::byte*>(op.local_buffer);
+    record->length = op.local_offset + op.length;
+    auto mrs = std::make_unique<MrSet>(engine_);
+    ORBITE_RETURN_IF_ERROR(mrs->prepare(record->base + op.local_offset, op.length, false, context));
+    record->registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)] = std::move(mrs);
+    job->transient = std::move(record);
+    op.local_region = job->transient.get();
+  }
   const MrSet* set = op.local_region != nullptr ? mr_set_of(*op.local_region) : nullptr;
   const MrSet::Copy* copy = set != nullptr ? set->on(context) : nullptr;
   if (op.length > 0 && (copy == nullptr || copy->local == nullptr)) {
     return Status::error(Errc::Unavailable, "the local region is not registered on RDMA context " +
                                                 engine_->contexts()[context]->name);
   }
-  auto job = std::make_shared<RmaJob>();
   job->op = std::move(op);
   const p2p::RmaOp& o = job->op;
+  if (o.remote_receive != 0) {
+    job->wire_op = kOpWrite | kOpToReceive;
+    job->target = o.remote_receive;
+  } else {
+    job->wire_op = o.write ? kOpWrite : kOpRead;
+    job->target = o.remote_region;
+    job->target_generation = o.remote_generation;
+  }
   // Parents of at most max_direct_bytes, one grant each.
   const std::uint64_t cap = cfg_.max_direct_bytes;
   const std::uint64_t n = o.length == 0 ? 1 : (o.length + cap - 1) / cap;
@@ -79,7 +93,7 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
     p.id = next_parent_++;
     p.job = job;
     p.write = o.write;
-    p.local = o.local_region->base + o.local_offset + i * cap;
+    p.local = o.local_region != nullptr ? o.local_region->base + o.local_offset + i * cap : nullptr;
     p.remote_offset = o.remote_offset + i * cap;
     p.length = std::min(cap, o.length - std::min(o.length, i * cap));
     p.plan = plan_slices(p.length, cfg_.block_size, p.write ? kMaxWriteSlices : kMaxReadSlices);
@@ -172,6 +186,9 @@ void RdmaLane::connect_parent(PeerRdma& peer, Parent& p) {
 }
 
 void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
+  if (peer.msg.state == QpSlot::State::Building && peer.msg.builder == m.builder) {
+    return on_message_accept(peer, m);
+  }
   QpArray* arr = nullptr;
   QpSlot* slot = nullptr;
   for (auto& a : peer.arrays) {
@@ -217,6 +234,8 @@ void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
   q->remote_qpn = m.qp.qpn;
   q->remote_incarnation = m.qp_incarnation;
   slot->state = QpSlot::State::Ready;
+  ORBITE_LOG(Debug, Rdma) << q->ctx->name << ": QP " << q->qp->qp_num << " (slot " << q->slot
+                          << ") connected to the peer's QP " << m.qp.qpn;
   {
     std::lock_guard lock(engine_->counters().last_qp_mu);
     RdmaQpLimits& l = engine_->counters().last_connected_qp;
@@ -237,14 +256,13 @@ void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
 
 void RdmaLane::request_grant(PeerRdma& peer, Parent& p) {
   p.state = ParentState::Requesting;
-  const p2p::RmaOp& o = p.job->op;
   GrantRequest m;
   m.parent = p.id;
-  m.target = o.remote_region;
-  m.target_generation = o.remote_generation;
+  m.target = p.job->target;
+  m.target_generation = p.job->target_generation;
   m.offset = p.remote_offset;
   m.length = p.length;
-  m.op = p.write ? kOpWrite : kOpRead;
+  m.op = p.job->wire_op;
   m.slices = static_cast<std::uint8_t>(p.plan.lengths.size());
   m.link_incarnation = peer.info.link_incarnation;
   for (Segment& s : p.segments) {
@@ -370,9 +388,13 @@ void RdmaLane::report(Parent& p, const Status& st) {
     add(engine_->counters().parents_failed);
     if (job.first_error.ok()) job.first_error = st;
   }
-  if (--job.parents_left == 0 && job.op.done) {
-    auto done = std::move(job.op.done);
-    done(job.first_error);
+  if (--job.parents_left == 0) {
+    // No WR of the job can run any more: its own registration goes first.
+    job.transient.reset();
+    if (job.op.done) {
+      auto done = std::move(job.op.done);
+      done(job.first_error);
+    }
   }
 }
 

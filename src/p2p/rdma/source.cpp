@@ -50,8 +50,14 @@ void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
   if (!made.ok()) return refuse(made.status());
   Qp& q = **made;
   q.psn = static_cast<std::uint32_t>(random_u64() & 0xffffff);
-  q.dest_rd_atomic = clamp_rd_depth(cfg_.max_dest_rd_atomic, q.ctx->limits.max_qp_rd_atom);
-  q.rd_atomic = clamp_rd_depth(cfg_.max_rd_atomic, q.ctx->limits.max_qp_init_rd_atom);
+  if (q.message) {
+    // The peer's frames arrive here: no READ in either direction.
+    q.dest_rd_atomic = 0;
+    q.rd_atomic = 0;
+  } else {
+    q.dest_rd_atomic = clamp_rd_depth(cfg_.max_dest_rd_atomic, q.ctx->limits.max_qp_rd_atom);
+    q.rd_atomic = clamp_rd_depth(cfg_.max_rd_atomic, q.ctx->limits.max_qp_init_rd_atom);
+  }
   Status st = post_receives(q);
   if (st.ok()) {
     st = connect_rc_qp(*q.ctx, q.qp, remote_end(*nic, m.qp.qpn, m.qp.psn), q.psn, q.rd_atomic,
@@ -65,6 +71,8 @@ void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
   q.remote_qpn = m.qp.qpn;
   q.remote_incarnation = m.qp_incarnation;
   peer.sources[key] = SourceSlot{q.handle, q.incarnation};
+  ORBITE_LOG(Debug, Rdma) << q.ctx->name << ": QP " << q.qp->qp_num << " (slot " << m.slot
+                          << ", source) connected to the peer's QP " << m.qp.qpn;
   reply.qp_incarnation = q.incarnation;
   reply.qp = QpEndpointInfo{q.qp->qp_num, q.psn,       m.qp.remote_nic,
                             m.qp.nic_id,  q.rd_atomic, q.dest_rd_atomic};
@@ -98,7 +106,18 @@ void RdmaLane::on_qp_retire(PeerRdma& peer, const QpRetire& m) {
 }
 
 void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
+  bool receive_matched = false;  // a rendezvous target was found: a refusal fails it too
   auto nack = [&](Errc code, const std::string& why, bool cache_miss = false) {
+    if (receive_matched && code == Errc::ResourceExhausted) {
+      // A message is not refused for want of slots or budget, as a put would be: it waits here
+      // (FIFO) until grants end, so back-pressure slows the sender instead of failing it.
+      peer.deferred.push_back(m);
+      return;
+    }
+    if (receive_matched && !cache_miss) {  // a cache miss is retried: the receive waits
+      handler_.rendezvous_done(*peer.link, m.target, 0,
+                               Status::error(code, "the RDMA rendezvous was refused here: " + why));
+    }
     add(engine_->counters().grant_nacks);
     send(peer, ControlKind::GrantNack,
          encode(GrantNack{m.parent, static_cast<std::uint32_t>(code),
@@ -135,11 +154,37 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   if (at != m.offset + m.length || slices != m.slices || (m.length == 0) != m.segments.empty()) {
     return protocol_error(peer, "GrantRequest segments do not cover the requested range");
   }
-  const bool write = m.op == kOpWrite;
-  ORBITE_LOG(Debug, Rdma) << "GrantRequest: parent " << m.parent << ", region " << m.target << " ["
+  const bool to_receive = (m.op & kOpToReceive) != 0;
+  const bool write = (m.op & ~kOpToReceive) == kOpWrite;
+  ORBITE_LOG(Debug, Rdma) << "GrantRequest: parent " << m.parent
+                          << (to_receive ? ", receive " : ", region ") << m.target << " ["
                           << m.offset << ", +" << m.length << ") " << (write ? "WRITE" : "READ")
                           << ", " << m.segments.size() << " segment(s)";
-  auto region = regions_.authorize(m.target, m.target_generation, m.offset, m.length, write);
+  for (const SegmentRequest& s : m.segments) {
+    if (s.slot == kMessageSlot) {
+      return protocol_error(peer, "GrantRequest names the message QP's slot");
+    }
+  }
+  Result<std::shared_ptr<detail::RegionRecord>> region = std::shared_ptr<detail::RegionRecord>();
+  std::shared_ptr<detail::RequestState> receive;
+  if (to_receive) {
+    // A rendezvous: the target is a receive the protocol matched to this peer's message.
+    auto target = handler_.rendezvous_target(*peer.link, m.target, m.offset, m.length);
+    if (!target.ok()) return nack(target.status().code(), target.status().message());
+    receive_matched = true;
+    if (m.target_generation != 0) {
+      return nack(Errc::InvalidArgument, "a rendezvous GrantRequest with a target generation");
+    }
+    auto record = std::make_shared<detail::RegionRecord>();
+    record->id = m.target;
+    record->base = target->buffer;
+    record->length = target->length;
+    record->access = Access{false, true};
+    region = std::move(record);
+    receive = std::move(target->keepalive);
+  } else {
+    region = regions_.authorize(m.target, m.target_generation, m.offset, m.length, write);
+  }
   if (!region.ok()) return nack(region.status().code(), region.status().message());
   if (m.length == 0) {
     // Nothing to move: the checks above are the whole answer.
@@ -167,6 +212,14 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
     qps.push_back(q);
   }
   detail::RegionRecord& r = **region;
+  if (to_receive) {
+    // The posted buffer is registered for this grant alone, over exactly the granted range.
+    auto mrs = std::make_unique<MrSet>(engine_);
+    if (Status st = mrs->prepare(r.base + m.offset, m.length, true, context); !st.ok()) {
+      return nack(st.code(), st.message());
+    }
+    r.registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)] = std::move(mrs);
+  }
   const MrSet* set = mr_set_of(r);
   const MrSet::Copy* copy = set != nullptr ? set->on(context) : nullptr;
   if (copy == nullptr || copy->parent == nullptr) {
@@ -220,6 +273,8 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   g.offset = m.offset;
   g.length = m.length;
   g.region = *region;
+  g.to_receive = to_receive;
+  g.receive = std::move(receive);
   g.lock = lock;
   g.context = context;
   g.started = Clock::now();
@@ -369,7 +424,8 @@ void RdmaLane::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot,
                     verbs::wc_opcode_name(wc.opcode) + ", " + std::to_string(wc.byte_len) +
                     " bytes)");
   }
-  auto decoded = decode_binding(cqs.slot(slot), wc.byte_len);
+  auto decoded =
+      decode_binding(reinterpret_cast<const std::uint8_t*>(cqs.receipts.at(slot)), wc.byte_len);
   if (!decoded.ok()) return mismatch(decoded.status().message());
   const Binding& b = *decoded;
   auto it = peer.grants.find(b.grant_id);
@@ -428,6 +484,8 @@ void RdmaLane::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outco
     s.mw = nullptr;
   }
   const bool published = g.published;
+  const bool to_receive = g.to_receive;
+  const std::uint64_t target = g.target;
   const std::uint64_t parent = g.parent;
   const std::uint64_t length = g.length;
   const std::uint64_t generation = g.generation;
@@ -442,6 +500,19 @@ void RdmaLane::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outco
     g.region->unpin();
     engine_->grants().give(1);
     engine_->direct_bytes().give(length);
+  }
+  if (to_receive) {
+    // READY: every receipt is verified, so the bytes are in the receive (or it fails).
+    Status result = outcome;
+    if (retained) {
+      result = Status::error(Errc::Unquiesced,
+                             "a window over the receive buffer could not be revoked; the "
+                             "buffer may still be written (" +
+                                 outcome.message() + ")");
+    }
+    handler_.rendezvous_done(*peer.link, target, result.ok() ? length : 0, result);
+    // The grant's own MR goes with its record (now, unless the grant is retained).
+    g.region.reset();
   }
   if (!send_ack || peer.failed) return;
   if (published) {

@@ -85,6 +85,7 @@ const char* control_name(std::uint64_t kind) {
     case ControlKind::Grant: return "Grant";
     case ControlKind::GrantNack: return "GrantNack";
     case ControlKind::GrantAck: return "GrantAck";
+    case ControlKind::FrameCredit: return "FrameCredit";
   }
   return "unknown";
 }
@@ -200,6 +201,22 @@ Result<QpRetire> decode_qp_retire(std::string_view body) {
   return m;
 }
 
+std::string encode(const FrameCredit& m) {
+  std::string out;
+  wire::Writer w(out);
+  w.put(m.qp_incarnation);
+  w.put(m.credits);
+  return out;
+}
+Result<FrameCredit> decode_frame_credit(std::string_view body) {
+  wire::Reader r(body);
+  FrameCredit m;
+  m.qp_incarnation = r.get<std::uint64_t>();
+  m.credits = r.get<std::uint32_t>();
+  if (!r.done() || m.credits == 0 || m.credits > kMessageSlots) return bad("FrameCredit", body);
+  return m;
+}
+
 std::string encode(const GrantRequest& m) {
   std::string out;
   wire::Writer w(out);
@@ -235,7 +252,10 @@ Result<GrantRequest> decode_grant_request(std::string_view body) {
   m.slices = r.get<std::uint8_t>();
   m.link_incarnation = r.get<std::uint64_t>();
   const auto n = r.get<std::uint8_t>();
-  if ((m.op != kOpRead && m.op != kOpWrite) || n > kMaxSegments || m.slices > 64) r.fail();
+  if ((m.op != kOpRead && m.op != kOpWrite && m.op != (kOpWrite | kOpToReceive)) ||
+      n > kMaxSegments || m.slices > 64) {
+    r.fail();
+  }
   for (std::uint8_t i = 0; r.ok() && i < n; ++i) {
     SegmentRequest s;
     s.first_slice = r.get<std::uint8_t>();

@@ -56,6 +56,7 @@ enum class ControlKind : std::uint8_t {
   Grant = 5,
   GrantNack = 6,
   GrantAck = 7,
+  FrameCredit = 8,
 };
 const char* control_name(std::uint64_t kind);
 
@@ -88,8 +89,23 @@ struct QpRetire {
   std::uint64_t qp_incarnation = 0;  // the source's
 };
 
+// The frames of send/recv travel as SENDs on one QP per direction and peer, slot kMessageSlot
+// (never a grant's). Its receiving end keeps kMessageSlots receives of kFrameSlotBytes posted;
+// the sender starts with that many credits and gets them back in FrameCredit messages.
+inline constexpr std::uint32_t kMessageSlot = 1023;
+inline constexpr std::uint32_t kMessageSlots = 32;
+inline constexpr std::uint32_t kFramePayload = 4096;
+inline constexpr std::uint32_t kFrameSlotBytes = 48 + kFramePayload;  // a frame header first
+struct FrameCredit {
+  std::uint64_t qp_incarnation = 0;  // the requester's QP (as its QpConnect named it)
+  std::uint32_t credits = 0;
+};
+
 inline constexpr std::uint8_t kOpRead = 1;
 inline constexpr std::uint8_t kOpWrite = 2;
+// With kOpWrite: the target is a posted receive of the source (send/recv rendezvous), not a
+// registered region; target_id is the receive's request id and target_generation 0.
+inline constexpr std::uint8_t kOpToReceive = 0x80;
 inline constexpr std::size_t kMaxSegments = 64;
 
 struct SegmentRequest {
@@ -145,6 +161,7 @@ std::string encode(const GrantRequest& m);
 std::string encode(const Grant& m);
 std::string encode(const GrantNack& m);
 std::string encode(const GrantAck& m);
+std::string encode(const FrameCredit& m);
 Result<QpConnect> decode_qp_connect(std::string_view body);
 Result<QpAccept> decode_qp_accept(std::string_view body);
 Result<QpRetire> decode_qp_retire(std::string_view body);
@@ -152,6 +169,7 @@ Result<GrantRequest> decode_grant_request(std::string_view body);
 Result<Grant> decode_grant(std::string_view body);
 Result<GrantNack> decode_grant_nack(std::string_view body);
 Result<GrantAck> decode_grant_ack(std::string_view body);
+Result<FrameCredit> decode_frame_credit(std::string_view body);
 
 // The body of a receipt: exactly 141 bytes, little-endian, CRC32C over bytes [0, 137).
 inline constexpr std::size_t kBindingBytes = 141;
