@@ -228,19 +228,74 @@ class PutGetBench {
 
 }  // namespace
 
+// The RDMA NICs' shares of the bytes since `before` (nic_load_stats), one summary line.
+std::string describe_rails(const std::vector<orbite::NicLoad>& before,
+                           const std::vector<orbite::NicLoad>& after) {
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < after.size() && i < before.size(); ++i) {
+    total += after[i].allocated_bytes - before[i].allocated_bytes;
+  }
+  std::string out;
+  for (std::size_t i = 0; i < after.size() && i < before.size(); ++i) {
+    const std::uint64_t a = after[i].allocated_bytes - before[i].allocated_bytes;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "%s%s (nic %d, %s, link %.1f Gb/s): %.1f%% of %llu B, selection %.3g B/s, "
+                  "transmit %.3g B/s",
+                  out.empty() ? "" : "; ", after[i].name.c_str(), after[i].nic_id,
+                  after[i].healthy ? "healthy" : "unhealthy", after[i].link_gbps,
+                  total == 0 ? 0.0 : 100.0 * static_cast<double>(a) / static_cast<double>(total),
+                  static_cast<unsigned long long>(total), after[i].selection_bytes_per_s,
+                  after[i].transmit_bytes_per_s);
+    out += line;
+  }
+  return out.empty() ? "no RDMA NIC" : out;
+}
+
 int main(int argc, char** argv) {
   int window = 16;
+  int rails = 0;
+  bool verbose = false;
+  perf::ExtraFlag verbose_flag;
+  verbose_flag.name = "--verbose";
+  verbose_flag.short_name = 'v';
+  verbose_flag.value_name = "";
+  verbose_flag.takes_value = false;
+  verbose_flag.help = "after each table, each RDMA NIC's share of the bytes (nic_load_stats)";
+  verbose_flag.set = [&verbose](std::string_view) {
+    verbose = true;
+    return std::string();
+  };
   perf::Program program{
       "putget_perf",
       "Put and get latency and bandwidth from rank 0 into registered memory of rank 1 with the\n"
       "OrbiTE TransferEngine. Run under a launcher: orbite-run -n 2 putget_perf [flags]",
       {perf::int_flag("--window", "operations in flight per bandwidth iteration (default 16)",
-                      &window, 1, 1024)}};
+                      &window, 1, 1024),
+       perf::int_flag("--rails", "RDMA NICs to spread over: the first N (rdma.device_mask); 0: all",
+                      &rails, 0, 64),
+       verbose_flag}};
   program.rdma = true;
   perf::Options o = perf::parse_options(argc, argv, program, perf::launcher_rank() <= 0);
 
-  Communicator comm = perf::join_job();
+  auto config = orbite::EngineConfig::load();
+  if (!config.ok()) {
+    perf::fatal(perf::launcher_rank(), "configuration: " + config.status().to_string());
+  }
+  if (rails > 0) config->rdma.device_mask = rails >= 64 ? ~0ULL : (1ULL << rails) - 1;
+  Communicator comm = perf::join_job(*config);
   int rank = comm.rank();
+  if (rails > 0) {
+    const auto nics = comm.engine().nic_load_stats();
+    int healthy = 0;
+    for (const auto& n : nics) healthy += n.healthy && n.nic_id < rails ? 1 : 0;
+    if (healthy < rails) {
+      perf::fatal(rank, "--rails " + std::to_string(rails) + ": this engine has " +
+                            std::to_string(healthy) + " healthy RDMA NIC(s) among the first " +
+                            std::to_string(rails) +
+                            " (softverbs: a SOFTVERBS_CONFIG with that many devices)");
+    }
+  }
   if (comm.size() < 2) {
     perf::fatal(rank, "putget_perf needs 2 ranks (orbite-run -n 2 ...), got " +
                           std::to_string(comm.size()));
@@ -274,6 +329,7 @@ int main(int argc, char** argv) {
     std::uint64_t table_wrong = 0;
     // This table's share of the engine's per-transport counters: the route it measured.
     const orbite::EngineStats table_start = comm.engine().stats();
+    const std::vector<orbite::NicLoad> rails_start = comm.engine().nic_load_stats();
     for (std::uint64_t size : perf::size_list(o)) {
       Point p = bench.run(size);
       table_wrong += p.wrong;
@@ -289,6 +345,10 @@ int main(int argc, char** argv) {
       report->add_summary("engine (rank 0)", perf::describe_engine(comm.engine()));
       report->add_summary("bytes by transport (rank 0)",
                           perf::describe_routes(table_start, comm.engine().stats()));
+      if (verbose) {
+        report->add_summary("rails (rank 0)",
+                            describe_rails(rails_start, comm.engine().nic_load_stats()));
+      }
       ok = report->finish(table_wrong) && ok;
     }
     wrong += table_wrong;

@@ -71,4 +71,21 @@ struct RdmaStats {
   RdmaQpLimits last_connected_qp;
 };
 
+// One initialized NIC as the bandwidth-aware selection sees it (TransferEngine::nic_load_stats):
+// rates in bytes per second, link rates in Gb/s. Observations of this process only; reading them
+// queries no device.
+struct NicLoad {
+  int nic_id = -1;
+  std::string name;
+  bool healthy = true;
+  double link_gbps = 0.0;              // the port's reported rate (0: unknown)
+  double effective_gbps = 0.0;         // the seed: the reported rate, or default_bandwidth_gbps
+  double selection_bytes_per_s = 0.0;  // the selection estimate (EWMA of completed slices)
+  double transmit_bytes_per_s = 0.0;   // the transmit meter
+  std::uint64_t charged_bytes = 0;     // charged by parents, not yet completed or abandoned
+  std::uint64_t posted_bytes = 0;      // posted payload not yet completed
+  std::uint64_t completed_bytes = 0;   // payload completed successfully, lifetime
+  std::uint64_t allocated_bytes = 0;   // bytes the selection gave it, lifetime
+};
+
 }  // namespace orbite

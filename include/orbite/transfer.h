@@ -239,6 +239,9 @@ class ORBITE_API TransferEngine {
   [[nodiscard]] EngineStats stats() const;
   // The RDMA transport's counters and contexts (installed = false when it is not installed).
   [[nodiscard]] RdmaStats rdma_stats() const;
+  // Per initialized RDMA NIC: both bandwidth estimates, the link rates and the byte counters of
+  // the selection (empty when RDMA is not installed).
+  [[nodiscard]] std::vector<NicLoad> nic_load_stats() const;
 
  private:
   friend class Communicator;

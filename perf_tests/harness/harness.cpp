@@ -272,6 +272,11 @@ Options parse_options(int argc, char** argv, const Program& program, bool print_
     if (!extra && std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
       p.error("unknown flag " + quoted(arg));
     }
+    if (extra && !extra->takes_value) {
+      if (value) p.error("flag " + shown + " takes no value, got " + quoted(*value));
+      extra->set("");
+      continue;
+    }
     if (!value) {
       if (i + 1 >= argc) p.error("flag " + shown + " needs a value");
       value = argv[++i];

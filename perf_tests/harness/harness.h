@@ -50,7 +50,8 @@ struct ExtraFlag {
   std::string value_name;  // "W"
   std::string help;
   std::function<std::string(std::string_view value)> set;
-  char short_name = 0;  // 'd' for "-d"; 0: the long name only
+  char short_name = 0;      // 'd' for "-d"; 0: the long name only
+  bool takes_value = true;  // false: a switch ("-v"), set("") when given
 };
 
 // An integer flag in [lowest, highest] stored in *target.

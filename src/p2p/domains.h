@@ -24,5 +24,7 @@ Result<MemoryDomains> make_memory_domains(const EngineConfig& config, const deta
 std::array<bool, kTransportCount> built_transports(const MemoryDomains& domains);
 // The RDMA transport's counters (installed = false and `note` as why_not without it).
 RdmaStats rdma_stats_of(const MemoryDomains& domains, const std::string& note);
+// The RDMA selection's view of each NIC (empty without RDMA).
+std::vector<NicLoad> nic_load_of(const MemoryDomains& domains);
 
 }  // namespace orbite::p2p

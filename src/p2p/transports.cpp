@@ -84,6 +84,32 @@ std::array<bool, kTransportCount> built_transports(const MemoryDomains& domains)
   return out;
 }
 
+std::vector<NicLoad> nic_load_of(const MemoryDomains& domains) {
+  std::vector<NicLoad> out;
+#if ORBITE_WITH_RDMA
+  if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {
+    for (const topo::NicLoadStats& n : domain->engine()->nic_load_stats()) {
+      NicLoad l;
+      l.nic_id = n.id;
+      l.name = n.name;
+      l.healthy = n.healthy;
+      l.link_gbps = n.link_gbps;
+      l.effective_gbps = n.effective_gbps;
+      l.selection_bytes_per_s = n.selection_Bps;
+      l.transmit_bytes_per_s = n.transmit_Bps;
+      l.charged_bytes = n.charged_bytes;
+      l.posted_bytes = n.posted_bytes;
+      l.completed_bytes = n.completed_bytes;
+      l.allocated_bytes = n.allocated_bytes;
+      out.push_back(std::move(l));
+    }
+  }
+#else
+  (void)domains;
+#endif
+  return out;
+}
+
 RdmaStats rdma_stats_of(const MemoryDomains& domains, const std::string& note) {
 #if ORBITE_WITH_RDMA
   if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {

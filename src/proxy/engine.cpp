@@ -387,6 +387,10 @@ Status TransferEngine::close(Duration timeout) {
   return core_->close(timeout);
 }
 
+std::vector<NicLoad> TransferEngine::nic_load_stats() const {
+  return p2p::nic_load_of(core_->domains);
+}
+
 RdmaStats TransferEngine::rdma_stats() const {
   return p2p::rdma_stats_of(core_->domains, core_->rdma_note);
 }

@@ -490,6 +490,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"concurrent", {scenario_rdma_concurrent, {}}},
       {"cache_miss", {scenario_rdma_cache_miss, {{1, "retire_source_once"}}}},
       {"key_history", {scenario_rdma_key_history, {}}},
+      {"rails", {scenario_rdma_rails, {}}},
       {"error_cqe", {scenario_rdma_error_cqe, {}}},
       {"unregister_busy", {scenario_rdma_unregister_busy, {}}},
       {"failed_post", {scenario_rdma_failed_post, {}}},

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "p2p/rdma/verbs.h"
 #include "topo/inventory.h"
+#include "topo/port_rate.h"
 
 namespace orbite::rdma {
 
@@ -157,6 +158,7 @@ void open_context(Context& c, ibv_device* dev, const rdma::RdmaConfig& cfg,
     r.mtu = pa.active_mtu;
     r.link_layer = pa.link_layer;
     r.state = pa.state;
+    r.rate_gbps = topo::port_rate_gbps(pa.active_speed, pa.active_width);
     bool gid_ok = false;
     if (cfg.gid_index) {
       gid_ok = api.query_gid(c.ctx, r.port, static_cast<int>(*cfg.gid_index), &r.gid) == 0 &&

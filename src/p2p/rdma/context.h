@@ -43,6 +43,7 @@ struct Route {
   ibv_mtu mtu = IBV_MTU_1024;
   std::uint8_t link_layer = IBV_LINK_LAYER_ETHERNET;
   ibv_port_state state = IBV_PORT_NOP;
+  double rate_gbps = 0.0;  // decoded from the port's active speed and width; 0 when unknown
   std::uint64_t generation = 1;
 };
 

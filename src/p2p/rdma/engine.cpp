@@ -9,6 +9,7 @@
 #include "common/wire.h"
 #include "p2p/rdma/verbs.h"
 #include "p2p/registry.h"
+#include "topo/matrix.h"
 
 namespace orbite::rdma {
 
@@ -44,18 +45,45 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& conf
         "no usable RDMA context: " +
             (found.contexts.empty() ? std::string("no permitted device") : found.summary()));
   }
-  return std::make_shared<RdmaEngine>(config, *api, std::move(found), self);
+  // The selector's inventory: one NIC per context slot, as discovery numbered them (a refused
+  // device keeps its ID and is never healthy), with the port's decoded rate.
+  topo::Inventory inventory;
+  inventory.source = "RDMA contexts";
+  for (const auto& c : found.contexts) {
+    const auto id = static_cast<std::size_t>(c->nic_id);
+    if (inventory.nics.size() <= id) inventory.nics.resize(id + 1);
+    topo::NicInfo& n = inventory.nics[id];
+    n.name = c->name;
+    n.link_gbps = c->route.rate_gbps;
+    n.seen_by_verbs = true;
+  }
+  for (std::size_t i = 0; i < inventory.nics.size(); ++i) {
+    inventory.nics[i].id = static_cast<int>(i);
+    if (inventory.nics[i].name.empty()) inventory.nics[i].name = "nic" + std::to_string(i);
+  }
+  ORBITE_ASSIGN_OR_RETURN(topo::PriorityTable table, topo::load_priorities(config.rdma, inventory));
+  ORBITE_ASSIGN_OR_RETURN(
+      std::unique_ptr<topo::DeviceSelector> selector,
+      topo::DeviceSelector::create(table, inventory, topo::SelectorConfig::from(config.rdma)));
+  for (std::size_t i = 0; i < inventory.nics.size(); ++i)
+    selector->set_healthy(static_cast<int>(i), false);
+  for (const auto& c : found.contexts) {
+    if (c->route.rate_gbps > 0) selector->set_link_rate(c->nic_id, c->route.rate_gbps);
+    selector->set_healthy(c->nic_id, c->state == ContextState::Active);
+  }
+  return std::make_shared<RdmaEngine>(config, *api, std::move(found), self, std::move(selector));
 }
 
 RdmaEngine::RdmaEngine(const EngineConfig& config, const IbvApi& api, Discovery contexts,
-                       const detail::Identity& self)
+                       const detail::Identity& self, std::unique_ptr<topo::DeviceSelector> selector)
     : config_(config),
       api_(api),
       contexts_(std::move(contexts)),
       key_(::orbite::rdma::engine_key(self.id)),
       endpoints_("max_endpoints", config.rdma.max_endpoints),
       grants_("max_grants", config.rdma.max_grants),
-      direct_bytes_("max_direct_bytes", config.rdma.max_direct_bytes) {
+      direct_bytes_("max_direct_bytes", config.rdma.max_direct_bytes),
+      selector_(std::move(selector)) {
   std::random_device rd;
   incarnation_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   ORBITE_LOG(Info, Rdma) << "RDMA installed from " << api.path << ": " << contexts_.summary();

@@ -17,6 +17,7 @@
 #include "p2p/rdma/context.h"
 #include "p2p/rdma/wire.h"
 #include "p2p/transport.h"
+#include "topo/selector.h"
 
 namespace orbite::rdma {
 
@@ -64,7 +65,7 @@ class RdmaEngine {
   static Result<std::shared_ptr<RdmaEngine>> install(const EngineConfig& config,
                                                      const detail::Identity& self);
   RdmaEngine(const EngineConfig& config, const IbvApi& api, Discovery contexts,
-             const detail::Identity& self);
+             const detail::Identity& self, std::unique_ptr<topo::DeviceSelector> selector);
   ~RdmaEngine();
 
   const EngineConfig& config() const { return config_; }
@@ -76,6 +77,10 @@ class RdmaEngine {
   Budget& endpoints() { return endpoints_; }
   Budget& grants() { return grants_; }
   Budget& direct_bytes() { return direct_bytes_; }
+  // The rails' bandwidth-aware selection (thread-safe): every parent's slices take its lease.
+  topo::DeviceSelector& selector() { return *selector_; }
+  // Per NIC: both estimates, rates, charged/posted/completed/allocated bytes. Allocates.
+  std::vector<topo::NicLoadStats> nic_load_stats() const { return selector_->nic_load_stats(); }
   std::uint64_t next_grant_id() { return next_grant_id_.fetch_add(1) + 1; }
   std::uint64_t next_link_incarnation() { return next_link_.fetch_add(1) + 1; }
   // The NIC records this engine offers to every peer.
@@ -96,6 +101,9 @@ class RdmaEngine {
   Budget direct_bytes_;
   std::atomic<std::uint64_t> next_grant_id_{0};
   std::atomic<std::uint64_t> next_link_{0};
+  // Its inventory is the contexts (NIC IDs as discovery numbered them), every NIC in the "*"
+  // row unless a priority matrix says otherwise.
+  std::unique_ptr<topo::DeviceSelector> selector_;
 };
 
 // The MRs of one region: per context slot, a local-only MR (LOCAL_WRITE) and, when the region

@@ -75,6 +75,12 @@ class RdmaEndpoint final : public p2p::PeerEndpoint {
 struct Segment {
   std::uint8_t first_slice = 0;
   std::uint8_t slices = 0;
+  std::size_t array = 0;   // its rail: the QP array (local context, remote NIC) in the peer
+  int nic = 0;             // the local NIC the selector gave its slices
+  std::uint32_t lkey = 0;  // the local memory's local-only MR on the array's context
+  // Its first payload post: the selection estimate learns the segment's bytes over first post
+  // to last payload completion.
+  std::optional<Clock::time_point> first_post;
   std::uint32_t slot = 0;
   std::uint64_t offset = 0;  // of the segment in the parent
   std::uint64_t length = 0;
@@ -121,10 +127,11 @@ struct Parent {
   std::uint64_t length = 0;
   SlicePlan plan;
   std::vector<Segment> segments;
-  std::size_t array = 0;  // index of its QP array in the peer
+  // The selector's charges for its slices (one NIC each), returned as slices complete; what is
+  // left is abandoned when the parent reports.
+  topo::DeviceLease lease;
   std::uint64_t grant = 0, grant_generation = 0, grant_nonce = 0;
   std::uint64_t direct_charge = 0;
-  std::uint32_t lkey = 0;  // the local region's local-only MR on the array's context
   bool reconnected = false;
   bool acked = false;
   Status ack_status;
@@ -150,6 +157,7 @@ struct QpArray {
 };
 
 struct GrantSegment {
+  std::size_t context = 0;  // of its QP (and window)
   std::uint16_t qp_handle = 0;
   std::uint64_t qp_incarnation = 0;
   ibv_mw* mw = nullptr;
@@ -175,7 +183,6 @@ struct GrantState {
   bool to_receive = false;
   std::shared_ptr<detail::RequestState> receive;
   RangeLocks::Token lock = 0;
-  std::size_t context = 0;
   std::vector<GrantSegment> segments;
   bool published = false;
   Clock::time_point started;
@@ -198,7 +205,8 @@ struct PeerRdma {
   std::unordered_map<std::uint64_t, Parent> parents;
   std::deque<std::uint64_t> queued;  // parents waiting for admission, FIFO
   std::unordered_map<std::uint64_t, GrantState> grants;
-  // Rendezvous GrantRequests waiting for receipt slots, SQ room or budget, oldest first.
+  // GrantRequests waiting, oldest first: for their connection's receipt slots or SQ room, or
+  // (rendezvous only) for max_grants / max_direct_bytes.
   std::deque<GrantRequest> deferred;
   std::vector<std::uint16_t> qps;  // every QP of this peer (handles)
   // Frames (frames.cpp): this side's message QP to the peer, the frames waiting for it (credit,
@@ -279,6 +287,10 @@ class RdmaLane final : public p2p::LaneTransport {
   void on_grant_nack(PeerRdma& peer, const GrantNack& m);
   void on_grant_ack(PeerRdma& peer, const GrantAck& m);
   void post_payload(PeerRdma& peer, Parent& p);
+  // The transmit meter's share of `count` payload WRs the HCA accepted for segment `s`.
+  void note_posted(Segment& s, const ibv_send_wr* wrs, std::uint32_t count);
+  // The selection estimate's sample of one rail of a parent (its last segment just completed).
+  void learn_rail(Parent& p, const Segment& last, Clock::time_point now);
   void post_receipt(PeerRdma& peer, Parent& p, Segment& s);
   void on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc);
   void fail_parent(PeerRdma& peer, Parent& p, const Status& why);
@@ -287,6 +299,13 @@ class RdmaLane final : public p2p::LaneTransport {
   void expire_drains(PeerRdma& peer);
   void report(Parent& p, const Status& st);
   Result<std::size_t> array_for(PeerRdma& peer);
+  // The QP array from local context `context` to its rail-mapped NIC of the peer: the NIC of the
+  // same name, else one of its active NICs spread by context.
+  Result<std::size_t> array_to(PeerRdma& peer, std::size_t context);
+  // The local NICs (bit = NIC id) with a usable context and a path to an active NIC of the peer.
+  std::uint64_t compatible_nics(const PeerRdma& peer) const;
+  // Cuts a parent's slices into segments by the lease's NIC runs (and QP slots).
+  Status plan_segments(PeerRdma& peer, Parent& p, const MrSet& local);
   void slot_broken(PeerRdma& peer, Qp& q);
 
   // source.cpp

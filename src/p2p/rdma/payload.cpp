@@ -10,6 +10,39 @@
 
 namespace orbite::rdma {
 
+void RdmaLane::learn_rail(Parent& p, const Segment& last, Clock::time_point now) {
+  // One sample per (parent, NIC), once the NIC's last segment of the parent has completed: its
+  // payload bytes over first post to last payload completion (TENT's), given to each slice in
+  // proportion to its length. Segments of one NIC share its QPs, so a per-segment time would
+  // count the others' service too.
+  std::optional<Clock::time_point> first;
+  std::uint64_t bytes = 0;
+  for (const Segment& s : p.segments) {
+    if (s.nic != last.nic) continue;
+    if (&s != &last && s.completed < s.slices) return;  // not the NIC's last
+    if (s.first_post && (!first || *s.first_post < *first)) first = s.first_post;
+    bytes += s.length;
+  }
+  if (!first || bytes == 0) return;
+  const double total = static_cast<double>((now - *first).count());
+  for (const Segment& s : p.segments) {
+    if (s.nic != last.nic) continue;
+    for (std::size_t k = s.first_slice; k < std::size_t{s.first_slice} + s.slices; ++k) {
+      const double share = static_cast<double>(p.plan.lengths[k]) / static_cast<double>(bytes);
+      p.lease.complete(k, true, std::chrono::nanoseconds(static_cast<std::int64_t>(total * share)));
+    }
+  }
+}
+
+void RdmaLane::note_posted(Segment& s, const ibv_send_wr* wrs, std::uint32_t count) {
+  if (count == 0) return;
+  const auto now = Clock::now();
+  if (!s.first_post) s.first_post = now;
+  std::uint64_t bytes = 0;
+  for (std::uint32_t j = 0; j < count; ++j) bytes += wrs[j].sg_list->length;
+  engine_->selector().on_posted(s.nic, bytes, now);
+}
+
 void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
   const std::uint32_t every = std::clamp<std::uint32_t>(
       cfg_.signal_interval, 1, std::max<std::uint32_t>(1, cfg_.max_send_wr / 2));
@@ -27,9 +60,9 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
           peer, p, Status::error(Errc::ConnectionLost, "the RDMA connection of a segment failed"));
     }
     if (s.posted == s.slices) continue;
-    if (hooks_.other_qp && peer.arrays[p.array].slots.size() > 1) {
+    if (hooks_.other_qp && peer.arrays[s.array].slots.size() > 1) {
       // Test hook: the segment's WRs on another QP of the array (the window is not bound there).
-      const QpSlot& other = peer.arrays[p.array].slots[(s.slot + 1) % peer.width];
+      const QpSlot& other = peer.arrays[s.array].slots[(s.slot + 1) % peer.width];
       if (other.state == QpSlot::State::Ready && qp(other.qp_handle) != nullptr) {
         q = qp(other.qp_handle);
       }
@@ -54,7 +87,7 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
       rec.signaled = signaled;
       seqs[j] = q->sq.push(rec);
       sges[j] = ibv_sge{reinterpret_cast<std::uint64_t>(p.local + at),
-                        static_cast<std::uint32_t>(len), p.lkey};
+                        static_cast<std::uint32_t>(len), s.lkey};
       ibv_send_wr& wr = wrs[j];
       wr.wr_id = q->id(WrKind::Payload, seqs[j]).pack();
       wr.sg_list = &sges[j];
@@ -76,6 +109,7 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
       const bool proven = k >= 0 && k < static_cast<std::ptrdiff_t>(n);
       const auto accepted = proven ? static_cast<std::uint32_t>(k) : n;
       if (proven) q->sq.unpost_from(seqs[accepted]);
+      note_posted(s, wrs.data(), accepted);
       s.posted = static_cast<std::uint8_t>(s.posted + accepted);
       p.wrs_outstanding += accepted;
       slot_broken(peer, *q);
@@ -83,6 +117,7 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
                          verbs::errno_status(Errc::ConnectionLost,
                                              q->ctx->name + ": ibv_post_send of a payload WR", rc));
     }
+    note_posted(s, wrs.data(), n);
     s.posted = static_cast<std::uint8_t>(s.posted + n);
     p.wrs_outstanding += n;
     if (hooks_.kill_after_payload) ::raise(SIGKILL);  // test hook: dies mid-payload
@@ -172,6 +207,13 @@ void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok
   Parent& p = it->second;
   if (p.wrs_outstanding > 0) --p.wrs_outstanding;
   Segment& s = p.segments[r.segment];
+  if (r.kind == WrKind::Payload) {
+    // The transmit meter drains what was posted; a successful slice feeds the selection
+    // estimate with its post-to-completion time, a failed one only returns its charge.
+    const auto now = Clock::now();
+    engine_->selector().on_completed(s.nic, r.bytes, ok, now);
+    if (ok && s.completed + 1 == s.slices) learn_rail(p, s, now);
+  }
   if (!ok) {
     slot_broken(peer, q);
     const std::string what = r.kind == WrKind::Receipt ? "the receipt" : "a payload WR";

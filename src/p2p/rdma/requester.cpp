@@ -14,34 +14,132 @@ namespace orbite::rdma {
 
 using detail::PeerLink;
 
-Result<std::size_t> RdmaLane::array_for(PeerRdma& peer) {
-  // One rail in this part: the first active local context, to the peer's NIC of the same name
-  // (else its first active one).
+namespace {
+// Segments of one parent on one connection stay well inside its SQ (binds) and receipt slots.
+constexpr std::size_t kMaxSegmentsPerConnection = 8;
+}  // namespace
+
+Result<std::size_t> RdmaLane::array_to(PeerRdma& peer, std::size_t context) {
+  const Context& local = *engine_->contexts()[context];
+  // The rail map: the peer's NIC of the same name, else its active NICs spread by context.
+  const NicRecord* remote = nullptr;
+  std::vector<const NicRecord*> active;
+  for (const NicRecord& n : peer.info.nics) {
+    if (!n.active) continue;
+    active.push_back(&n);
+    if (n.name == local.name) remote = &n;
+  }
+  if (active.empty()) {
+    return Status::error(Errc::Unavailable,
+                         "peer " + p2p::short_id(peer.link->ep.id) + " has no active RDMA NIC");
+  }
+  if (remote == nullptr) remote = active[context % active.size()];
+  for (std::size_t a = 0; a < peer.arrays.size(); ++a) {
+    if (peer.arrays[a].context == context && peer.arrays[a].remote_nic == remote->nic_id) return a;
+  }
+  QpArray arr;
+  arr.context = context;
+  arr.remote_nic = remote->nic_id;
+  arr.slots.resize(peer.width);
+  peer.arrays.push_back(std::move(arr));
+  return peer.arrays.size() - 1;
+}
+
+std::uint64_t RdmaLane::compatible_nics(const PeerRdma& peer) const {
+  const bool reachable = std::any_of(peer.info.nics.begin(), peer.info.nics.end(),
+                                     [](const NicRecord& n) { return n.active != 0; });
+  if (!reachable) return 0;
+  std::uint64_t mask = 0;
   const auto& contexts = engine_->contexts();
   for (std::size_t c = 0; c < contexts.size(); ++c) {
-    if (!cqs_[c] || contexts[c]->state != ContextState::Active) continue;
-    const NicRecord* remote = nullptr;
-    for (const NicRecord& n : peer.info.nics) {
-      if (n.active && n.name == contexts[c]->name) remote = &n;
-    }
-    for (const NicRecord& n : peer.info.nics) {
-      if (remote == nullptr && n.active) remote = &n;
-    }
-    if (remote == nullptr) break;
-    for (std::size_t a = 0; a < peer.arrays.size(); ++a) {
-      if (peer.arrays[a].context == c && peer.arrays[a].remote_nic == remote->nic_id) return a;
-    }
-    QpArray arr;
-    arr.context = c;
-    arr.remote_nic = remote->nic_id;
-    arr.slots.resize(peer.width);
-    peer.arrays.push_back(std::move(arr));
-    return peer.arrays.size() - 1;
+    if (cqs_[c] && contexts[c]->state == ContextState::Active) mask |= 1ULL << contexts[c]->nic_id;
+  }
+  return mask;
+}
+
+Result<std::size_t> RdmaLane::array_for(PeerRdma& peer) {
+  // The message QP's rail: the first active local context.
+  const auto& contexts = engine_->contexts();
+  for (std::size_t c = 0; c < contexts.size(); ++c) {
+    if (cqs_[c] && contexts[c]->state == ContextState::Active) return array_to(peer, c);
   }
   return Status::error(Errc::Unavailable,
-                       "no active RDMA context here reaches an active NIC of "
-                       "peer " +
+                       "no active RDMA context here reaches an active NIC of peer " +
                            p2p::short_id(peer.link->ep.id));
+}
+
+Status RdmaLane::plan_segments(PeerRdma& peer, Parent& p, const MrSet& local) {
+  const std::size_t slices = p.plan.lengths.size();
+  if (slices == 0) return {};
+  topo::SelectionRequest req;
+  req.location = topo::Location::any();
+  req.mask = cfg_.device_mask.value_or(~0ULL);
+  req.compatible = compatible_nics(peer);
+  auto choose = [&] {
+    return slices == 1 ? engine_->selector().select(req, p.plan.lengths[0])
+                       : engine_->selector().select_multi(
+                             req, std::span<const std::uint64_t>(p.plan.lengths.data(), slices));
+  };
+  auto lease = choose();
+  if (!lease.ok()) return lease.status().with_context("nothing moved");
+  // A probe parent spreads its slices round-robin, one run per slice: more segments than one
+  // connection takes (a bind and a receipt each) are planned again as an ordinary parent (the
+  // next choice is no probe).
+  std::size_t nic_runs = 1;
+  for (std::size_t k = 1; k < slices; ++k) nic_runs += lease->nic(k) != lease->nic(k - 1) ? 1 : 0;
+  if (nic_runs > kMaxSegmentsPerConnection) {
+    lease->abandon();
+    lease = choose();
+    if (!lease.ok()) return lease.status().with_context("nothing moved");
+  }
+  p.lease = std::move(*lease);
+  const auto& contexts = engine_->contexts();
+  // Each maximal run of slices on one NIC is a rail; a rail's run is cut into min(W, m)
+  // contiguous segments over its array's slots, from the parent's id so parents spread.
+  std::size_t first = 0;
+  while (first < slices) {
+    const int nic = p.lease.nic(first);
+    std::size_t end = first + 1;
+    while (end < slices && p.lease.nic(end) == nic) ++end;
+    std::size_t context = contexts.size();
+    for (std::size_t c = 0; c < contexts.size(); ++c) {
+      if (contexts[c]->nic_id == nic) context = c;
+    }
+    const MrSet::Copy* copy = context < contexts.size() ? local.on(context) : nullptr;
+    if (copy == nullptr || copy->local == nullptr) {
+      return Status::error(Errc::Unavailable, "the local memory is not registered on RDMA NIC " +
+                                                  std::to_string(nic) + " (nothing moved)");
+    }
+    ORBITE_ASSIGN_OR_RETURN(std::size_t array, array_to(peer, context));
+    const std::size_t m = end - first;
+    const std::size_t runs = std::min<std::size_t>(peer.width, m);
+    std::size_t at = first;
+    for (std::size_t r = 0; r < runs; ++r) {
+      const std::size_t count = m / runs + (r < m % runs ? 1 : 0);
+      Segment s;
+      s.first_slice = static_cast<std::uint8_t>(at);
+      s.slices = static_cast<std::uint8_t>(count);
+      s.array = array;
+      s.nic = nic;
+      s.lkey = copy->local->lkey;
+      s.slot = static_cast<std::uint32_t>((p.id + r) % peer.width);
+      s.offset = at * p.plan.block;
+      for (std::size_t k = at; k < at + count; ++k) s.length += p.plan.lengths[k];
+      p.segments.push_back(s);
+      at += count;
+    }
+    if (cfg_.log_slice_affinity) {
+      const NicRecord* remote = peer.nic(peer.arrays[array].remote_nic);
+      for (std::size_t k = first; k < end; ++k) {
+        ORBITE_LOG(Debug, Rdma) << "slice " << k << " of parent " << p.id << ": "
+                                << contexts[context]->name << " -> "
+                                << (remote != nullptr ? remote->name : "?") << ", "
+                                << p.plan.lengths[k] << " bytes";
+      }
+    }
+    first = end;
+  }
+  return {};
 }
 
 Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
@@ -50,12 +148,16 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
     return Status::error(Errc::Unavailable,
                          "no RDMA endpoint to peer " + p2p::short_id(link.ep.id));
   }
-  ORBITE_ASSIGN_OR_RETURN(std::size_t array, array_for(*peer));
-  const std::size_t context = peer->arrays[array].context;
+  if (compatible_nics(*peer) == 0) {
+    return Status::error(
+        Errc::Unavailable,
+        "no active RDMA context here reaches an active NIC of peer " + p2p::short_id(link.ep.id));
+  }
   auto job = std::make_shared<RmaJob>();
   if (op.local_region == nullptr && op.length > 0) {
-    // A send buffer: registered on this rail for the job only. A cached MR could outlive the
-    // user's mapping (freed and re-mapped memory would be reached through the stale MR).
+    // A send buffer: registered on every usable context for this job only (the selector may
+    // pick any rail). A cached MR could outlive the user's mapping: freed and re-mapped memory
+    // would be reached through the stale MR.
     if (op.local_buffer == nullptr) {
       return Status::error(Errc::Internal, "an RDMA op without a local region or buffer");
     }
@@ -63,16 +165,14 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
     record->base = const_cast<std::byte*>(op.local_buffer);
     record->length = op.local_offset + op.length;
     auto mrs = std::make_unique<MrSet>(engine_);
-    ORBITE_RETURN_IF_ERROR(mrs->prepare(record->base + op.local_offset, op.length, false, context));
+    ORBITE_RETURN_IF_ERROR(mrs->prepare(record->base + op.local_offset, op.length, false));
     record->registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)] = std::move(mrs);
     job->transient = std::move(record);
     op.local_region = job->transient.get();
   }
   const MrSet* set = op.local_region != nullptr ? mr_set_of(*op.local_region) : nullptr;
-  const MrSet::Copy* copy = set != nullptr ? set->on(context) : nullptr;
-  if (op.length > 0 && (copy == nullptr || copy->local == nullptr)) {
-    return Status::error(Errc::Unavailable, "the local region is not registered on RDMA context " +
-                                                engine_->contexts()[context]->name);
+  if (op.length > 0 && set == nullptr) {
+    return Status::error(Errc::Unavailable, "the local region is not registered on RDMA");
   }
   job->op = std::move(op);
   const p2p::RmaOp& o = job->op;
@@ -84,10 +184,11 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
     job->target = o.remote_region;
     job->target_generation = o.remote_generation;
   }
-  // Parents of at most max_direct_bytes, one grant each.
+  // Parents of at most max_direct_bytes, one grant each; every parent's rails are chosen (and
+  // charged) before any is queued, so a refusal leaves nothing behind.
   const std::uint64_t cap = cfg_.max_direct_bytes;
   const std::uint64_t n = o.length == 0 ? 1 : (o.length + cap - 1) / cap;
-  job->parents_left = n;
+  std::vector<Parent> planned;
   for (std::uint64_t i = 0; i < n; ++i) {
     Parent p;
     p.id = next_parent_++;
@@ -97,28 +198,15 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
     p.remote_offset = o.remote_offset + i * cap;
     p.length = std::min(cap, o.length - std::min(o.length, i * cap));
     p.plan = plan_slices(p.length, cfg_.block_size, p.write ? kMaxWriteSlices : kMaxReadSlices);
-    p.array = array;
-    p.lkey = copy != nullptr && copy->local != nullptr ? copy->local->lkey : 0;
-    // Segments: the slices in min(W, n) contiguous runs over the array's slots, starting at the
-    // parent's id so that parents spread over the slots.
-    const std::size_t slices = p.plan.lengths.size();
-    const std::size_t runs = std::min<std::size_t>(peer->width, slices);
-    std::size_t first = 0;
-    for (std::size_t r = 0; r < runs; ++r) {
-      const std::size_t count = slices / runs + (r < slices % runs ? 1 : 0);
-      Segment s;
-      s.first_slice = static_cast<std::uint8_t>(first);
-      s.slices = static_cast<std::uint8_t>(count);
-      s.slot = static_cast<std::uint32_t>((p.id + r) % peer->width);
-      s.offset = first * p.plan.block;
-      s.length = 0;
-      for (std::size_t k = first; k < first + count; ++k) s.length += p.plan.lengths[k];
-      p.segments.push_back(s);
-      first += count;
-    }
+    if (p.length > 0) ORBITE_RETURN_IF_ERROR(plan_segments(*peer, p, *set));
+    planned.push_back(std::move(p));
+  }
+  job->parents_left = n;
+  for (Parent& p : planned) {
     add(engine_->counters().parents);
     peer->queued.push_back(p.id);
-    peer->parents.emplace(p.id, std::move(p));
+    const std::uint64_t id = p.id;
+    peer->parents.emplace(id, std::move(p));
   }
   admit(*peer);
   return {};
@@ -142,9 +230,9 @@ void RdmaLane::admit(PeerRdma& peer) {
 
 void RdmaLane::connect_parent(PeerRdma& peer, Parent& p) {
   p.state = ParentState::Connecting;
-  QpArray& arr = peer.arrays[p.array];
   bool all_ready = true;
   for (Segment& s : p.segments) {
+    QpArray& arr = peer.arrays[s.array];
     QpSlot& slot = arr.slots[s.slot];
     if (slot.state == QpSlot::State::Ready) {
       s.qp_handle = slot.qp_handle;
@@ -310,9 +398,8 @@ void RdmaLane::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
     // The only case that may reconnect: no authority ever existed for this parent.
     p.reconnected = true;
     add(engine_->counters().reconnects);
-    QpArray& arr = peer.arrays[p.array];
     for (const Segment& s : p.segments) {
-      QpSlot& slot = arr.slots[s.slot];
+      QpSlot& slot = peer.arrays[s.array].slots[s.slot];
       if (slot.state == QpSlot::State::Ready) {
         if (Qp* q = qp(slot.qp_handle)) retire_qp(q->handle);
         slot.state = QpSlot::State::Empty;
@@ -379,6 +466,7 @@ void RdmaLane::expire_drains(PeerRdma& peer) {
 void RdmaLane::report(Parent& p, const Status& st) {
   if (p.reported) return;
   p.reported = true;
+  p.lease.abandon();  // the charges of slices that never completed
   if (p.direct_charge > 0) {
     engine_->direct_bytes().give(p.direct_charge);
     p.direct_charge = 0;

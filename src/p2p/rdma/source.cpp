@@ -194,7 +194,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   // Every segment's QP: the current incarnation of a ready source-role end, connected to the
   // QP the requester names. Anything else happened before authority existed: a cache miss.
   std::vector<Qp*> qps;
-  std::size_t context = 0;
+  std::vector<std::size_t> contexts;  // each segment's (its QP's), so a grant may span rails
   for (const SegmentRequest& s : m.segments) {
     Qp* q = nullptr;
     for (const auto& [key, src] : peer.sources) {
@@ -206,33 +206,48 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
                       " is not (or no longer) established here",
                   true);
     }
+    std::size_t context = 0;
     for (std::size_t c = 0; c < cqs_.size(); ++c) {
       if (cqs_[c].get() == q->cqs) context = c;
     }
     qps.push_back(q);
+    contexts.push_back(context);
   }
   detail::RegionRecord& r = **region;
   if (to_receive) {
-    // The posted buffer is registered for this grant alone, over exactly the granted range.
+    // The posted buffer is registered for this grant alone, over exactly the granted range: on
+    // the one rail its segments use, or on every usable context when they span rails.
+    const bool one_rail = std::all_of(contexts.begin(), contexts.end(),
+                                      [&](std::size_t c) { return c == contexts.front(); });
     auto mrs = std::make_unique<MrSet>(engine_);
-    if (Status st = mrs->prepare(r.base + m.offset, m.length, true, context); !st.ok()) {
-      return nack(st.code(), st.message());
-    }
+    Status st = one_rail ? mrs->prepare(r.base + m.offset, m.length, true, contexts.front())
+                         : mrs->prepare(r.base + m.offset, m.length, true);
+    if (!st.ok()) return nack(st.code(), st.message());
     r.registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)] = std::move(mrs);
   }
   const MrSet* set = mr_set_of(r);
-  const MrSet::Copy* copy = set != nullptr ? set->on(context) : nullptr;
-  if (copy == nullptr || copy->parent == nullptr) {
-    return nack(Errc::Unavailable, "region " + std::to_string(m.target) +
-                                       " is not published with remote access on RDMA context " +
-                                       engine_->contexts()[context]->name);
+  for (std::size_t context : contexts) {
+    const MrSet::Copy* copy = set != nullptr ? set->on(context) : nullptr;
+    if (copy == nullptr || copy->parent == nullptr) {
+      return nack(Errc::Unavailable, "region " + std::to_string(m.target) +
+                                         " is not published with remote access on RDMA context " +
+                                         engine_->contexts()[context]->name);
+    }
   }
   for (Qp* q : qps) {
     const auto need = static_cast<std::uint32_t>(std::count(qps.begin(), qps.end(), q));
-    if (q->recv_posted < q->receipts_reserved + need || q->sq.room() < need) {
+    if (need > q->recv_depth || need > cfg_.max_send_wr) {
       add(engine_->counters().budget_exhausted);
       return nack(Errc::ResourceExhausted,
-                  "the connection's receipt slots or send queue are all in use");
+                  std::to_string(need) + " segments on one connection exceed its " +
+                      std::to_string(q->recv_depth) + " receipt slots or " +
+                      std::to_string(cfg_.max_send_wr) + " send WRs");
+    }
+    if (q->recv_posted < q->receipts_reserved + need || q->sq.room() < need) {
+      // Held by grants and binds in flight on this connection, which end on their own: the
+      // request waits here (FIFO, retried every pass) rather than failing.
+      peer.deferred.push_back(m);
+      return;
     }
   }
   // Reservations, each released if a later one fails.
@@ -276,11 +291,11 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   g.to_receive = to_receive;
   g.receive = std::move(receive);
   g.lock = lock;
-  g.context = context;
   g.started = Clock::now();
   for (std::size_t i = 0; i < m.segments.size(); ++i) {
     const SegmentRequest& s = m.segments[i];
     GrantSegment gs;
+    gs.context = contexts[i];
     gs.qp_handle = qps[i]->handle;
     gs.qp_incarnation = qps[i]->incarnation;
     gs.offset = s.offset;
@@ -301,6 +316,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   for (std::size_t i = 0; i < live.segments.size(); ++i) {
     GrantSegment& s = live.segments[i];
     Qp& q = *qps[i];
+    const std::size_t context = s.context;
     std::optional<std::uint32_t> key;
     while (!key) {
       auto mw = take_window(context);
@@ -329,7 +345,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.bind_mw.mw = s.mw;
     wr.bind_mw.rkey = s.rkey;
-    wr.bind_mw.bind_info.mr = copy->parent;
+    wr.bind_mw.bind_info.mr = set->on(context)->parent;
     wr.bind_mw.bind_info.addr = reinterpret_cast<std::uint64_t>(r.base + s.offset);
     wr.bind_mw.bind_info.length = s.length;
     wr.bind_mw.bind_info.mw_access_flags = write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
@@ -449,7 +465,7 @@ void RdmaLane::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot,
   // The hardware invalidated the window: it is free for the next grant (with a new key).
   seg->receipted = true;
   if (q.receipts_reserved > 0) --q.receipts_reserved;
-  return_window(g.context, seg->mw);
+  return_window(seg->context, seg->mw);
   seg->mw = nullptr;
   add(engine_->counters().windows_invalidated);
   add(engine_->counters().receipts);
@@ -476,7 +492,7 @@ void RdmaLane::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outco
     }
     if (s.mw == nullptr) continue;
     // A window that may still be bound is deallocated: afterwards nothing can use its key.
-    if (revoke_window(g.context, s.mw)) {
+    if (revoke_window(s.context, s.mw)) {
       add(engine_->counters().windows_revoked);
     } else {
       retained = true;

@@ -1,0 +1,123 @@
+// Multirail scenarios of orbite-rdma-probe, run on a softverbs config with two NICs per process
+// (rdma_test.cpp writes it): the DeviceSelector spreads each parent's slices over the rails, and
+// every rail's share shows in TransferEngine::nic_load_stats().
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "rdma_probe.h"
+
+namespace orbite::probe {
+
+namespace {
+
+std::string sz(std::uint64_t n) {
+  return std::to_string(n);
+}
+
+constexpr std::uint64_t kSeedOwner = 0x7A11000;
+constexpr std::uint64_t kSeedRequester = 0x7A12000;
+
+std::vector<NicLoad> loads(TransferEngine& engine) {
+  std::vector<NicLoad> out = engine.nic_load_stats();
+  check(!out.empty(), "nic_load_stats() lists no NIC");
+  return out;
+}
+
+void print_shares(int rank, const std::vector<NicLoad>& before, const std::vector<NicLoad>& after) {
+  for (std::size_t i = 0; i < after.size() && i < before.size(); ++i) {
+    std::printf("rank %d: nic %d %s allocated %" PRIu64 " completed %" PRIu64
+                " link %.1f Gb/s selection %.3g B/s\n",
+                rank, after[i].nic_id, after[i].name.c_str(),
+                after[i].allocated_bytes - before[i].allocated_bytes,
+                after[i].completed_bytes - before[i].completed_bytes, after[i].link_gbps,
+                after[i].selection_bytes_per_s);
+  }
+}
+
+}  // namespace
+
+// rails: put and get of 8,388,768 bytes (with rdma.block_size 1 MiB from the test: 8 slices) and
+// of 64 MiB at odd offsets, each checked over the whole of both regions, then the rails' shares.
+// RAILS_EXPECT (from the test): "both" (each NIC carried payload), "only1" (device_mask [1]:
+// NIC 0 carried nothing), or "ratio:R" (NIC 1's allocated bytes over NIC 0's within 20% of R).
+void scenario_rdma_rails(RdmaContext& r) {
+  constexpr std::uint64_t kLocal = 4099;
+  constexpr std::uint64_t kRemote = 4101;
+  constexpr std::uint64_t kLength = 64 * kMiB + 3 * 4096;
+  Region mine = make_region(r, kLength, "the region");
+  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  TransferEngine& engine = r.c.comm.engine();
+  const std::vector<NicLoad> before = loads(engine);
+  int step = 10;
+  const char* env_rounds = std::getenv("RAILS_ROUNDS");
+  const int rounds = env_rounds != nullptr ? std::atoi(env_rounds) : 1;
+  for (int round = 0; round < rounds; ++round) {
+    for (std::uint64_t n : {std::uint64_t{8388768}, 64 * kMiB}) {
+      fill_pattern(mine.bytes.data(), kLength, r.c.rank == 1 ? kSeedOwner + n : kSeedRequester + n);
+      barrier(r.c, "filled");
+      if (r.c.rank == 0) {
+        Request q = accepted(engine.put(mine.region, kLocal, remote, kRemote, n, r.rdma), "put");
+        wait_ok(q, "put " + sz(n));
+        signal_peer(r.c, 1, step);
+      } else {
+        await_peer(r.c, 0, step);
+        const std::string what = "put of " + sz(n) + " bytes over the rails";
+        check_pattern(mine.bytes.data(), kRemote, kSeedOwner + n, what + ": before the window");
+        check_pattern(mine.bytes.data() + kRemote, n, kSeedRequester + n, what, kLocal);
+        check_pattern(mine.bytes.data() + kRemote + n, kLength - kRemote - n, kSeedOwner + n,
+                      what + ": after the window", kRemote + n);
+      }
+      ++step;
+      fill_pattern(mine.bytes.data(), kLength,
+                   r.c.rank == 1 ? kSeedOwner + 7 * n : kSeedRequester + 7 * n);
+      barrier(r.c, "refilled");
+      if (r.c.rank == 0) {
+        Request q = accepted(engine.get(mine.region, kLocal, remote, kRemote, n, r.rdma), "get");
+        wait_ok(q, "get " + sz(n));
+        const std::string what = "get of " + sz(n) + " bytes over the rails";
+        check_pattern(mine.bytes.data(), kLocal, kSeedRequester + 7 * n, what + ": before");
+        check_pattern(mine.bytes.data() + kLocal, n, kSeedOwner + 7 * n, what, kRemote);
+        check_pattern(mine.bytes.data() + kLocal + n, kLength - kLocal - n, kSeedRequester + 7 * n,
+                      what + ": after", kLocal + n);
+      }
+      barrier(r.c, "get checked");
+    }
+  }
+  if (r.c.rank == 0) {
+    const std::vector<NicLoad> after = loads(engine);
+    print_shares(r.c.rank, before, after);
+    check(after.size() >= 2, "the softverbs config gives " + sz(after.size()) + " NIC(s), not 2");
+    const std::uint64_t a0 = after[0].allocated_bytes - before[0].allocated_bytes;
+    const std::uint64_t a1 = after[1].allocated_bytes - before[1].allocated_bytes;
+    const std::uint64_t c0 = after[0].completed_bytes - before[0].completed_bytes;
+    const std::uint64_t c1 = after[1].completed_bytes - before[1].completed_bytes;
+    const std::uint64_t moved = rounds * 2 * (8388768 + 64 * kMiB);
+    check(c0 + c1 == moved, "the rails completed " + sz(c0 + c1) + " bytes of " + sz(moved));
+    check(after[0].charged_bytes == 0 && after[1].charged_bytes == 0 &&
+              after[0].posted_bytes == 0 && after[1].posted_bytes == 0,
+          "charges or posted debt left after every transfer ended");
+    const char* raw = std::getenv("RAILS_EXPECT");
+    const std::string expect = raw != nullptr ? raw : "both";
+    if (expect == "both") {
+      check(c0 > 0 && c1 > 0, "one rail carried nothing: " + sz(c0) + " / " + sz(c1));
+    } else if (expect == "only1") {
+      check(a0 == 0 && c0 == 0 && c1 == moved,
+            "device_mask [1]: NIC 0 got " + sz(a0) + " bytes allocated");
+    } else if (expect.starts_with("ratio:")) {
+      const double want = std::strtod(expect.c_str() + 6, nullptr);
+      check(a0 > 0, "NIC 0 got no bytes");
+      const double got = static_cast<double>(a1) / static_cast<double>(a0);
+      std::printf("rank 0: allocated ratio nic1/nic0 %.3f (want %.3f)\n", got, want);
+      check(got > want * 0.8 && got < want * 1.2, "allocated split " + std::to_string(got) +
+                                                      " is not within 20% of " +
+                                                      std::to_string(want));
+    }
+  }
+  barrier(r.c, "shares checked");
+  std::printf("rank %d: rails ok\n", r.c.rank);
+}
+
+}  // namespace orbite::probe
