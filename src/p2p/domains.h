@@ -24,6 +24,8 @@ Result<MemoryDomains> make_memory_domains(const EngineConfig& config, const deta
 std::array<bool, kTransportCount> built_transports(const MemoryDomains& domains);
 // The RDMA transport's counters (installed = false and `note` as why_not without it).
 RdmaStats rdma_stats_of(const MemoryDomains& domains, const std::string& note);
+// The monitor's scan: RDMA contexts pause and resume with their ports.
+void scan_rdma_ports(const MemoryDomains& domains);
 // The RDMA selection's view of each NIC (empty without RDMA).
 std::vector<NicLoad> nic_load_of(const MemoryDomains& domains);
 

@@ -84,6 +84,16 @@ std::array<bool, kTransportCount> built_transports(const MemoryDomains& domains)
   return out;
 }
 
+void scan_rdma_ports(const MemoryDomains& domains) {
+#if ORBITE_WITH_RDMA
+  if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {
+    domain->engine()->scan_ports();
+  }
+#else
+  (void)domains;
+#endif
+}
+
 std::vector<NicLoad> nic_load_of(const MemoryDomains& domains) {
   std::vector<NicLoad> out;
 #if ORBITE_WITH_RDMA

@@ -132,6 +132,8 @@ Status EngineCore::start_threads() {
       while (!raw->stopping.load()) {
         raw->monitor_cv.wait_for(lock, period);
         if (raw->stopping.load()) break;
+        // RDMA contexts follow their ports (a port that came back resumes its rail).
+        p2p::scan_rdma_ports(raw->domains);
         // Event-driven workers sleep without a timeout; the monitor's tick lets them check
         // connection deadlines.
         for (auto& l : raw->lanes) l->wake();

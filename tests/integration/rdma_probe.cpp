@@ -491,6 +491,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"cache_miss", {scenario_rdma_cache_miss, {{1, "retire_source_once"}}}},
       {"key_history", {scenario_rdma_key_history, {}}},
       {"rails", {scenario_rdma_rails, {}}},
+      {"port_down", {scenario_rdma_port_down, {}}},
       {"error_cqe", {scenario_rdma_error_cqe, {}}},
       {"unregister_busy", {scenario_rdma_unregister_busy, {}}},
       {"failed_post", {scenario_rdma_failed_post, {}}},

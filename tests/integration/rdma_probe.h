@@ -54,6 +54,7 @@ void scenario_rdma_cache_miss(RdmaContext& r);
 void scenario_rdma_key_history(RdmaContext& r);
 // Two rails (rdma_probe_rails.cpp).
 void scenario_rdma_rails(RdmaContext& r);
+void scenario_rdma_port_down(RdmaContext& r);
 // Killed peers (started directly by the test, 3 ranks): `phase` names who dies and when.
 void scenario_rdma_killed(RdmaContext& r, const std::string& phase);
 

@@ -120,4 +120,105 @@ void scenario_rdma_rails(RdmaContext& r) {
   std::printf("rank %d: rails ok\n", r.c.rank);
 }
 
+// port_down: rank 0's soft_0 port goes down while a 64 MiB put (then a get) is in flight. The
+// in-flight parent either finished first or fails as the guide says (WRITE: effect unknown;
+// READ: replayable, after drain); later transfers finish on soft_1 alone; once the port is up
+// again (the monitor's scan resumes the context), both rails carry again.
+// PORT_DOWN_CMD / PORT_UP_CMD (shell commands, run by rank 0) replace the softverbs commands,
+// and PORT_DOWN_NIC names the rail they cut: the test cuts a veth in a network namespace so.
+void scenario_rdma_port_down(RdmaContext& r) {
+  const char* down_cmd = std::getenv("PORT_DOWN_CMD");
+  const char* up_cmd = std::getenv("PORT_UP_CMD");
+  const char* nic_env = std::getenv("PORT_DOWN_NIC");
+  const std::size_t cut = nic_env != nullptr ? static_cast<std::size_t>(std::atoi(nic_env)) : 0;
+  const std::size_t other = 1 - cut;
+  auto run = [](const char* cmd) {
+    const int rc = std::system(cmd);
+    check(rc == 0, std::string("'") + cmd + "' exited with " + std::to_string(rc));
+  };
+  auto take_down = [&] {
+    if (down_cmd != nullptr) {
+      run(down_cmd);
+    } else {
+      softverbs("port soft_" + std::to_string(cut) + " down");
+    }
+  };
+  auto bring_up = [&] {
+    if (up_cmd != nullptr) {
+      run(up_cmd);
+    } else {
+      softverbs("port soft_" + std::to_string(cut) + " up");
+    }
+  };
+  constexpr std::uint64_t kBig = 64 * kMiB;
+  constexpr std::uint64_t kSmall = 8 * kMiB + 160;
+  constexpr std::uint64_t kLength = kBig + 4096;
+  Region mine = make_region(r, kLength, "the region");
+  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  TransferEngine& engine = r.c.comm.engine();
+  int step = 10;
+  // Puts of kSmall whose bytes rank 1 checks; returns rank 0's per-NIC completed deltas.
+  auto checked_puts = [&](int count, std::uint64_t seed, const std::string& phase) {
+    const std::vector<NicLoad> before = loads(engine);
+    for (int i = 0; i < count; ++i) {
+      const std::uint64_t pattern = seed + static_cast<std::uint64_t>(i);
+      if (r.c.rank == 0) {
+        fill_pattern(mine.bytes.data(), kSmall, pattern);
+        Request q = accepted(engine.put(mine.region, 0, remote, 1, kSmall, r.rdma), "put");
+        wait_ok(q, phase + ": put " + sz(static_cast<std::uint64_t>(i)));
+        signal_peer(r.c, 1, step);
+      } else {
+        await_peer(r.c, 0, step);
+        check_pattern(mine.bytes.data() + 1, kSmall, pattern, phase + ": put bytes");
+      }
+      ++step;
+      barrier(r.c, phase + ": checked");  // before the next put overwrites the region
+    }
+    const std::vector<NicLoad> after = loads(engine);
+    return std::make_pair(after[cut].completed_bytes - before[cut].completed_bytes,
+                          after[other].completed_bytes - before[other].completed_bytes);
+  };
+  auto in_flight_then_down = [&](bool write) {
+    if (r.c.rank != 0) return;
+    Request q = write ? accepted(engine.put(mine.region, 0, remote, 0, kBig, r.rdma), "big put")
+                      : accepted(engine.get(mine.region, 0, remote, 0, kBig, r.rdma), "big get");
+    take_down();
+    const Status st = q.wait(std::chrono::seconds(60));
+    const std::string expect = write ? "effect unknown" : "replayable";
+    std::printf("rank 0: %s in flight when the port went down: %s\n", write ? "put" : "get",
+                st.ok() ? "finished first" : st.to_string().c_str());
+    check(st.ok() ||
+              (st.code() == Errc::ConnectionLost && st.message().find(expect) != std::string::npos),
+          std::string(write ? "put" : "get") + " failed other than '" + expect +
+              "': " + st.to_string());
+    check(eventually([&] { return !loads(engine)[cut].healthy; }), "the cut rail is still healthy");
+  };
+  auto port_up = [&] {
+    if (r.c.rank == 0) {
+      bring_up();
+      check(eventually([&] { return loads(engine)[cut].healthy; }),
+            "the cut rail did not resume after its port came back");
+    }
+    barrier(r.c, "port up");
+  };
+  checked_puts(1, 0x9D0, "warm-up");
+  for (bool write : {true, false}) {
+    in_flight_then_down(write);
+    barrier(r.c, "port down");
+    const auto [down0, down1] = checked_puts(3, write ? 0x9D10 : 0x9D20, "port down");
+    if (r.c.rank == 0) {
+      check(down0 == 0 && down1 == 3 * kSmall,
+            "with the rail down the cut / other rail carried " + sz(down0) + " / " + sz(down1));
+    }
+    port_up();
+    const auto [up0, up1] = checked_puts(3, write ? 0x9D30 : 0x9D40, "port up again");
+    if (r.c.rank == 0) {
+      check(up0 > 0 && up1 > 0,
+            "after the port came back the rails carried " + sz(up0) + " / " + sz(up1));
+    }
+  }
+  barrier(r.c, "done");
+  std::printf("rank %d: port_down ok\n", r.c.rank);
+}
+
 }  // namespace orbite::probe

@@ -269,6 +269,12 @@ TEST_F(RdmaRails, ADeviceMaskKeepsEveryByteOnItsRail) {
   expect_rails(run_ranks("rails", env));
 }
 
+TEST_F(RdmaRails, APortDownMidTransferFailsThatParentAndTheOtherRailCarriesOn) {
+  Outcome o = run_ranks("port_down", rails(100, 100));
+  expect_pass(o, "port_down");
+  EXPECT_EQ(count_of(o.out, "rank 0: port_down ok\n"), 1U) << o.out;
+}
+
 class RdmaCapability : public ::testing::Test {
  protected:
   // soft_0 with `fault`, soft_1 healthy.

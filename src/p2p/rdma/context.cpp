@@ -40,7 +40,7 @@ bool Context::destroy(std::string* why) {
 }
 
 const char* Context::state_name() const {
-  switch (state) {
+  switch (state.load()) {
     case ContextState::Active: return "active";
     case ContextState::Paused: return "paused";
     case ContextState::Inert: return "inert";

@@ -12,6 +12,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -48,7 +49,8 @@ struct Route {
 };
 
 // Lifetime: owned by the RdmaEngine, destroyed after every lane's CQs, QPs and windows on it.
-// Fields are fixed after discovery except `keys`, which key_mu guards.
+// Fields are fixed after discovery except `keys`, which key_mu guards, and `state`, which moves
+// between Active and Paused with the port (RdmaEngine::refresh_port) and is read by every lane.
 class Context {
  public:
   Context(const IbvApi& api, int nic_id, std::string name);
@@ -59,8 +61,9 @@ class Context {
   const IbvApi& api;
   const int nic_id;
   const std::string name;
-  ContextState state = ContextState::Inert;
-  std::string why_inert;  // the reason, for an Inert context
+  std::atomic<ContextState> state{ContextState::Inert};
+  std::atomic<std::uint64_t> route_generation{1};  // advances on every pause and resume
+  std::string why_inert;                           // the reason, for an Inert context
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;
   DeviceLimits limits;

@@ -10,6 +10,7 @@
 #include "p2p/rdma/verbs.h"
 #include "p2p/registry.h"
 #include "topo/matrix.h"
+#include "topo/port_rate.h"
 
 namespace orbite::rdma {
 
@@ -90,6 +91,32 @@ RdmaEngine::RdmaEngine(const EngineConfig& config, const IbvApi& api, Discovery 
 }
 
 RdmaEngine::~RdmaEngine() = default;
+
+bool RdmaEngine::refresh_port(std::size_t context) {
+  if (context >= contexts_.contexts.size()) return false;
+  Context& c = *contexts_.contexts[context];
+  if (!c.usable()) return false;
+  std::lock_guard lock(health_mu_);
+  ibv_port_attr pa{};
+  if (api_.query_port(c.ctx, c.route.port, &pa) != 0) return false;  // keeps the last state
+  const bool active = pa.state == IBV_PORT_ACTIVE;
+  const ContextState now = active ? ContextState::Active : ContextState::Paused;
+  if (c.state.load() == now) return false;
+  c.state = now;
+  c.route_generation.fetch_add(1);
+  if (active)
+    selector_->set_link_rate(c.nic_id, topo::port_rate_gbps(pa.active_speed, pa.active_width));
+  selector_->set_healthy(c.nic_id, active);
+  ORBITE_LOG(Warn, Rdma) << c.name << " port " << static_cast<int>(c.route.port)
+                         << (active ? " is ACTIVE again: the context resumes"
+                                    : " left ACTIVE: the context pauses, later transfers take "
+                                      "the other rails");
+  return true;
+}
+
+void RdmaEngine::scan_ports() {
+  for (std::size_t i = 0; i < contexts_.contexts.size(); ++i) refresh_port(i);
+}
 
 std::vector<NicRecord> RdmaEngine::nic_records() const {
   std::vector<NicRecord> out;

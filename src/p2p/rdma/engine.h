@@ -88,6 +88,12 @@ class RdmaEngine {
   RdmaStats stats() const;
   // A native object whose destroy failed: counted, kept for good, never destroyed again.
   void retain(const std::string& what);
+  // Context health from its port: queries it (a failed query changes nothing) and pauses a
+  // context whose port left ACTIVE (unhealthy in the selector: later parents take the other
+  // rails; PD and MRs are kept) or resumes one that came back (rate re-read). Returns whether
+  // the state changed. Thread-safe (lanes on rail errors, the monitor every scan).
+  bool refresh_port(std::size_t context);
+  void scan_ports();
 
  private:
   EngineConfig config_;
@@ -104,6 +110,7 @@ class RdmaEngine {
   // Its inventory is the contexts (NIC IDs as discovery numbered them), every NIC in the "*"
   // row unless a priority matrix says otherwise.
   std::unique_ptr<topo::DeviceSelector> selector_;
+  std::mutex health_mu_;  // serializes refresh_port (a query and its state change)
 };
 
 // The MRs of one region: per context slot, a local-only MR (LOCAL_WRITE) and, when the region

@@ -215,6 +215,14 @@ void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok
     if (ok && s.completed + 1 == s.slices) learn_rail(p, s, now);
   }
   if (!ok) {
+    // A rail error (not a flush, not an authority failure): is the port still up? A port that
+    // went down pauses its context now, so the next parents take the other rails.
+    if (wc != nullptr && wc->status != IBV_WC_WR_FLUSH_ERR && wc->status != IBV_WC_REM_ACCESS_ERR) {
+      const auto& contexts = engine_->contexts();
+      for (std::size_t c = 0; c < contexts.size(); ++c) {
+        if (contexts[c].get() == q.ctx) engine_->refresh_port(c);
+      }
+    }
     slot_broken(peer, q);
     const std::string what = r.kind == WrKind::Receipt ? "the receipt" : "a payload WR";
     fail_parent(peer, p,
