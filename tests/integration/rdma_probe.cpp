@@ -24,10 +24,6 @@ namespace orbite::probe {
 
 namespace {
 
-std::string sz(std::uint64_t n) {
-  return std::to_string(n);
-}
-
 constexpr std::uint64_t kOwnerSeed = 0xA11CE;
 constexpr std::uint64_t kRequesterSeed = 0xB0B;
 

@@ -11,6 +11,11 @@
 
 namespace orbite::probe {
 
+// A number as the failure messages print it.
+inline std::string sz(std::uint64_t n) {
+  return std::to_string(n);
+}
+
 struct RdmaContext {
   Context& c;
   TransferOptions rdma;  // transport = Rdma

@@ -10,10 +10,6 @@ namespace orbite::probe {
 
 namespace {
 
-std::string sz(std::uint64_t n) {
-  return std::to_string(n);
-}
-
 constexpr std::uint64_t kOwnerSeed = 0xFA17;
 constexpr std::uint64_t kRequesterSeed = 0x5E17;
 constexpr std::uint64_t kSentinelSeed = 0x5E47;

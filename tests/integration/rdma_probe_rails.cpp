@@ -14,10 +14,6 @@ namespace orbite::probe {
 
 namespace {
 
-std::string sz(std::uint64_t n) {
-  return std::to_string(n);
-}
-
 constexpr std::uint64_t kSeedOwner = 0x7A11000;
 constexpr std::uint64_t kSeedRequester = 0x7A12000;
 
