@@ -100,12 +100,15 @@ bool RdmaEngine::refresh_port(std::size_t context) {
   ibv_port_attr pa{};
   if (api_.query_port(c.ctx, c.route.port, &pa) != 0) return false;  // keeps the last state
   const bool active = pa.state == IBV_PORT_ACTIVE;
+  // Every successful query of an active port refreshes its rate (a changed one re-seeds both
+  // estimates; an unchanged one changes nothing).
+  if (active) {
+    selector_->set_link_rate(c.nic_id, topo::port_rate_gbps(pa.active_speed, pa.active_width));
+  }
   const ContextState now = active ? ContextState::Active : ContextState::Paused;
   if (c.state.load() == now) return false;
   c.state = now;
   c.route_generation.fetch_add(1);
-  if (active)
-    selector_->set_link_rate(c.nic_id, topo::port_rate_gbps(pa.active_speed, pa.active_width));
   selector_->set_healthy(c.nic_id, active);
   ORBITE_LOG(Warn, Rdma) << c.name << " port " << static_cast<int>(c.route.port)
                          << (active ? " is ACTIVE again: the context resumes"

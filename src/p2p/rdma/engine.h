@@ -90,8 +90,9 @@ class RdmaEngine {
   void retain(const std::string& what);
   // Context health from its port: queries it (a failed query changes nothing) and pauses a
   // context whose port left ACTIVE (unhealthy in the selector: later parents take the other
-  // rails; PD and MRs are kept) or resumes one that came back (rate re-read). Returns whether
-  // the state changed. Thread-safe (lanes on rail errors, the monitor every scan).
+  // rails; PD and MRs are kept) or resumes one that came back; an active port's rate is re-read
+  // every time. Returns whether the state changed. Thread-safe (lanes on rail errors, the monitor
+  // every scan).
   bool refresh_port(std::size_t context);
   void scan_ports();
 
