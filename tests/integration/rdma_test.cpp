@@ -255,6 +255,10 @@ TEST_F(RdmaRails, PutAndGetSpreadOverBothRailsWithGuards) {
 // clamp ([0.1, 10] x seed) around the real rates. The 1:2 split then comes from what the
 // completions measured through softverbs' token buckets, not from the seeds.
 TEST_F(RdmaRails, RatesOfFourAndEightGbpsSplitTheBytesOneToTwo) {
+  if (ORBITE_SANITIZED) {
+    GTEST_SKIP() << "the split follows measured bandwidth, which a sanitizer's slowdown distorts "
+                    "(TSan measured 2.4); the default build runs it";
+  }
   auto env = rails(4, 8);
   env["RAILS_EXPECT"] = "ratio:2";
   env["RAILS_ROUNDS"] = "3";
