@@ -26,6 +26,20 @@ struct RdmaContextStats {
 };
 
 // Counters of this engine's RDMA transport (all zero when it is not installed).
+// The MR cache of engine-owned memory (collective scratch): registrations kept across requests
+// within rdma.max_cached_mrs (MR copies, one per usable context) and rdma.max_cached_mr_bytes.
+struct RdmaMrCacheStats {
+  std::uint64_t declared = 0;       // engine-owned ranges known now
+  std::uint64_t registered = 0;     // of them, registered now
+  std::uint64_t draining = 0;       // freed by their owner, still used by a transfer
+  std::uint64_t mr_copies = 0;      // charged to max_cached_mrs
+  std::uint64_t bytes = 0;          // charged to max_cached_mr_bytes (length x copies)
+  std::uint64_t hits = 0;           // lookups served by a kept registration
+  std::uint64_t registrations = 0;  // ranges registered at first use
+  std::uint64_t evictions = 0;      // unreferenced registrations dropped to make room
+  std::uint64_t refused = 0;        // lookups the budgets could not take (registered per request)
+};
+
 struct RdmaStats {
   bool installed = false;
   std::string library;  // the verbs library the loader picked
@@ -69,6 +83,7 @@ struct RdmaStats {
   std::uint64_t direct_bytes_in_use = 0;  // of rdma.max_direct_bytes
   std::uint64_t retained = 0;             // native objects whose destroy failed, kept for good
   RdmaQpLimits last_connected_qp;
+  RdmaMrCacheStats mr_cache;
 };
 
 // One initialized NIC as the bandwidth-aware selection sees it (TransferEngine::nic_load_stats):

@@ -73,8 +73,8 @@ std::byte* Ctx::scratch(std::uint64_t bytes) {
 
 // ---- Executor ----
 
-Executor::Executor(int rank, int size, Poster post)
-    : rank_(rank), size_(size), post_(std::move(post)) {}
+Executor::Executor(int rank, int size, Poster post, ScratchHooks hooks)
+    : rank_(rank), size_(size), post_(std::move(post)), hooks_(std::move(hooks)) {}
 
 Executor::~Executor() = default;
 
@@ -300,6 +300,8 @@ std::byte* Executor::take_scratch(std::uint64_t bytes) {
     // Default-initialized: the pages are touched by the first collective that uses them, once.
     s->data.reset(new std::byte[std::max<std::uint64_t>(bytes, 64)]);
     s->bytes = bytes;
+    if (hooks_.allocated) hooks_.allocated(s->data.get(), std::max<std::uint64_t>(bytes, 64));
+    s->freeing = hooks_.freeing;
     best = s.get();
     scratch_.push_back(std::move(s));
   }

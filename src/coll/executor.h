@@ -32,9 +32,16 @@ namespace orbite::coll {
 using Poster = std::function<Result<Request>(bool send, void* data, std::uint64_t bytes, int peer,
                                              std::int32_t tag, bool passive)>;
 
+// Told of each scratch block after it is allocated and before it is freed: the transports may
+// keep what they prepared for such engine-owned memory (RDMA's MR cache). Either may be empty.
+struct ScratchHooks {
+  std::function<void(std::byte* base, std::uint64_t bytes)> allocated;
+  std::function<void(std::byte* base)> freeing;
+};
+
 class Executor : public detail::ProgressDriver, public std::enable_shared_from_this<Executor> {
  public:
-  Executor(int rank, int size, Poster post);
+  Executor(int rank, int size, Poster post, ScratchHooks hooks = {});
   ~Executor() override;
 
   // Starts a collective. `make` builds the coroutine over the Ctx it is given; `result_bytes`
@@ -49,10 +56,19 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   Status broken();
 
  private:
+  // Lifetime: in scratch_, or in a failed op's own_scratch until its last message is done (on
+  // whichever thread completes it); `freeing` runs before the memory goes.
   struct Scratch {
     std::unique_ptr<std::byte[]> data;
     std::uint64_t bytes = 0;
     bool in_use = false;
+    std::function<void(std::byte*)> freeing;
+    Scratch() = default;
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    ~Scratch() {
+      if (freeing && data) freeing(data.get());
+    }
   };
   struct Op {
     std::string name;
@@ -81,6 +97,7 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   const int rank_;
   const int size_;
   Poster post_;
+  const ScratchHooks hooks_;
   std::mutex mu_;
   std::deque<std::unique_ptr<Op>> active_;
   std::vector<std::unique_ptr<Scratch>> scratch_;

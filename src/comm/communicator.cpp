@@ -55,6 +55,19 @@ void Communicator::Impl::set_tag(std::string t) {
   coll_comm_id = fnv1a(tag + "/collectives");
 }
 
+coll::ScratchHooks Communicator::Impl::scratch_hooks() const {
+  // Weak: a failed collective's scratch may outlive the engine (its last message's request).
+  std::weak_ptr<detail::EngineCore> weak = core;
+  coll::ScratchHooks hooks;
+  hooks.allocated = [weak](std::byte* base, std::uint64_t bytes) {
+    if (auto c = weak.lock()) c->declare_owned(base, bytes);
+  };
+  hooks.freeing = [weak](std::byte* base) {
+    if (auto c = weak.lock()) c->forget_owned(base);
+  };
+  return hooks;
+}
+
 Status Communicator::Impl::start_collectives() {
   auto parsed = coll::parse_algo(config.coll.algo);
   if (!parsed.ok()) return parsed.status().with_context("coll.algo");
@@ -63,26 +76,27 @@ Status Communicator::Impl::start_collectives() {
   auto c = core;
   const std::uint32_t id = coll_comm_id;
   const Transport transport = config.coll.transport;
-  executor = std::make_shared<coll::Executor>(rank, static_cast<int>(peers.size()),
-                                              [ep = std::move(ep), c = std::move(c), id, transport](
-                                                  bool send, void* data, std::uint64_t bytes,
-                                                  int peer, std::int32_t msg_tag, bool passive) {
-                                                auto s = detail::make_request_state();
-                                                s->passive = passive;
-                                                s->options.transport = transport;
-                                                s->kind = send ? detail::OpKind::Send
-                                                               : detail::OpKind::Recv;
-                                                s->peer = ep[static_cast<size_t>(peer)];
-                                                s->length = bytes;
-                                                s->comm = id;
-                                                s->tag = msg_tag;
-                                                if (send) {
-                                                  s->src = static_cast<const std::byte*>(data);
-                                                } else {
-                                                  s->dst = static_cast<std::byte*>(data);
-                                                }
-                                                return c->submit(std::move(s));
-                                              });
+  executor = std::make_shared<coll::Executor>(
+      rank, static_cast<int>(peers.size()),
+      [ep = std::move(ep), c = std::move(c), id, transport](bool send, void* data,
+                                                            std::uint64_t bytes, int peer,
+                                                            std::int32_t msg_tag, bool passive) {
+        auto s = detail::make_request_state();
+        s->passive = passive;
+        s->options.transport = transport;
+        s->kind = send ? detail::OpKind::Send : detail::OpKind::Recv;
+        s->peer = ep[static_cast<size_t>(peer)];
+        s->length = bytes;
+        s->comm = id;
+        s->tag = msg_tag;
+        if (send) {
+          s->src = static_cast<const std::byte*>(data);
+        } else {
+          s->dst = static_cast<std::byte*>(data);
+        }
+        return c->submit(std::move(s));
+      },
+      scratch_hooks());
   return {};
 }
 

@@ -57,6 +57,8 @@ struct Communicator::Impl {
   // Parses the algorithm setting and creates the collective executor; after peers, endpoints,
   // rank, core and the tag are set.
   Status start_collectives();
+  // The executor's scratch declared to the engine's memory domains (RDMA's MR cache).
+  coll::ScratchHooks scratch_hooks() const;
   // A communicator of `members` (this one's ranks, in the new rank order) under `child_tag`.
   Result<std::unique_ptr<Impl>> make_child(const std::vector<int>& members,
                                            std::string child_tag) const;

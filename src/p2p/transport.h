@@ -91,6 +91,10 @@ class MemoryDomain {
   [[nodiscard]] virtual std::string pack(const detail::RegionRecord& region,
                                          const DomainRegistration* registration) const = 0;
   [[nodiscard]] virtual Status unpack(std::string_view blob) const = 0;
+  // Engine-owned memory (collective scratch): stable from declare_owned until forget_owned, which
+  // comes before it is freed, so a transport may keep what it prepared for it across requests.
+  virtual void declare_owned(std::byte* /*base*/, std::uint64_t /*length*/) {}
+  virtual void forget_owned(const std::byte* /*base*/) {}
 };
 
 // A domain for transports that need nothing per registration and no key in the descriptor.

@@ -26,8 +26,8 @@ Result<LaneTransports> make_lane_transports(const EngineConfig& config,
       std::make_unique<TcpLane>(config, self, poller, handler, control);
 #if ORBITE_WITH_RDMA
   if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {
-    auto lane =
-        std::make_unique<rdma::RdmaLane>(domain->engine(), self, regions, poller, handler, control);
+    auto lane = std::make_unique<rdma::RdmaLane>(domain->engine(), domain->cache(), self, regions,
+                                                 poller, handler, control);
     ORBITE_RETURN_IF_ERROR(lane->init());
     out[kRdma] = std::move(lane);
   }
@@ -123,7 +123,9 @@ std::vector<NicLoad> nic_load_of(const MemoryDomains& domains) {
 RdmaStats rdma_stats_of(const MemoryDomains& domains, const std::string& note) {
 #if ORBITE_WITH_RDMA
   if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {
-    return domain->engine()->stats();
+    RdmaStats stats = domain->engine()->stats();
+    stats.mr_cache = domain->cache()->stats();
+    return stats;
   }
 #else
   (void)domains;

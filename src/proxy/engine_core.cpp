@@ -250,6 +250,18 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
   lane.drivers.fetch_sub(1, std::memory_order_acq_rel);
 }
 
+void EngineCore::declare_owned(std::byte* base, std::uint64_t length) {
+  for (auto& d : domains) {
+    if (d) d->declare_owned(base, length);
+  }
+}
+
+void EngineCore::forget_owned(const std::byte* base) {
+  for (auto& d : domains) {
+    if (d) d->forget_owned(base);
+  }
+}
+
 bool EngineCore::any_busy() {
   for (auto& lane : lanes) {
     std::lock_guard lock(lane->mu);

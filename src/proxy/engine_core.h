@@ -105,6 +105,10 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   Status start_threads();
   void stop_threads();
   [[nodiscard]] bool any_busy();
+  // Engine-owned memory (the collectives' scratch) for every memory domain: see
+  // p2p::MemoryDomain::declare_owned. Thread-safe.
+  void declare_owned(std::byte* base, std::uint64_t length);
+  void forget_owned(const std::byte* base);
   MemoryRegion wrap(std::shared_ptr<RegionRecord> r) { return MemoryRegion(std::move(r)); }
   // Tests: every lane's mutex, held until the guards go, so that submissions wait in the queues.
   static std::vector<std::unique_lock<std::mutex>> hold_lanes(TransferEngine& engine) {

@@ -471,7 +471,17 @@ void DeviceSelector::set_healthy(int nic, bool healthy) {
   if (!known(nic)) return;
   const std::uint64_t bit = std::uint64_t{1} << nic;
   std::lock_guard lock(mu_);
+  const bool was = (healthy_mask_ & bit) != 0;
   healthy_mask_ = healthy ? (healthy_mask_ | bit) : (healthy_mask_ & ~bit);
+  if (!healthy || was) return;
+  // Back from unhealthy: what both estimates learned describes the link before it failed (its
+  // last slices crawled into the failure), and with a low estimate TENT's floored shares would
+  // give the rail no slice at all until a probe parent. It restarts from its seed.
+  const auto i = static_cast<std::size_t>(nic);
+  selection_Bps_[i] = seed_Bps_[i];
+  Meter& meter = (*meters_)[i];
+  std::lock_guard meter_lock(meter.mu);
+  meter.reseed(seed_Bps_[i]);
 }
 
 void DeviceSelector::set_link_rate(int nic, double reported_gbps) {

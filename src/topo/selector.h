@@ -138,7 +138,8 @@ class DeviceSelector {
                                    std::span<const std::uint64_t> slice_lengths);
 
   // Rail state: an unhealthy NIC is neither selected nor probed. Outstanding leases keep their
-  // charges until they complete. NICs start healthy. Unknown ids are ignored here and below.
+  // charges until they complete. NICs start healthy. A NIC that becomes healthy again restarts
+  // both estimates from its seed. Unknown ids are ignored here and below.
   void set_healthy(int nic, bool healthy);
   // A successful port query's decoded rate (port_rate.h). When the effective rate changes, both
   // estimates restart from the new seed. A failed query must not call this.

@@ -5,6 +5,7 @@ add_executable(orbite-rdma-probe
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_faults.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_rails.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_cache.cpp
   ${CMAKE_CURRENT_LIST_DIR}/p2p_probe_support.cpp)
 target_link_libraries(orbite-rdma-probe PRIVATE orbite_internal orbite_warnings ${CMAKE_DL_LIBS})
 set_target_properties(orbite-rdma-probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
@@ -29,6 +30,7 @@ target_compile_definitions(rdma_test PRIVATE
   ORBITE_RDMA_LOADER_PROBE="$<TARGET_FILE:orbite-rdma-loader-probe>"
   ORBITE_RUN_BIN="$<TARGET_FILE:orbite-run>"
   ORBITE_SOFTVERBS_DIR="$<TARGET_FILE_DIR:softverbs>"
+  ORBITE_SOFTVERBS_CONFIGS="${PROJECT_SOURCE_DIR}/softverbs/configs"
   ORBITE_STUB_IBVERBS="$<TARGET_FILE:orbite_stub_ibverbs>"
   ORBITE_SANITIZED=$<BOOL:${ORBITE_SANITIZE}>)
 add_dependencies(rdma_test orbite-rdma-probe orbite-rdma-loader-probe orbite-run softverbs

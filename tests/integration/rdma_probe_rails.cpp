@@ -199,11 +199,11 @@ void scenario_rdma_port_down(RdmaContext& r) {
     check(eventually([&] { return !loads(engine)[cut].healthy; }), "the cut rail is still healthy");
   };
   auto port_up = [&] {
-    if (r.c.rank == 0) {
-      bring_up();
-      check(eventually([&] { return loads(engine)[cut].healthy; }),
-            "the cut rail did not resume after its port came back");
-    }
+    if (r.c.rank == 0) bring_up();
+    // A veth cut takes the peer's end down too: both ends must have resumed before the rail can
+    // carry (the peer's monitor scan resumes its context on its own clock).
+    check(eventually([&] { return loads(engine)[cut].healthy; }),
+          "the cut rail did not resume after its port came back");
     barrier(r.c, "port up");
   };
   checked_puts(1, 0x9D0, "warm-up");
@@ -216,10 +216,30 @@ void scenario_rdma_port_down(RdmaContext& r) {
             "with the rail down the cut / other rail carried " + sz(down0) + " / " + sz(down1));
     }
     port_up();
-    const auto [up0, up1] = checked_puts(3, write ? 0x9D30 : 0x9D40, "port up again");
+    // Both rails carry again within a bounded number of puts: the first ones after the resume
+    // may still go to the other rail alone while the cut rail's QP is rebuilt.
+    std::uint64_t up0 = 0, up1 = 0;
+    for (int round = 0; round < 10; ++round) {
+      const auto [c0, c1] = checked_puts(
+          3, (write ? 0x9D30 : 0x9D40) + 16 * static_cast<std::uint64_t>(round), "port up again");
+      up0 += c0;
+      up1 += c1;
+      // Rank 0 decides; the collective tells rank 1 (over the default transport).
+      std::uint64_t both = r.c.rank == 0 && up0 > 0 && up1 > 0 ? 1 : 0;
+      Request agree = accepted(
+          r.c.comm.all_reduce(&both, &both, 1, DataType::Uint64, ReduceOp::Max), "all_reduce");
+      wait_ok(agree, "agreeing whether both rails carried");
+      if (both != 0) break;
+    }
     if (r.c.rank == 0) {
+      std::string state;
+      for (const NicLoad& n : loads(engine)) {
+        state += "; " + n.name + (n.healthy ? " healthy" : " paused") + " charged " +
+                 sz(n.charged_bytes) + " posted " + sz(n.posted_bytes) + " selection " +
+                 std::to_string(n.selection_bytes_per_s) + " B/s";
+      }
       check(up0 > 0 && up1 > 0,
-            "after the port came back the rails carried " + sz(up0) + " / " + sz(up1));
+            "after the port came back the rails carried " + sz(up0) + " / " + sz(up1) + state);
     }
   }
   barrier(r.c, "done");

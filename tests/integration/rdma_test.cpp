@@ -371,6 +371,34 @@ TEST_F(RdmaRailCut, AVethCutInANetworkNamespaceFailsThatParentAndTheOtherRailCar
   EXPECT_EQ(count_of(o.out, "rank 0: port_down ok\n"), 1U) << o.out;
 }
 
+// ---- the MR cache of engine-owned memory (the collectives' scratch) ----------------------
+
+std::map<std::string, std::string> mr_cache_env(const std::string& expect,
+                                                const std::string& budget_bytes = "") {
+  std::map<std::string, std::string> env = {{"ORBITE_COLL_TRANSPORT", "rdma"},
+                                            {"MR_CACHE_EXPECT", expect}};
+  if (!budget_bytes.empty()) env["ORBITE_RDMA_MAX_CACHED_MR_BYTES"] = budget_bytes;
+  return env;
+}
+
+TEST(RdmaMrCache, CollectiveScratchStaysRegisteredAcrossCollectives) {
+  expect_pass(run_ranks("mr_cache", mr_cache_env("kept")), "mr_cache");
+}
+
+TEST(RdmaMrCache, OnTwoRailsOnFourRanksEachRangeHasACopyPerContext) {
+  auto env = mr_cache_env("kept");
+  env["SOFTVERBS_CONFIG"] = ORBITE_SOFTVERBS_CONFIGS "/two-rails.json";
+  expect_pass(run_ranks("mr_cache", env, 4), "mr_cache", 4);
+}
+
+TEST(RdmaMrCache, ABudgetHoldingOneRangeEvictsTheOtherAtEachSwitch) {
+  expect_pass(run_ranks("mr_cache", mr_cache_env("evict", "4MiB")), "mr_cache");
+}
+
+TEST(RdmaMrCache, ARangeOverTheBudgetIsRegisteredPerRequestInstead) {
+  expect_pass(run_ranks("mr_cache", mr_cache_env("refused", "4096")), "mr_cache");
+}
+
 class RdmaCapability : public ::testing::Test {
  protected:
   // soft_0 with `fault`, soft_1 healthy.

@@ -363,6 +363,29 @@ TEST(Selector, SelectionEwmaLearnsFromSuccessfulSlicesWithinItsClamp) {
   EXPECT_DOUBLE_EQ(stat(*s, 0).selection_Bps, 10 * kGbps400);
 }
 
+TEST(Selector, ANicBackFromUnhealthyRestartsItsEstimatesFromTheSeed) {
+  auto s = make(flat(2), inventory({{}, {}}));
+  DeviceLease first = pick(*s, 1'000'000'000, {Location::any(), mask_of({0})});
+  first.complete(0, true, milliseconds(400));  // 2.5e9 B/s: well below the seed
+  const double learned = stat(*s, 0).selection_Bps;
+  EXPECT_LT(learned, kGbps400);
+  s->set_healthy(0, true);  // healthy already: nothing changes
+  EXPECT_DOUBLE_EQ(stat(*s, 0).selection_Bps, learned);
+  s->set_healthy(0, false);
+  EXPECT_DOUBLE_EQ(stat(*s, 0).selection_Bps, learned);  // paused: kept, unused
+  s->set_healthy(0, true);
+  EXPECT_DOUBLE_EQ(stat(*s, 0).selection_Bps, kGbps400);
+  EXPECT_DOUBLE_EQ(stat(*s, 0).transmit_Bps, kGbps400);
+  // With equal estimates again, a multi-slice parent spreads over both.
+  std::vector<std::uint64_t> slices(8, 1 << 20);
+  auto both_rails = s->select_multi({Location::any()}, slices);
+  ASSERT_TRUE(both_rails.ok()) << both_rails.status().to_string();
+  const DeviceLease& both = *both_rails;
+  std::set<int> used;
+  for (std::size_t i = 0; i < both.size(); ++i) used.insert(both.nic(i));
+  EXPECT_EQ(used.size(), 2u);
+}
+
 TEST(Selector, LearnedBandwidthSteersSelection) {
   auto s = make(flat(2), inventory({{}, {}}));
   DeviceLease first = pick(*s, 1'000'000'000);

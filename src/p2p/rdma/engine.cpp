@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "common/wire.h"
+#include "p2p/rdma/mr_cache.h"
 #include "p2p/rdma/verbs.h"
 #include "p2p/registry.h"
 #include "topo/matrix.h"
@@ -247,7 +248,20 @@ Status MrSet::prepare(std::byte* base, std::uint64_t length, bool remote, std::s
   return {};
 }
 
+std::unique_ptr<MrSet> MrSet::view_of(std::shared_ptr<const detail::RegionRecord> owner) {
+  const MrSet* of = mr_set_of(*owner);
+  auto view = std::make_unique<MrSet>(of->engine_);
+  view->copies_ = of->copies_;
+  view->owner_ = std::move(owner);
+  return view;
+}
+
 bool MrSet::release() {
+  if (owner_ != nullptr) {
+    copies_.clear();  // the owner's: deregistered when the owner goes
+    owner_.reset();
+    return true;
+  }
   bool ok = true;
   // Reverse order of registration; a copy that refuses keeps its handle (and so its pages).
   for (std::size_t i = copies_.size(); i-- > 0;) {
@@ -274,6 +288,17 @@ std::uint64_t MrSet::nic_mask() const {
     if (copies_[i].local != nullptr) mask |= 1ULL << contexts[i]->nic_id;
   }
   return mask;
+}
+
+RdmaDomain::RdmaDomain(std::shared_ptr<RdmaEngine> engine)
+    : engine_(std::move(engine)), cache_(std::make_shared<MrCache>(engine_)) {}
+
+void RdmaDomain::declare_owned(std::byte* base, std::uint64_t length) {
+  cache_->declare(base, length);
+}
+
+void RdmaDomain::forget_owned(const std::byte* base) {
+  cache_->forget(base);
 }
 
 Result<std::unique_ptr<p2p::DomainRegistration>> RdmaDomain::register_region(

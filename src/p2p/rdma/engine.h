@@ -21,6 +21,8 @@
 
 namespace orbite::rdma {
 
+class MrCache;
+
 // A budget of the guide's table: admission limits charged while a resource exists (creating,
 // closing and retained ones included).
 class Budget {
@@ -130,7 +132,10 @@ class MrSet final : public p2p::DomainRegistration {
   Status prepare(std::byte* base, std::uint64_t length, bool remote);
   // On context slot `only` alone (a registration for one grant or one send).
   Status prepare(std::byte* base, std::uint64_t length, bool remote, std::size_t only);
-  // Deregisters; false when one refused (it is retained, never retried).
+  // A view of `owner`'s MRs (a cached full-view set): it keeps the owner alive and deregisters
+  // nothing itself.
+  static std::unique_ptr<MrSet> view_of(std::shared_ptr<const detail::RegionRecord> owner);
+  // Deregisters; false when one refused (it is retained, never retried). A view releases nothing.
   bool release();
   [[nodiscard]] const Copy* on(std::size_t slot) const {
     return slot < copies_.size() ? &copies_[slot] : nullptr;
@@ -139,12 +144,13 @@ class MrSet final : public p2p::DomainRegistration {
 
  private:
   std::shared_ptr<RdmaEngine> engine_;
-  std::vector<Copy> copies_;  // indexed like RdmaEngine::contexts()
+  std::vector<Copy> copies_;                           // indexed like RdmaEngine::contexts()
+  std::shared_ptr<const detail::RegionRecord> owner_;  // set in a view: whose MRs these are
 };
 
 class RdmaDomain final : public p2p::MemoryDomain {
  public:
-  explicit RdmaDomain(std::shared_ptr<RdmaEngine> engine) : engine_(std::move(engine)) {}
+  explicit RdmaDomain(std::shared_ptr<RdmaEngine> engine);
   [[nodiscard]] p2p::TransportId id() const override { return p2p::TransportId::Rdma; }
   Result<std::unique_ptr<p2p::DomainRegistration>> register_region(
       const detail::RegionRecord& region) override;
@@ -154,9 +160,14 @@ class RdmaDomain final : public p2p::MemoryDomain {
                                  const p2p::DomainRegistration* registration) const override;
   [[nodiscard]] Status unpack(std::string_view blob) const override;
   const std::shared_ptr<RdmaEngine>& engine() const { return engine_; }
+  const std::shared_ptr<MrCache>& cache() const { return cache_; }
+  void declare_owned(std::byte* base, std::uint64_t length) override;
+  void forget_owned(const std::byte* base) override;
 
  private:
   std::shared_ptr<RdmaEngine> engine_;
+  // Holds registrations (and so the engine): owned here, never by the engine.
+  std::shared_ptr<MrCache> cache_;
   std::vector<std::unique_ptr<p2p::DomainRegistration>> retained_;
 };
 

@@ -83,10 +83,11 @@ Status RdmaEndpoint::start_rma(p2p::RmaOp op) {
   return lane_.start_rma(link_, std::move(op));
 }
 
-RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, const detail::Identity& self,
-                   p2p::RegionRegistry& regions, p2p::Poller& poller, p2p::FrameHandler& handler,
-                   p2p::ControlSender& control)
+RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, std::shared_ptr<MrCache> cache,
+                   const detail::Identity& self, p2p::RegionRegistry& regions, p2p::Poller& poller,
+                   p2p::FrameHandler& handler, p2p::ControlSender& control)
     : engine_(std::move(engine)),
+      cache_(std::move(cache)),
       self_(self),
       regions_(regions),
       poller_(poller),

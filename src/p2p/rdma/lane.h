@@ -20,6 +20,7 @@
 #include "p2p/peer.h"
 #include "p2p/poller.h"
 #include "p2p/rdma/engine.h"
+#include "p2p/rdma/mr_cache.h"
 #include "p2p/rdma/qp.h"
 #include "p2p/rdma/range_locks.h"
 #include "p2p/rdma/slicing.h"
@@ -225,9 +226,9 @@ struct PeerRdma {
 
 class RdmaLane final : public p2p::LaneTransport {
  public:
-  RdmaLane(std::shared_ptr<RdmaEngine> engine, const detail::Identity& self,
-           p2p::RegionRegistry& regions, p2p::Poller& poller, p2p::FrameHandler& handler,
-           p2p::ControlSender& control);
+  RdmaLane(std::shared_ptr<RdmaEngine> engine, std::shared_ptr<MrCache> cache,
+           const detail::Identity& self, p2p::RegionRegistry& regions, p2p::Poller& poller,
+           p2p::FrameHandler& handler, p2p::ControlSender& control);
   ~RdmaLane() override;
   Status init();
 
@@ -324,6 +325,7 @@ class RdmaLane final : public p2p::LaneTransport {
                            const Qp& q) const;
 
   std::shared_ptr<RdmaEngine> engine_;
+  std::shared_ptr<MrCache> cache_;  // engine-owned memory's registrations (send/recv buffers)
   const detail::Identity& self_;
   p2p::RegionRegistry& regions_;
   p2p::Poller& poller_;

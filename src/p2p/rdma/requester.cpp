@@ -155,19 +155,26 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
   }
   auto job = std::make_shared<RmaJob>();
   if (op.local_region == nullptr && op.length > 0) {
-    // A send buffer: registered on every usable context for this job only (the selector may
-    // pick any rail). A cached MR could outlive the user's mapping: freed and re-mapped memory
-    // would be reached through the stale MR.
+    // A send buffer. Engine-owned memory (collective scratch) uses the MR cache. A user's buffer
+    // is registered on every usable context for this job only (the selector may pick any rail):
+    // a cached MR could outlive the user's mapping, and freed and re-mapped memory would be
+    // reached through the stale MR.
     if (op.local_buffer == nullptr) {
       return Status::error(Errc::Internal, "an RDMA op without a local region or buffer");
     }
-    auto record = std::make_shared<detail::RegionRecord>();
-    record->base = const_cast<std::byte*>(op.local_buffer);
-    record->length = op.local_offset + op.length;
-    auto mrs = std::make_unique<MrSet>(engine_);
-    ORBITE_RETURN_IF_ERROR(mrs->prepare(record->base + op.local_offset, op.length, false));
-    record->registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)] = std::move(mrs);
-    job->transient = std::move(record);
+    const std::byte* at = op.local_buffer + op.local_offset;
+    if (auto cached = cache_->find(at, op.length)) {
+      op.local_offset = static_cast<std::uint64_t>(at - cached->base);
+      job->transient = std::move(cached);
+    } else {
+      auto record = std::make_shared<detail::RegionRecord>();
+      record->base = const_cast<std::byte*>(op.local_buffer);
+      record->length = op.local_offset + op.length;
+      auto mrs = std::make_unique<MrSet>(engine_);
+      ORBITE_RETURN_IF_ERROR(mrs->prepare(record->base + op.local_offset, op.length, false));
+      record->registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)] = std::move(mrs);
+      job->transient = std::move(record);
+    }
     op.local_region = job->transient.get();
   }
   const MrSet* set = op.local_region != nullptr ? mr_set_of(*op.local_region) : nullptr;

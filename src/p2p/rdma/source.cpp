@@ -215,14 +215,20 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   }
   detail::RegionRecord& r = **region;
   if (to_receive) {
-    // The posted buffer is registered for this grant alone, over exactly the granted range: on
-    // the one rail its segments use, or on every usable context when they span rails.
-    const bool one_rail = std::all_of(contexts.begin(), contexts.end(),
-                                      [&](std::size_t c) { return c == contexts.front(); });
-    auto mrs = std::make_unique<MrSet>(engine_);
-    Status st = one_rail ? mrs->prepare(r.base + m.offset, m.length, true, contexts.front())
-                         : mrs->prepare(r.base + m.offset, m.length, true);
-    if (!st.ok()) return nack(st.code(), st.message());
+    // Engine-owned memory (collective scratch) uses the MR cache's registration. A user's posted
+    // buffer is registered for this grant alone, over exactly the granted range: on the one rail
+    // its segments use, or on every usable context when they span rails.
+    std::unique_ptr<MrSet> mrs;
+    if (auto cached = cache_->find(r.base + m.offset, m.length)) {
+      mrs = MrSet::view_of(std::move(cached));
+    } else {
+      const bool one_rail = std::all_of(contexts.begin(), contexts.end(),
+                                        [&](std::size_t c) { return c == contexts.front(); });
+      mrs = std::make_unique<MrSet>(engine_);
+      Status st = one_rail ? mrs->prepare(r.base + m.offset, m.length, true, contexts.front())
+                           : mrs->prepare(r.base + m.offset, m.length, true);
+      if (!st.ok()) return nack(st.code(), st.message());
+    }
     r.registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)] = std::move(mrs);
   }
   const MrSet* set = mr_set_of(r);

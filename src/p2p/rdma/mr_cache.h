@@ -1,0 +1,66 @@
+// The MR cache for engine-owned memory (collective scratch): such memory is declared when it is
+// allocated and forgotten before it is freed, so a registration of it can outlive one request
+// without ever reaching pages that a user re-mapped. User buffers never enter it: send/recv and
+// collective buffers of the user are registered per request (see RdmaLane::start_rma).
+#pragma once
+
+#include <orbite/rdma.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "p2p/registry.h"
+
+namespace orbite::rdma {
+
+class RdmaEngine;
+
+// Thread-safe (lanes look up from their threads; the collectives declare and forget from theirs).
+// Lock order: a lane's mutex, then mu_; nothing is called back with mu_ held.
+// Lifetime: shared by the RDMA domain and every RdmaLane; an entry's record (with its full-view
+// MrSet) is shared with the jobs and grants using it, and deregisters when the last one drops.
+class MrCache {
+ public:
+  explicit MrCache(std::shared_ptr<RdmaEngine> engine);
+
+  // [base, base + length) is engine-owned from now until forget(base).
+  void declare(std::byte* base, std::uint64_t length);
+  // The range at `base` is about to be freed: it leaves the cache; jobs still using its
+  // registration keep it until they finish (its budget stays charged until then).
+  void forget(const std::byte* base);
+  // For [p, p + length) inside declared memory: its record, registered on every usable context
+  // (local and remote access) at first use and kept; least recently used unreferenced entries
+  // are deregistered to stay within max_cached_mrs copies and max_cached_mr_bytes. Null when the
+  // range is not engine-owned or the budgets cannot take it (the caller registers per request).
+  std::shared_ptr<detail::RegionRecord> find(const std::byte* p, std::uint64_t length);
+
+  [[nodiscard]] RdmaMrCacheStats stats() const;
+
+ private:
+  struct Entry {
+    std::uint64_t length = 0;
+    std::shared_ptr<detail::RegionRecord> record;  // null until first use
+    std::uint64_t copies = 0;                      // MR copies charged (contexts registered)
+    std::uint64_t last_use = 0;
+  };
+  // Caller holds mu_: frees the draining entries nobody uses any more; deregisters least
+  // recently used unreferenced entries (never `keep`) until `copies` and `bytes` more fit.
+  void sweep_draining();
+  bool make_room(std::uint64_t copies, std::uint64_t bytes, const std::byte* keep);
+  void uncharge(const Entry& e);
+
+  std::shared_ptr<RdmaEngine> engine_;
+  const std::uint64_t max_copies_;
+  const std::uint64_t max_bytes_;
+  mutable std::mutex mu_;
+  std::map<const std::byte*, Entry> entries_;        // by base; guarded by mu_
+  std::vector<Entry> draining_;                      // forgotten while in use; guarded by mu_
+  std::uint64_t copies_ = 0, bytes_ = 0, tick_ = 0;  // guarded by mu_
+  std::uint64_t hits_ = 0, misses_ = 0, registrations_ = 0, evictions_ = 0, refused_ = 0;
+};
+
+}  // namespace orbite::rdma
