@@ -477,11 +477,7 @@ void DeviceSelector::set_healthy(int nic, bool healthy) {
   // Back from unhealthy: what both estimates learned describes the link before it failed (its
   // last slices crawled into the failure), and with a low estimate TENT's floored shares would
   // give the rail no slice at all until a probe parent. It restarts from its seed.
-  const auto i = static_cast<std::size_t>(nic);
-  selection_Bps_[i] = seed_Bps_[i];
-  Meter& meter = (*meters_)[i];
-  std::lock_guard meter_lock(meter.mu);
-  meter.reseed(seed_Bps_[i]);
+  restart_estimates(static_cast<std::size_t>(nic));
 }
 
 void DeviceSelector::set_link_rate(int nic, double reported_gbps) {
@@ -495,6 +491,10 @@ void DeviceSelector::set_link_rate(int nic, double reported_gbps) {
   // estimates restart from the new seed (TENT notes §5.7).
   effective_gbps_[i] = effective;
   seed_Bps_[i] = bytes_per_second(effective);
+  restart_estimates(i);
+}
+
+void DeviceSelector::restart_estimates(std::size_t i) {
   selection_Bps_[i] = seed_Bps_[i];
   Meter& meter = (*meters_)[i];
   std::lock_guard meter_lock(meter.mu);

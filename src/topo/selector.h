@@ -166,6 +166,8 @@ class DeviceSelector {
   Result<DeviceLease> choose(const SelectionRequest& req,
                              std::span<const std::uint64_t> slice_lengths);
   const CompiledRow& row_for(Location location) const;
+  // Caller holds mu_: both estimates of NIC i start again from its seed.
+  void restart_estimates(std::size_t i);
   int location_numa(Location location) const;
   bool known(int nic) const { return nic >= 0 && static_cast<std::size_t>(nic) < nic_count_; }
   // Returns the charge of the lease's slice if it still holds one (false otherwise) and learns
