@@ -23,6 +23,9 @@ struct RdmaContextStats {
   std::uint32_t port = 0;
   std::string state;  // "active", "paused", or "inert: <why>"
   std::uint32_t gid_index = 0;
+  int numa_node = -1;             // from sysfs; -1 when unknown
+  std::uint64_t events_read = 0;  // device async events the monitor consumed
+  std::uint64_t port_events = 0;  // of them, port events (each refreshed the context at once)
 };
 
 // Counters of this engine's RDMA transport (all zero when it is not installed).

@@ -26,6 +26,12 @@ std::array<bool, kTransportCount> built_transports(const MemoryDomains& domains)
 RdmaStats rdma_stats_of(const MemoryDomains& domains, const std::string& note);
 // The monitor's scan: RDMA contexts pause and resume with their ports.
 void scan_rdma_ports(const MemoryDomains& domains);
+// The RDMA devices' async event fds (readable when a port or device event is pending), for the
+// monitor to wait on; empty without RDMA.
+std::vector<int> rdma_event_fds(const MemoryDomains& domains);
+// Reads and acknowledges every pending device event without blocking; a port event pauses or
+// resumes its context at once instead of at the next scan.
+void drain_rdma_events(const MemoryDomains& domains);
 // The RDMA selection's view of each NIC (empty without RDMA).
 std::vector<NicLoad> nic_load_of(const MemoryDomains& domains);
 

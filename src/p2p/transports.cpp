@@ -94,6 +94,27 @@ void scan_rdma_ports(const MemoryDomains& domains) {
 #endif
 }
 
+std::vector<int> rdma_event_fds(const MemoryDomains& domains) {
+#if ORBITE_WITH_RDMA
+  if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {
+    return domain->engine()->event_fds();
+  }
+#else
+  (void)domains;
+#endif
+  return {};
+}
+
+void drain_rdma_events(const MemoryDomains& domains) {
+#if ORBITE_WITH_RDMA
+  if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {
+    domain->engine()->drain_events();
+  }
+#else
+  (void)domains;
+#endif
+}
+
 std::vector<NicLoad> nic_load_of(const MemoryDomains& domains) {
   std::vector<NicLoad> out;
 #if ORBITE_WITH_RDMA

@@ -124,9 +124,7 @@ bool ibverbs_loaded() {
   return done != nullptr && done->api.ok();
 }
 
-namespace {
-
-VerbsDeviceRecord sysfs_record(ibv_device* dev, const IbvApi& api) {
+VerbsDeviceRecord describe_sysfs_place(ibv_device* dev, const IbvApi& api) {
   VerbsDeviceRecord r;
   r.name = api.get_device_name(dev);
   // The device link resolves to the PCI function's directory, whose name is the bus ID.
@@ -145,8 +143,6 @@ VerbsDeviceRecord sysfs_record(ibv_device* dev, const IbvApi& api) {
   return r;
 }
 
-}  // namespace
-
 Result<std::vector<VerbsDeviceRecord>> describe_verbs_devices() {
   ORBITE_ASSIGN_OR_RETURN(const IbvApi* api, load_ibverbs());
   int n = 0;
@@ -159,7 +155,7 @@ Result<std::vector<VerbsDeviceRecord>> describe_verbs_devices() {
   }
   std::vector<VerbsDeviceRecord> records;
   for (int i = 0; i < n; ++i) {
-    VerbsDeviceRecord r = sysfs_record(devices[i], *api);
+    VerbsDeviceRecord r = describe_sysfs_place(devices[i], *api);
     // The ports' state and rate, for the selector's link rates. A device that cannot be opened
     // (permissions, a provider error) keeps no ports: its rate stays unknown.
     if (ibv_context* ctx = api->open_device(devices[i])) {

@@ -78,6 +78,10 @@ struct VerbsDeviceRecord {
 // The devices with what sysfs says about their place, and their ports' state and speed (each
 // device is opened for ibv_query_device/ibv_query_port and closed again; nothing else).
 Result<std::vector<VerbsDeviceRecord>> describe_verbs_devices();
+#if ORBITE_WITH_RDMA
+// One device's name and sysfs place (bus ID, NUMA node); opens nothing, so no ports.
+VerbsDeviceRecord describe_sysfs_place(ibv_device* dev, const IbvApi& api);
+#endif
 // Where libibverbs.so.1 was loaded from (empty when it could not be loaded).
 std::string ibverbs_path();
 

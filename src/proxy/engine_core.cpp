@@ -2,15 +2,18 @@
 #include "proxy/engine_core.h"
 #include "proxy/host_topology.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <system_error>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/host_identity.h"
@@ -69,6 +72,11 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   core->listener = std::move(*listener);
   core->self.address = net::format_host_port(bound.host, bound.port);
 
+  core->monitor_wake = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!core->monitor_wake.valid()) {
+    return Status::error(Errc::ResourceExhausted,
+                         std::string("eventfd for the monitor failed: ") + std::strerror(errno));
+  }
   for (std::uint32_t i = 0; i < config.num_lanes; ++i) {
     auto lane = std::make_unique<Lane>();
     lane->core = core.get();
@@ -116,6 +124,36 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   return core;
 }
 
+void EngineCore::run_monitor() {
+  using Clock = std::chrono::steady_clock;
+  const auto period = std::min<Duration>(config.rdma.monitor_interval, std::chrono::seconds(1));
+  std::vector<pollfd> fds{{monitor_wake.get(), POLLIN, 0}};
+  for (int fd : p2p::rdma_event_fds(domains)) fds.push_back({fd, POLLIN, 0});
+  auto next_scan = Clock::now() + period;
+  while (!stopping.load(std::memory_order_acquire)) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(next_scan - Clock::now());
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(left.count(), 0)));
+    if (stopping.load(std::memory_order_acquire)) break;
+    if (n < 0 && errno != EINTR) {
+      ORBITE_LOG(Error, Proxy) << "the monitor's poll failed (" << std::strerror(errno)
+                               << "); it falls back to sleeping one period";
+      std::this_thread::sleep_for(period);
+    }
+    if (n > 0) {
+      // A port event pauses or resumes its rail now rather than at the next scan.
+      p2p::drain_rdma_events(domains);
+      for (auto& l : lanes) l->wake();
+    }
+    if (Clock::now() < next_scan) continue;
+    next_scan = Clock::now() + period;
+    // RDMA contexts follow their ports (a port that came back resumes its rail).
+    p2p::scan_rdma_ports(domains);
+    // Event-driven workers sleep without a timeout; the monitor's tick lets them check
+    // connection deadlines.
+    for (auto& l : lanes) l->wake();
+  }
+}
+
 Status EngineCore::start_threads() {
   EngineCore* raw = this;
   // A thread that fails to start is a Status: the ones already running are stopped and joined.
@@ -125,20 +163,7 @@ Status EngineCore::start_threads() {
       l->worker = std::thread([l] { l->run(); });
       threads_started = true;
     }
-    monitor = std::thread([raw] {
-      std::unique_lock lock(raw->monitor_mu);
-      const auto period =
-          std::min<Duration>(raw->config.rdma.monitor_interval, std::chrono::seconds(1));
-      while (!raw->stopping.load()) {
-        raw->monitor_cv.wait_for(lock, period);
-        if (raw->stopping.load()) break;
-        // RDMA contexts follow their ports (a port that came back resumes its rail).
-        p2p::scan_rdma_ports(raw->domains);
-        // Event-driven workers sleep without a timeout; the monitor's tick lets them check
-        // connection deadlines.
-        for (auto& l : raw->lanes) l->wake();
-      }
-    });
+    monitor = std::thread([raw] { raw->run_monitor(); });
   } catch (const std::system_error& e) {
     stop_threads();
     return Status::error(Errc::ResourceExhausted,
@@ -276,7 +301,11 @@ void EngineCore::stop_threads() {
   if (!threads_started) return;
   stopping.store(true, std::memory_order_release);
   for (auto& lane : lanes) lane->wake();
-  monitor_cv.notify_all();
+  const std::uint64_t one = 1;
+  if (::write(monitor_wake.get(), &one, sizeof(one)) != static_cast<ssize_t>(sizeof(one))) {
+    // Only a full counter fails, and then the monitor is readable already.
+    ORBITE_LOG(Debug, Proxy) << "monitor wake write: " << std::strerror(errno);
+  }
   for (auto& lane : lanes) {
     if (lane->worker.joinable()) lane->worker.join();
   }

@@ -86,9 +86,10 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   std::array<bool, p2p::kTransportCount> built{};
   std::string rdma_note;  // why RDMA is not installed ("" when it is)
   std::vector<std::unique_ptr<Lane>> lanes;
+  // The monitor waits on its wake eventfd (written by stop_threads) and the RDMA devices' async
+  // event fds, and scans the RDMA ports each monitor period.
   std::thread monitor;
-  std::mutex monitor_mu;
-  std::condition_variable monitor_cv;
+  net::Fd monitor_wake;
   std::atomic<bool> stopping{false};
   std::atomic<bool> closed{false};
   bool threads_started = false;
@@ -103,6 +104,8 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   void drive_until(Lane& lane, const std::atomic<int>& phase, Duration timeout);
   Status close(Duration timeout);
   Status start_threads();
+  // The monitor thread's loop (start_threads runs it).
+  void run_monitor();
   void stop_threads();
   [[nodiscard]] bool any_busy();
   // Engine-owned memory (the collectives' scratch) for every memory domain: see

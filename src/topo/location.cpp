@@ -1,7 +1,11 @@
 #include "topo/location.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 
 namespace orbite::topo {
 namespace {
@@ -50,6 +54,20 @@ MemoryType Location::memory_type() const {
     case Kind::Any: break;
   }
   return MemoryType::Unknown;
+}
+
+Location host_memory_location(const void* addr) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (addr == nullptr || page <= 0) return Location::any();
+  void* pages[1] = {reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(addr) &
+                                            ~(static_cast<std::uintptr_t>(page) - 1))};
+  int status[1] = {-1};
+  // nodes == nullptr: only report where each page is. A kernel without NUMA support answers
+  // ENOSYS; a page not resident reports -ENOENT in its status.
+  if (::syscall(SYS_move_pages, 0, 1UL, pages, nullptr, status, 0) != 0 || status[0] < 0) {
+    return Location::any();
+  }
+  return Location::cpu(status[0]);
 }
 
 Location selection_location(Location owner, std::optional<std::uint32_t> preferred_numa_node) {

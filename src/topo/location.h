@@ -42,6 +42,10 @@ struct Location {
   friend auto operator<=>(const Location&, const Location&) = default;
 };
 
+// Where the host page holding `addr` lives: cpu:N of its NUMA node (move_pages(2) asked, moving
+// nothing), or any() when the page is not resident or the kernel cannot tell. One syscall.
+Location host_memory_location(const void* addr);
+
 // The location a selection uses for memory owned at `owner`: rdma.preferred_numa_node, when set,
 // replaces a CPU or unknown location (it is a hint about host memory); CUDA memory keeps its GPU.
 Location selection_location(Location owner, std::optional<std::uint32_t> preferred_numa_node);

@@ -431,10 +431,16 @@ Result<DeviceLease> DeviceSelector::choose(const SelectionRequest& req,
       const std::uint32_t period = config_.scheduling.multipath_probe_period;
       ++parent_counter_;
       if (period != 0 && parent_counter_ % period == 0) {
-        // Probe parent: slice i to the i-th best, cyclically, so that NICs the scores starve
-        // still get fresh samples. Only eligible (hence healthy) NICs are probed (the guide).
-        for (std::size_t i = 0; i < n; ++i) lease.nic_[i] = e.nic[order[i % e.count]];
-        for (std::size_t j = 0; j < std::min(n, e.count); ++j) ++probes_[e.nic[order[j]]];
+        // Probe parent: round-robin counts (the j-th best gets n / count slices, the first
+        // n % count one more) so that NICs the scores starve still get fresh samples, laid out
+        // as one contiguous run per NIC in score order so that a probe costs one segment per
+        // rail rather than one per slice. Only eligible (hence healthy) NICs are probed.
+        std::size_t next = 0;
+        for (std::size_t j = 0; j < e.count && next < n; ++j) {
+          const std::size_t take = n / e.count + (j < n % e.count ? 1 : 0);
+          for (std::size_t i = 0; i < take; ++i) lease.nic_[next++] = e.nic[order[j]];
+          if (take > 0) ++probes_[e.nic[order[j]]];
+        }
       } else {
         // TENT's selectMultiPath shares: weight 1 / score, floor(w / W × n) slices
         // each in score order as contiguous runs, the flooring leftovers appended to the best.

@@ -131,8 +131,9 @@ class DeviceSelector {
   Result<DeviceLease> select(const SelectionRequest& req, std::uint64_t slice_bytes);
   // A multi-slice parent of 1..kMaxSlices slices of the given exact lengths (TENT's
   // selectMultiPath, scored with the first slice's length). Every multipath_probe_period-th
-  // parent (0: never) spreads its slices round-robin over the eligible NICs in score order
-  // instead. All charges commit under one lock. A single slice is scored like select() and is
+  // parent (0: never) gives the eligible NICs round-robin counts instead, one contiguous run
+  // per NIC in score order. Either way each NIC holds one contiguous run of the parent's
+  // slices. All charges commit under one lock. A single slice is scored like select() and is
   // no parent.
   Result<DeviceLease> select_multi(const SelectionRequest& req,
                                    std::span<const std::uint64_t> slice_lengths);

@@ -6,6 +6,7 @@ add_executable(orbite-rdma-probe
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_faults.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_rails.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_cache.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_numa.cpp
   ${CMAKE_CURRENT_LIST_DIR}/p2p_probe_support.cpp)
 target_link_libraries(orbite-rdma-probe PRIVATE orbite_internal orbite_warnings ${CMAKE_DL_LIBS})
 set_target_properties(orbite-rdma-probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)

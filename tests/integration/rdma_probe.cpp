@@ -488,6 +488,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"key_history", {scenario_rdma_key_history, {}}},
       {"rails", {scenario_rdma_rails, {}}},
       {"port_down", {scenario_rdma_port_down, {}}},
+      {"numa", {scenario_rdma_numa, {}}},
       {"mr_cache", {scenario_rdma_mr_cache, {}}},
       {"error_cqe", {scenario_rdma_error_cqe, {}}},
       {"unregister_busy", {scenario_rdma_unregister_busy, {}}},

@@ -62,6 +62,8 @@ void scenario_rdma_rails(RdmaContext& r);
 void scenario_rdma_port_down(RdmaContext& r);
 // The MR cache of the collectives' scratch (rdma_probe_cache.cpp).
 void scenario_rdma_mr_cache(RdmaContext& r);
+// NUMA placement of the rails (rdma_probe_numa.cpp).
+void scenario_rdma_numa(RdmaContext& r);
 // Killed peers (started directly by the test, 3 ranks): `phase` names who dies and when.
 void scenario_rdma_killed(RdmaContext& r, const std::string& phase);
 

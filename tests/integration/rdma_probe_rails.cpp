@@ -183,8 +183,13 @@ void scenario_rdma_port_down(RdmaContext& r) {
     return std::make_pair(after[cut].completed_bytes - before[cut].completed_bytes,
                           after[other].completed_bytes - before[other].completed_bytes);
   };
+  // The port events the monitor consumed on the cut rail's context (softverbs raises PORT_ERR and
+  // PORT_ACTIVE on every open context of the device, a veth's link change included).
+  auto port_events = [&] { return engine.rdma_stats().contexts.at(cut).port_events; };
+  std::uint64_t events_seen = 0;
   auto in_flight_then_down = [&](bool write) {
     if (r.c.rank != 0) return;
+    events_seen = port_events();
     Request q = write ? accepted(engine.put(mine.region, 0, remote, 0, kBig, r.rdma), "big put")
                       : accepted(engine.get(mine.region, 0, remote, 0, kBig, r.rdma), "big get");
     take_down();
@@ -197,6 +202,9 @@ void scenario_rdma_port_down(RdmaContext& r) {
           std::string(write ? "put" : "get") + " failed other than '" + expect +
               "': " + st.to_string());
     check(eventually([&] { return !loads(engine)[cut].healthy; }), "the cut rail is still healthy");
+    check(eventually([&] { return port_events() > events_seen; }),
+          "the monitor consumed no port event of the cut rail (" + sz(port_events()) + ")");
+    events_seen = port_events();
   };
   auto port_up = [&] {
     if (r.c.rank == 0) bring_up();
@@ -204,6 +212,10 @@ void scenario_rdma_port_down(RdmaContext& r) {
     // carry (the peer's monitor scan resumes its context on its own clock).
     check(eventually([&] { return loads(engine)[cut].healthy; }),
           "the cut rail did not resume after its port came back");
+    if (r.c.rank == 0) {
+      check(eventually([&] { return port_events() > events_seen; }),
+            "the monitor consumed no port event when the rail came back");
+    }
     barrier(r.c, "port up");
   };
   checked_puts(1, 0x9D0, "warm-up");

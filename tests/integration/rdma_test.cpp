@@ -282,6 +282,52 @@ TEST_F(RdmaRails, APortDownMidTransferFailsThatParentAndTheOtherRailCarriesOn) {
   EXPECT_EQ(count_of(o.out, "rank 0: port_down ok\n"), 1U) << o.out;
 }
 
+// NUMA placement: soft_0 claims node 0 and soft_1 node 1 (softverbs' sysfs look-alike), so the
+// buffer's node (the kernel says which) has one local NIC and one across.
+class RdmaNuma : public ::testing::Test {
+ protected:
+  std::map<std::string, std::string> numa(const std::string& expect) {
+    const std::string path = dir_.path() + "/numa.json";
+    std::ofstream f(path);
+    f << R"({"devices": [{"bind": "127.0.0.1", "rate_gbps": 100, "numa_node": 0,)"
+      << R"( "pci_bus_id": "0000:17:00.0"},)"
+      << R"( {"bind": "127.0.0.2", "rate_gbps": 100, "numa_node": 1,)"
+      << R"( "pci_bus_id": "0000:b3:00.0"}]})";
+    return {
+        {"SOFTVERBS_CONFIG", path}, {"SOFTVERBS_SYSFS_DIR", dir_.path()}, {"NUMA_EXPECT", expect}};
+  }
+  void expect_numa(const Outcome& o) {
+    expect_pass(o, "numa");
+    EXPECT_EQ(count_of(o.out, "rank 0: numa ok\n"), 1U) << o.out;
+    EXPECT_EQ(count_of(o.out, "rank 1: numa ok\n"), 1U) << o.out;
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(RdmaNuma, TheBuffersOwnNodesNicCarriesMostBytes) {
+  expect_numa(run_ranks("numa", numa("prefer")));
+}
+
+TEST_F(RdmaNuma, StrictLocalNumaNeverAllocatesACrossNumaNicProbesIncluded) {
+  auto env = numa("strict");
+  env["ORBITE_RDMA_STRICT_LOCAL_NUMA"] = "true";
+  expect_numa(run_ranks("numa", env));
+}
+
+TEST_F(RdmaNuma, APreferredNumaNodeMovesTheBytesToItsNic) {
+  auto env = numa("preferred");
+  env["ORBITE_RDMA_STRICT_LOCAL_NUMA"] = "true";
+  env["ORBITE_RDMA_PREFERRED_NUMA_NODE"] = "1";
+  expect_numa(run_ranks("numa", env));
+}
+
+TEST_F(RdmaNuma, ADeviceMaskCannotOverrideStrictLocality) {
+  auto env = numa("masked");
+  env["ORBITE_RDMA_STRICT_LOCAL_NUMA"] = "true";
+  env["ORBITE_RDMA_DEVICE_MASK"] = "1";
+  expect_numa(run_ranks("numa", env));
+}
+
 // The same with a real link: each rank's rail 0 is a softverbs NIC whose sockets live in its own
 // network namespace, the two joined by a veth pair (rail 1 stays on 127.0.0.1); rank 0 cuts the
 // rail with `ip link set down` on its end. Each rank reads its own softverbs config (the rank's

@@ -238,7 +238,8 @@ TEST(Selector, EveryHundredthParentProbesOnlyHealthyNics) {
     pick(*s, 65536);  // single slices are no parents and do not move the cadence
     const std::vector<int> got = nics_of(pick_multi(*s, four));
     if (parent % 100 == 0) {
-      EXPECT_EQ(got, (std::vector<int>{0, 1, 0, 1})) << parent;
+      // Round-robin counts, one contiguous run per NIC in score order.
+      EXPECT_EQ(got, (std::vector<int>{0, 0, 1, 1})) << parent;
     } else {
       EXPECT_EQ(got, (std::vector<int>{0, 0, 0, 0})) << parent;
     }

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <fcntl.h>
+
 #include "common/log.h"
 #include "p2p/rdma/verbs.h"
 #include "topo/inventory.h"
@@ -123,6 +125,14 @@ void open_context(Context& c, ibv_device* dev, const rdma::RdmaConfig& cfg,
     c.why_inert = "ibv_open_device failed: " + std::string(std::strerror(errno));
     return;
   }
+  // Port events arrive on the async fd; the monitor reads it without blocking.
+  const int fl = ::fcntl(c.ctx->async_fd, F_GETFL);
+  if (fl >= 0 && ::fcntl(c.ctx->async_fd, F_SETFL, fl | O_NONBLOCK) == 0) {
+    c.async_events = true;
+  } else {
+    ORBITE_LOG(Warn, Rdma) << c.name << ": the async event fd cannot be made non-blocking ("
+                           << std::strerror(errno) << "): port changes wait for the monitor's scan";
+  }
   ibv_device_attr_ex attr{};
   if (const int rc = verbs::query_device_ex(api, c.ctx, &attr); rc != 0) {
     c.why_inert = "ibv_query_device failed: " + std::string(std::strerror(rc));
@@ -217,6 +227,9 @@ Result<Discovery> discover_contexts(const IbvApi& api, const rdma::RdmaConfig& c
     if (cfg.device && *cfg.device != name) continue;
     pin_seen = pin_seen || cfg.device.has_value();
     auto c = std::make_unique<Context>(api, id, name);
+    const VerbsDeviceRecord place = describe_sysfs_place(list[i], api);
+    c->numa = place.numa;
+    c->pci_bus_id = place.pci_bus_id;
     open_context(*c, list[i], cfg, filter);
     if (!c->usable()) {
       ORBITE_LOG(Info, Rdma) << name << " is not used: " << c->why_inert;

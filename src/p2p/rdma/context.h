@@ -64,6 +64,14 @@ class Context {
   std::atomic<ContextState> state{ContextState::Inert};
   std::atomic<std::uint64_t> route_generation{1};  // advances on every pause and resume
   std::string why_inert;                           // the reason, for an Inert context
+  int numa = -1;                                   // sysfs <ibdev_path>/device/numa_node
+  std::string pci_bus_id;                          // sysfs; empty: not a PCI device
+  // The async event fd was made non-blocking: the monitor drains device events from it
+  // (RdmaEngine::drain_events). False leaves port changes to the monitor's scan alone.
+  bool async_events = false;
+  // Device events read (all kinds) and port events among them; written by the monitor.
+  std::atomic<std::uint64_t> events_read{0};
+  std::atomic<std::uint64_t> port_events{0};
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;
   DeviceLimits limits;

@@ -37,6 +37,28 @@ bool Budget::try_take(std::uint64_t n) {
   return true;
 }
 
+namespace {
+
+// The host's NUMA nodes and GPUs, without NICs (the contexts are the NICs here). A live host whose
+// hwloc fails leaves the nodes unknown (every NIC then shares the "*" row); an explicit
+// topology.hwloc_xml that cannot be read fails installation.
+Result<topo::Inventory> host_places(const EngineConfig& config) {
+  topo::DiscoveryInput input;
+  input.hwloc_xml = config.topology.hwloc_xml;
+  input.verbs = std::vector<topo::VerbsDevice>{};
+  auto found = topo::discover(input);
+  if (found.ok()) {
+    found->nics.clear();
+    return std::move(*found);
+  }
+  if (!input.hwloc_xml.empty()) return found.status().with_context("topology.hwloc_xml");
+  ORBITE_LOG(Warn, Rdma) << "hwloc gave no NUMA placement (" << found.status().message()
+                         << "): the RDMA rails are not ranked by locality";
+  return topo::Inventory{};
+}
+
+}  // namespace
+
 Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& config,
                                                         const detail::Identity& self) {
   ORBITE_ASSIGN_OR_RETURN(const IbvApi* api, load_ibverbs(config.rdma.ibverbs_library));
@@ -48,8 +70,10 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& conf
             (found.contexts.empty() ? std::string("no permitted device") : found.summary()));
   }
   // The selector's inventory: one NIC per context slot, as discovery numbered them (a refused
-  // device keeps its ID and is never healthy), with the port's decoded rate.
-  topo::Inventory inventory;
+  // device keeps its ID and is never healthy), with the port's decoded rate and its NUMA node
+  // from sysfs; the NUMA nodes and GPUs come from hwloc, so each cpu:N row puts that node's NICs
+  // in tier 0 and the others in tier 2.
+  ORBITE_ASSIGN_OR_RETURN(topo::Inventory inventory, host_places(config));
   inventory.source = "RDMA contexts";
   for (const auto& c : found.contexts) {
     const auto id = static_cast<std::size_t>(c->nic_id);
@@ -57,6 +81,8 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& conf
     topo::NicInfo& n = inventory.nics[id];
     n.name = c->name;
     n.link_gbps = c->route.rate_gbps;
+    n.numa = c->numa >= 0 ? c->numa
+                          : topo::kUnknownNuma;  // the kernel's word, even for a node hwloc lacks
     n.seen_by_verbs = true;
   }
   for (std::size_t i = 0; i < inventory.nics.size(); ++i) {
@@ -122,6 +148,60 @@ void RdmaEngine::scan_ports() {
   for (std::size_t i = 0; i < contexts_.contexts.size(); ++i) refresh_port(i);
 }
 
+std::vector<int> RdmaEngine::event_fds() const {
+  std::vector<int> out;
+  for (const auto& c : contexts_.contexts) {
+    if (c->usable() && c->async_events) out.push_back(c->ctx->async_fd);
+  }
+  return out;
+}
+
+std::size_t RdmaEngine::drain_events() {
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < contexts_.contexts.size(); ++i) {
+    Context& c = *contexts_.contexts[i];
+    if (!c.usable() || !c.async_events) continue;
+    bool port_changed = false;
+    for (int k = 0; k < 64; ++k) {
+      ibv_async_event e{};
+      if (api_.get_async_event(c.ctx, &e) != 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          ORBITE_LOG(Warn, Rdma) << c.name << ": ibv_get_async_event failed ("
+                                 << std::strerror(errno)
+                                 << "); its port changes now wait for the monitor's scan";
+          c.async_events = false;
+        }
+        break;
+      }
+      ++total;
+      add(c.events_read);
+      switch (e.event_type) {
+        case IBV_EVENT_PORT_ACTIVE:
+        case IBV_EVENT_PORT_ERR:
+        case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_GID_CHANGE:
+        case IBV_EVENT_SM_CHANGE:
+        case IBV_EVENT_CLIENT_REREGISTER:
+          add(c.port_events);
+          port_changed = true;
+          ORBITE_LOG(Debug, Rdma) << c.name << ": port event " << static_cast<int>(e.event_type);
+          break;
+        case IBV_EVENT_DEVICE_FATAL:
+          port_changed = true;
+          ORBITE_LOG(Error, Rdma) << c.name << ": fatal device event; its port is queried now";
+          break;
+        default:
+          ORBITE_LOG(Debug, Rdma) << c.name << ": device event " << static_cast<int>(e.event_type)
+                                  << ", left to the lanes' completions";
+          break;
+      }
+      api_.ack_async_event(&e);
+    }
+    if (port_changed) refresh_port(i);
+  }
+  return total;
+}
+
 std::vector<NicRecord> RdmaEngine::nic_records() const {
   std::vector<NicRecord> out;
   for (const auto& c : contexts_.contexts) {
@@ -158,6 +238,9 @@ RdmaStats RdmaEngine::stats() const {
     cs.port = c->route.port;
     cs.state = c->usable() ? c->state_name() : "inert: " + c->why_inert;
     cs.gid_index = c->route.gid_index;
+    cs.numa_node = c->numa;
+    cs.events_read = c->events_read.load(std::memory_order_relaxed);
+    cs.port_events = c->port_events.load(std::memory_order_relaxed);
     s.contexts.push_back(std::move(cs));
     if (c->usable()) {
       std::lock_guard lock(c->key_mu);
@@ -245,6 +328,7 @@ Status MrSet::prepare(std::byte* base, std::uint64_t length, bool remote, std::s
       add(engine_->counters().mr_registrations);
     }
   }
+  location_ = topo::host_memory_location(base);
   return {};
 }
 
@@ -252,6 +336,7 @@ std::unique_ptr<MrSet> MrSet::view_of(std::shared_ptr<const detail::RegionRecord
   const MrSet* of = mr_set_of(*owner);
   auto view = std::make_unique<MrSet>(of->engine_);
   view->copies_ = of->copies_;
+  view->location_ = of->location_;
   view->owner_ = std::move(owner);
   return view;
 }

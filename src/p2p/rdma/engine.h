@@ -97,6 +97,14 @@ class RdmaEngine {
   // every scan).
   bool refresh_port(std::size_t context);
   void scan_ports();
+  // The async event fds of the usable contexts that have a non-blocking one (the monitor polls
+  // them). Fixed after install.
+  std::vector<int> event_fds() const;
+  // Reads every pending device event without blocking (at most 64 per context per call) and
+  // acknowledges it. A port event (ERR, ACTIVE, LID/GID/SM change, reregister) or a fatal device
+  // event refreshes its context at once; QP and CQ events are only counted and logged: the lanes
+  // learn of those through their completions. Monitor thread only. Returns the events read.
+  std::size_t drain_events();
 
  private:
   EngineConfig config_;
@@ -141,10 +149,14 @@ class MrSet final : public p2p::DomainRegistration {
     return slot < copies_.size() ? &copies_[slot] : nullptr;
   }
   [[nodiscard]] std::uint64_t nic_mask() const;
+  // Where the registered bytes live (the NUMA node of the first page, read once the MRs have
+  // pinned it); any() for an empty set or when the kernel cannot tell.
+  [[nodiscard]] topo::Location location() const { return location_; }
 
  private:
   std::shared_ptr<RdmaEngine> engine_;
-  std::vector<Copy> copies_;                           // indexed like RdmaEngine::contexts()
+  std::vector<Copy> copies_;  // indexed like RdmaEngine::contexts()
+  topo::Location location_;
   std::shared_ptr<const detail::RegionRecord> owner_;  // set in a view: whose MRs these are
 };
 

@@ -14,11 +14,6 @@ namespace orbite::rdma {
 
 using detail::PeerLink;
 
-namespace {
-// Segments of one parent on one connection stay well inside its SQ (binds) and receipt slots.
-constexpr std::size_t kMaxSegmentsPerConnection = 8;
-}  // namespace
-
 Result<std::size_t> RdmaLane::array_to(PeerRdma& peer, std::size_t context) {
   const Context& local = *engine_->contexts()[context];
   // The rail map: the peer's NIC of the same name, else its active NICs spread by context.
@@ -72,26 +67,18 @@ Status RdmaLane::plan_segments(PeerRdma& peer, Parent& p, const MrSet& local) {
   const std::size_t slices = p.plan.lengths.size();
   if (slices == 0) return {};
   topo::SelectionRequest req;
-  req.location = topo::Location::any();
+  // The bytes' NUMA node (or rdma.preferred_numa_node) picks the row: that node's NICs are tier 0,
+  // and strict_local_numa keeps known cross-NUMA NICs out.
+  req.location = topo::selection_location(local.location(), cfg_.preferred_numa_node);
   req.mask = cfg_.device_mask.value_or(~0ULL);
   req.compatible = compatible_nics(peer);
-  auto choose = [&] {
-    return slices == 1 ? engine_->selector().select(req, p.plan.lengths[0])
-                       : engine_->selector().select_multi(
-                             req, std::span<const std::uint64_t>(p.plan.lengths.data(), slices));
-  };
-  auto lease = choose();
+  // Every NIC of the lease holds one contiguous run of slices (probe parents included), so a
+  // rail's run spreads over its array's slots at one segment per connection.
+  auto lease = slices == 1
+                   ? engine_->selector().select(req, p.plan.lengths[0])
+                   : engine_->selector().select_multi(
+                         req, std::span<const std::uint64_t>(p.plan.lengths.data(), slices));
   if (!lease.ok()) return lease.status().with_context("nothing moved");
-  // A probe parent spreads its slices round-robin, one run per slice: more segments than one
-  // connection takes (a bind and a receipt each) are planned again as an ordinary parent (the
-  // next choice is no probe).
-  std::size_t nic_runs = 1;
-  for (std::size_t k = 1; k < slices; ++k) nic_runs += lease->nic(k) != lease->nic(k - 1) ? 1 : 0;
-  if (nic_runs > kMaxSegmentsPerConnection) {
-    lease->abandon();
-    lease = choose();
-    if (!lease.ok()) return lease.status().with_context("nothing moved");
-  }
   p.lease = std::move(*lease);
   const auto& contexts = engine_->contexts();
   // Each maximal run of slices on one NIC is a rail; a rail's run is cut into min(W, m)
