@@ -1,7 +1,9 @@
-// One-way streaming bandwidth between two processes on one host, four ways in one run:
+// One-way streaming bandwidth between two processes on one host, five ways in one run:
 //   raw    a TCP stream over loopback with softverbs' socket settings (softverbs/src/nic.cpp
 //          tune(): TCP_NODELAY, 4 MiB SO_SNDBUF/SO_RCVBUF), the ceiling softverbs is read against;
 //   orbite OrbiTE isend/irecv over its tcp transport (shm and RDMA off), as sendrecv_perf streams;
+//   o_rdma the same isend/irecv stream over OrbiTE's RDMA transport on the soft_* device (eager
+//          frames, then rendezvous WRITEs), read against the raw WRITE beside it;
 //   write  RDMA WRITE on an RC QP of a soft_* device, a window of selectively signaled WRs;
 //   read   RDMA READ the same way, served by the target's NIC thread.
 // Goal (softverbs issue): write and read at least 0.8x raw from 1 MiB, so that softverbs never
@@ -173,8 +175,8 @@ constexpr int kTagStream = 1;
 constexpr int kTagAck = 2;
 
 // Rank 0 hosts the store; both connect to it and join a 2-rank communicator whose engine has
-// shared memory and RDMA off, so tcp is the only transport (and the engine does not open the
-// soft device this process also measures).
+// shared memory off and either RDMA off (tcp is then the only transport) or RDMA on `device`
+// alone (every message is forced onto it).
 struct OrbiteSide {
   std::unique_ptr<orbite::TcpStoreServer> server;
   std::optional<orbite::Communicator> comm;
@@ -182,7 +184,7 @@ struct OrbiteSide {
   std::vector<orbite::Request> reqs;
 };
 
-void orbite_join(OrbiteSide& o, const Control& ctl) {
+void orbite_join(OrbiteSide& o, const Control& ctl, const std::string& rdma_device) {
   std::string address;
   if (g_rank == 0) {
     o.server = perf::value_or_die(g_rank, orbite::TcpStoreServer::start({}), "store server");
@@ -200,10 +202,15 @@ void orbite_join(OrbiteSide& o, const Control& ctl) {
   orbite::EngineConfig config =
       perf::value_or_die(g_rank, orbite::EngineConfig::load(), "engine config");
   config.shm.enable = false;
-  config.rdma.rdma_whitelist = {"softverbs_bw:no-rdma"};  // matches no device
+  if (rdma_device.empty()) {
+    config.rdma.rdma_whitelist = {"softverbs_bw:no-rdma"};  // matches no device
+  } else {
+    config.rdma.enable = orbite::rdma::RdmaEnable::On;
+    config.rdma.rdma_whitelist = {rdma_device};
+  }
   o.comm.emplace(
       perf::value_or_die(g_rank, orbite::Communicator::create(bootstrap, config), "communicator"));
-  o.topt.transport = orbite::Transport::Tcp;
+  o.topt.transport = rdma_device.empty() ? orbite::Transport::Tcp : orbite::Transport::Rdma;
 }
 
 // sendrecv_perf's stream: `windows` windows of W isends (rank 0) / irecvs (rank 1) waited
@@ -408,13 +415,13 @@ struct Settings {
   std::string device;
 };
 
-enum Method { kRaw, kOrbite, kWrite, kRead, kMethods };
+enum Method { kRaw, kOrbite, kOrbiteRdma, kWrite, kRead, kMethods };
 
 // Runs on both processes in lockstep; fills `micros` (rank 0) and returns the wrong bytes this
 // process found. Each method: the checker clears L, both sync, a warm-up stream, the timed one.
 std::uint64_t measure(const Settings& s, std::uint64_t size, const Memory& m, int raw_fd,
-                      OrbiteSide& orb, Verbs& verbs, const Control& ctl, double micros[kMethods],
-                      int* messages) {
+                      OrbiteSide& orb, OrbiteSide& orb_rdma, Verbs& verbs, const Control& ctl,
+                      double micros[kMethods], int* messages) {
   const std::uint64_t window_bytes = size * static_cast<std::uint64_t>(s.window);
   const int windows = perf::scaled_iters(s.o.iters, window_bytes, perf::kMinTimedIters);
   const int warm_windows = perf::scaled_iters(s.o.warmup_iters, window_bytes, 1);
@@ -439,6 +446,11 @@ std::uint64_t measure(const Settings& s, std::uint64_t size, const Memory& m, in
   micros[kOrbite] = orbite_stream(orb, m, size, windows, s.window, true);
   if (g_rank == 1) wrong += m.check_last(size, "orbite tcp");
 
+  begin(1);
+  orbite_stream(orb_rdma, m, size, warm_windows, s.window, false);
+  micros[kOrbiteRdma] = orbite_stream(orb_rdma, m, size, windows, s.window, true);
+  if (g_rank == 1) wrong += m.check_last(size, "orbite rdma");
+
   // One-sided: rank 1 makes no call and only waits on the control channel for the end.
   for (ibv_wr_opcode op : {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ}) {
     const bool write = op == IBV_WR_RDMA_WRITE;
@@ -462,7 +474,9 @@ int run_rank(const Settings& s, int ctl_fd) {
   Memory m(sizes.back());
   int raw_fd = raw_connect(ctl);
   OrbiteSide orb;
-  orbite_join(orb, ctl);
+  orbite_join(orb, ctl, "");
+  OrbiteSide orb_rdma;
+  orbite_join(orb_rdma, ctl, s.device);
   std::optional<Verbs> verbs(std::in_place);
   verbs->events = s.cq_events != 0;
   verbs->open(s.device, m, s.window, ctl);
@@ -475,18 +489,21 @@ int run_rank(const Settings& s, int ctl_fd) {
         .ranks = 2,
         .transport = "tcp loopback; verbs on " + s.device,
         .config = {{"window", s.window}, {"cq_events", s.cq_events}},
-        .notes = {"rank 0 -> rank 1 (READ: rank 0 pulls); GB/s: bytes / rank 0's time. raw and "
-                  "orbite end with a 1-byte ack",
+        .notes = {"rank 0 -> rank 1 (READ: rank 0 pulls); GB/s: bytes / rank 0's time. raw, "
+                  "orbite and o_rdma end with a 1-byte ack",
+                  "o_rdma: OrbiTE isend/irecv over its RDMA transport on the same soft_* device; "
+                  "o_rdma/write is its ratio to the raw WRITE stream",
                   "orbite: windows of W isends waited together; write/read: up to W WRs in "
                   "flight, every W/4th signaled",
                   "the last message of every timed stream is checked byte for byte (#wrong)"}};
     std::vector<perf::Column> cols{{"size(B)", "size", 0}};
-    for (std::string k : {"raw", "orbite", "write", "read"}) {
+    for (std::string k : {"raw", "orbite", "o_rdma", "write", "read"}) {
       cols.push_back({k, k + "_gbps", 2, true, 0, {}, "GB/s"});
     }
     for (std::string k : {"write", "read", "orbite"}) {
       cols.push_back({k, k + "_ratio", 2, true, 0, {}, "ratio to raw"});
     }
+    cols.push_back({"o_rdma/write", "o_rdma_write_ratio", 2, true, 0, {}, "ratio to write"});
     cols.push_back({"#wrong", "wrong", 0});
     cols.push_back({"messages", "messages", 0, false});
     report.emplace(std::move(info), s.o, std::move(cols));
@@ -496,7 +513,7 @@ int run_rank(const Settings& s, int ctl_fd) {
   for (std::uint64_t size : sizes) {
     double micros[kMethods] = {};
     int messages = 0;
-    std::uint64_t w = measure(s, size, m, raw_fd, orb, *verbs, ctl, micros, &messages);
+    std::uint64_t w = measure(s, size, m, raw_fd, orb, orb_rdma, *verbs, ctl, micros, &messages);
     if (g_rank == 1) {
       ctl.send_word(w);
       continue;
@@ -507,14 +524,17 @@ int run_rank(const Settings& s, int ctl_fd) {
     for (int k = 0; k < kMethods; ++k)
       gb[k] = perf::gbps(static_cast<double>(size) * messages, micros[k]);
     auto r = [&](int k) { return gb[kRaw] > 0 ? gb[k] / gb[kRaw] : 0.0; };
-    report->add_row({static_cast<double>(size), gb[kRaw], gb[kOrbite], gb[kWrite], gb[kRead],
-                     r(kWrite), r(kRead), r(kOrbite), static_cast<double>(w),
+    report->add_row({static_cast<double>(size), gb[kRaw], gb[kOrbite], gb[kOrbiteRdma], gb[kWrite],
+                     gb[kRead], r(kWrite), r(kRead), r(kOrbite),
+                     gb[kWrite] > 0 ? gb[kOrbiteRdma] / gb[kWrite] : 0.0, static_cast<double>(w),
                      static_cast<double>(messages)});
   }
   perf::check_ok(g_rank, orb.comm->store_barrier(), "final barrier");
+  perf::check_ok(g_rank, orb_rdma.comm->store_barrier(), "final barrier (rdma)");
   bool ok = true;
   if (report) {
     report->add_summary("engine (rank 0)", perf::describe_engine(orb.comm->engine()));
+    report->add_summary("rdma engine (rank 0)", perf::describe_engine(orb_rdma.comm->engine()));
     ok = report->finish(wrong);
   }
   // Teardown in step, so that neither process loses a peer it still talks to: the QPs first,
@@ -523,8 +543,10 @@ int run_rank(const Settings& s, int ctl_fd) {
   verbs.reset();
   ctl.sync();
   orb.comm.reset();
+  orb_rdma.comm.reset();
   ctl.sync();
   orb.server.reset();
+  orb_rdma.server.reset();
   return ok && wrong == 0 ? 0 : 1;
 }
 
@@ -546,15 +568,15 @@ int main(int argc, char** argv) {
   Settings s;
   perf::Program program{
       "softverbs_bw",
-      "Streaming bandwidth between two forked processes: raw TCP, OrbiTE tcp, softverbs RDMA\n"
-      "WRITE and READ. Run with LD_LIBRARY_PATH=<build>/softverbs.",
+      "Streaming bandwidth between two forked processes: raw TCP, OrbiTE tcp, OrbiTE rdma,\n"
+      "softverbs RDMA WRITE and READ. Run with LD_LIBRARY_PATH=<build>/softverbs.",
       {perf::int_flag("--window", "messages in flight per stream (default 16)", &s.window, 1, 256),
        perf::int_flag("--cq-events",
                       "1: wait for completions on a completion channel (default);\n"
                       "0: poll the CQ, yielding the core between empty polls",
                       &s.cq_events, 0, 1)},
       "ignored: the last message of every timed stream is always checked",
-      "tcp only: the OrbiTE column always measures tcp"};
+      "not accepted: the OrbiTE columns measure tcp and rdma"};
   perf::Options defaults;
   defaults.min_bytes = 4 * perf::kKiB;
   defaults.max_bytes = 64 * perf::kMiB;
@@ -564,8 +586,8 @@ int main(int argc, char** argv) {
   defaults.check = true;
   s.o = perf::parse_options(argc, argv, program, true, defaults);
   s.o.check = true;  // the header then says so, and finish() reports the wrong bytes
-  if (!s.o.transports.empty() && s.o.transports != std::vector<std::string>{"tcp"}) {
-    perf::usage_error(program, true, "--transport: the OrbiTE column always measures tcp");
+  if (!s.o.transports.empty()) {
+    perf::usage_error(program, true, "--transport: the OrbiTE columns always measure tcp and rdma");
   }
   if (perf::size_list(s.o).back() > (1ULL << 30)) {
     perf::usage_error(program, true, "messages above 1 GiB exceed softverbs' max_msg_sz");

@@ -29,8 +29,9 @@ struct RdmaContextStats {
 };
 
 // Counters of this engine's RDMA transport (all zero when it is not installed).
-// The MR cache of engine-owned memory (collective scratch): registrations kept across requests
-// within rdma.max_cached_mrs (MR copies, one per usable context) and rdma.max_cached_mr_bytes.
+// The MR cache of engine-owned memory: the collectives' scratch, registered at first use and kept
+// across requests, and the lanes' slot slabs, all within rdma.max_cached_mrs (MR copies, one per
+// context) and rdma.max_cached_mr_bytes.
 struct RdmaMrCacheStats {
   std::uint64_t declared = 0;       // engine-owned ranges known now
   std::uint64_t registered = 0;     // of them, registered now
@@ -40,7 +41,10 @@ struct RdmaMrCacheStats {
   std::uint64_t hits = 0;           // lookups served by a kept registration
   std::uint64_t registrations = 0;  // ranges registered at first use
   std::uint64_t evictions = 0;      // unreferenced registrations dropped to make room
-  std::uint64_t refused = 0;        // lookups the budgets could not take (registered per request)
+  std::uint64_t refused = 0;        // lookups (and slabs) the budgets could not take
+  // The lanes' receive and staging slot slabs (one MR copy each), included in mr_copies/bytes.
+  std::uint64_t slabs = 0;
+  std::uint64_t slab_bytes = 0;
 };
 
 struct RdmaStats {

@@ -79,6 +79,7 @@ void Protocol::start(ReqPtr req) {
   req->lane_link = &link;
   switch (link.state) {
     case PeerLink::State::Failed:
+      if (req->kind == OpKind::Recv) return recv_on_failed(link, req);
       return detail::complete_request(
           *req, Status::error(Errc::ConnectionLost,
                               "peer " + short_id(link.ep.id) + ": " + link.failure.message()));
@@ -111,6 +112,7 @@ void Protocol::issue(Link& link, const ReqPtr& req) {
   }
   if (link.state == PeerLink::State::Failed) {
     // An earlier request of the same batch (waiting for the connection) broke the link.
+    if (req->kind == OpKind::Recv) return recv_on_failed(link, req);
     return detail::complete_request(
         *req, Status::error(Errc::ConnectionLost,
                             "peer " + short_id(link.ep.id) + ": " + link.failure.message()));
@@ -248,6 +250,8 @@ void Protocol::issue_recv(Link& link, const ReqPtr& req) {
   req->lane_link = &link;
   for (auto it = link.unexpected.begin(); it != link.unexpected.end(); ++it) {
     if (it->comm == req->comm && it->tag == req->tag) {
+      // Left from a connection that failed (its endpoint is gone): delivered as on a failed link.
+      if (it->endpoint == nullptr) return recv_on_failed(link, req);
       detail::Arrival a = std::move(*it);
       link.unexpected.erase(it);
       if (a.type == FrameType::Eager)
@@ -269,6 +273,38 @@ void Protocol::reject_truncated(Link& link, const ReqPtr& recv, const detail::Ar
   send_control(*a.endpoint, FrameType::Reject, a.sender_id,
                static_cast<std::uint64_t>(Errc::InvalidArgument), 0, 0, 0, trunc.message());
   detail::complete_request(*recv, trunc);
+}
+
+void Protocol::recv_on_failed(Link& link, const ReqPtr& req) {
+  req->id = next_wire_id_++;
+  const std::string peer = "peer " + short_id(link.ep.id) + ": ";
+  for (auto it = link.unexpected.begin(); it != link.unexpected.end(); ++it) {
+    if (it->comm != req->comm || it->tag != req->tag) continue;
+    detail::Arrival a = std::move(*it);
+    link.unexpected.erase(it);
+    drop(counters_.unexpected_bytes, a.data.size());
+    Status result;
+    if (a.type != FrameType::Eager) {
+      result = Status::error(Errc::ConnectionLost,
+                             peer + "its message of " + std::to_string(a.length) +
+                                 " bytes was announced, but the connection was lost before it "
+                                 "moved: " +
+                                 link.failure.message());
+    } else if (a.length > req->length) {
+      result = Status::error(Errc::InvalidArgument,
+                             "message truncated: " + peer + "sent " + std::to_string(a.length) +
+                                 " bytes with tag " + std::to_string(a.tag) + " to a receive of " +
+                                 std::to_string(req->length) + " bytes");
+    } else {
+      if (a.length != 0) std::memcpy(req->dst, a.data.data(), a.length);
+      req->bytes_done.store(a.length);
+    }
+    give_buffer(std::move(a.data));
+    detail::complete_request(*req, result);
+    return;
+  }
+  detail::complete_request(*req,
+                           Status::error(Errc::ConnectionLost, peer + link.failure.message()));
 }
 
 void Protocol::consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& a) {
@@ -408,8 +444,9 @@ void Protocol::fail_inflight_of(Link& link, const Status& why) {
   link.waiting.clear();
   for (auto& req : link.posted) detail::complete_request(*req, why);
   link.posted.clear();
-  for (auto& a : link.unexpected) drop(counters_.unexpected_bytes, a.data.size());
-  link.unexpected.clear();
+  // Messages that arrived whole stay receivable (recv_on_failed), as do the announcements of the
+  // others, so that a later receive never overtakes one of them; their endpoints are gone.
+  for (auto& a : link.unexpected) a.endpoint = nullptr;
   link.reorder.clear();
   link.sessions.clear();
 }

@@ -92,6 +92,9 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void issue(Link& link, const ReqPtr& req);
   void issue_send(Link& link, const ReqPtr& req);
   void issue_recv(Link& link, const ReqPtr& req);
+  // A receive on a failed link: a message that arrived whole before the failure is still
+  // delivered, in order per tag; an announced (rendezvous) one, or none, fails with the failure.
+  void recv_on_failed(Link& link, const ReqPtr& req);
   void deliver_arrival(Link& link, detail::Arrival&& a);
   bool try_match_arrival(Link& link, detail::Arrival& a);
   void match_rts(Link& link, const ReqPtr& recv, const detail::Arrival& a);

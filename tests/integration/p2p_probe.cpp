@@ -212,6 +212,45 @@ void scenario_truncation(Context& c) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// same_buffer: a window of receives posted into one buffer, as osu_bw posts them: every receive
+// completes with its full length, and the buffer then holds one message whole, never a mix
+// (over RDMA the receiver's grants on the shared range take their writes one after another).
+
+void scenario_same_buffer(Context& c) {
+  constexpr int kWindow = 8;
+  for (std::uint64_t size : {std::uint64_t{1000}, std::uint64_t{64 * 1024 + 1}, 2 * kMiB}) {
+    std::vector<Request> requests;
+    if (c.rank == 0) {
+      std::vector<Bytes> sources;
+      barrier(c, "same buffer posted " + sz(size));
+      for (int i = 0; i < kWindow; ++i) {
+        Bytes& b = sources.emplace_back(size);
+        fill_pattern(b.data(), size, 0x5B0 + static_cast<std::uint64_t>(i));
+        requests.push_back(isend(c, b.data(), size, 1, 45, "isend " + sz(i)));
+      }
+      wait_all_ok(requests, "sends into one buffer");
+      continue;
+    }
+    Bytes buffer(size);
+    for (int i = 0; i < kWindow; ++i) {
+      requests.push_back(irecv(c, buffer.data(), size, 0, 45, "irecv " + sz(i)));
+    }
+    barrier(c, "same buffer posted " + sz(size));
+    wait_all_ok(requests, "receives into one buffer");
+    for (int i = 0; i < kWindow; ++i) {
+      check(requests[i].bytes() == size, "receive " + sz(i) + " got " + sz(requests[i].bytes()));
+    }
+    int whole = -1;
+    for (int i = 0; i < kWindow && whole < 0; ++i) {
+      Bytes want(size);
+      fill_pattern(want.data(), size, 0x5B0 + static_cast<std::uint64_t>(i));
+      if (want == buffer) whole = i;
+    }
+    check(whole >= 0, "the shared buffer of " + sz(size) + " bytes holds no message whole");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // sizes: odd sizes at unaligned addresses both ways, into receives with room to spare; the
 // received size, every byte, the bytes around the message and the unchanged source are checked.
 
@@ -390,12 +429,14 @@ const std::map<std::string_view, Scenario>& scenarios() {
       {"truncation", {scenario_truncation, 2, 2}},
       {"sizes", {scenario_sizes, 2, 2}},
       {"outstanding", {scenario_outstanding, 2, 2}},
+      {"same_buffer", {scenario_same_buffer, 2, 2}},
       {"bidirectional", {scenario_bidirectional, 2, 2}},
       {"alltoall", {scenario_alltoall, 2, 256}},
       {"self", {scenario_self, 1, 256}},
       {"putget", {scenario_putget, 2, 2}},
       {"unregister_busy", {scenario_unregister_busy, 2, 2}},
       {"killed_peer", {scenario_killed_peer, 3, 3}},
+      {"sender_left", {scenario_sender_left, 2, 2}},
   };
   return table;
 }
@@ -496,10 +537,10 @@ int main(int argc, char** argv) {
 
   scenario.run(c);
 
-  // killed_peer closes its own engine (a dead rank cannot join a barrier). Elsewhere every rank
-  // waits for the others before closing, so that no rank tears down connections a peer still
-  // uses; with every request finished, close() has nothing left to prove.
-  if (name != "killed_peer") {
+  // killed_peer and sender_left close their own engines (a rank that left cannot join a barrier).
+  // Elsewhere every rank waits for the others before closing, so that no rank tears down
+  // connections a peer still uses; with every request finished, close() has nothing left to prove.
+  if (name != "killed_peer" && name != "sender_left") {
     check_route(c, name);
     barrier(c, "before close");
     check_ok(c.comm.engine().close(std::chrono::seconds(30)), "engine close");

@@ -86,5 +86,6 @@ void check_equal(const std::byte* actual, const std::byte* expected, std::uint64
 void scenario_putget(Context& c);
 void scenario_unregister_busy(Context& c);
 void scenario_killed_peer(Context& c);
+void scenario_sender_left(Context& c);
 
 }  // namespace orbite::probe

@@ -242,4 +242,37 @@ void scenario_killed_peer(Context& c) {
   check_ok(c.comm.engine().close(std::chrono::seconds(30)), "engine close after the loss");
 }
 
+// sender_left (2 ranks): rank 1 sends two eager messages and closes its engine at once. Rank 0
+// first waits until a receive nobody matches fails (the link is down), then receives both
+// messages anyway, in its own order: a message that arrived whole before the peer left is
+// delivered, as MPI delivers a completed send. One more receive fails with ConnectionLost.
+void scenario_sender_left(Context& c) {
+  constexpr int kFirst = 90, kSecond = 91, kNobody = 92;
+  constexpr std::uint64_t kBytes = 1000;
+  if (c.rank == 1) {
+    Bytes a(kBytes), b(32);
+    fill_pattern(a.data(), a.size(), 0x5E1);
+    fill_pattern(b.data(), b.size(), 0x5E2);
+    send(c, a.data(), a.size(), 0, kFirst, "first message");
+    send(c, b.data(), b.size(), 0, kSecond, "second message");
+    check_ok(c.comm.engine().close(std::chrono::seconds(30)), "engine close after the sends");
+    return;
+  }
+  Bytes sink(8);
+  Request nobody = irecv(c, sink.data(), sink.size(), 1, kNobody, "unmatched receive");
+  const Status lost = nobody.wait(std::chrono::seconds(60));
+  check(lost.code() == Errc::ConnectionLost, "the unmatched receive ended " + lost.to_string());
+  Bytes a(kBytes), b(32);
+  check(recv(c, b.data(), b.size(), 1, kSecond, "second message after the close") == 32,
+        "second message size");
+  check_pattern(b.data(), b.size(), 0x5E2, "second message after the close");
+  check(recv(c, a.data(), a.size(), 1, kFirst, "first message after the close") == kBytes,
+        "first message size");
+  check_pattern(a.data(), a.size(), 0x5E1, "first message after the close");
+  expect_failure(c.comm.irecv(a.data(), a.size(), 1, kFirst, c.options), {Errc::ConnectionLost},
+                 "a receive with nothing left to match");
+  std::printf("rank 0: messages delivered after the sender left\n");
+  check_ok(c.comm.engine().close(std::chrono::seconds(30)), "engine close");
+}
+
 }  // namespace orbite::probe

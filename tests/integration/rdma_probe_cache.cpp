@@ -16,9 +16,12 @@ namespace orbite::probe {
 // "kept": the first collective registers scratch ranges and the later ones hit them, within
 //         max_cached_mrs / max_cached_mr_bytes;
 // "evict": rounds alternate 16 KiB and 1 MiB, whose algorithms take different scratch blocks,
-//         and the budget (ORBITE_RDMA_MAX_CACHED_MR_BYTES=4MiB) holds one: each switch evicts;
-// "refused": the budgets cannot take a range (ORBITE_RDMA_MAX_CACHED_MR_BYTES small), nothing is
-//         cached and the collectives still succeed on per-request registrations.
+//         and the budget (ORBITE_RDMA_MAX_CACHED_MR_BYTES) holds the slot slabs and one of them:
+//         each switch evicts;
+// "refused": the budgets take the slot slabs but no scratch range, nothing else is cached and
+//         the collectives still succeed on per-request registrations;
+// "slabs_refused": the budget cannot take the lanes' slot slabs either: the first collective
+//         fails, naming rdma.max_cached_mr_bytes.
 void scenario_rdma_mr_cache(RdmaContext& r) {
   const char* env = std::getenv("MR_CACHE_EXPECT");
   const std::string expect = env != nullptr ? env : "kept";
@@ -36,6 +39,17 @@ void scenario_rdma_mr_cache(RdmaContext& r) {
     Request q = accepted(
         r.c.comm.all_reduce(in.data(), out.data(), kCount, DataType::Float32, ReduceOp::Sum),
         "all_reduce");
+    if (expect == "slabs_refused") {
+      const Status st = q.wait(std::chrono::seconds(60));
+      std::printf("rank %d: all_reduce with no room for the slot slabs: %s\n", r.c.rank,
+                  st.to_string().c_str());
+      check(!st.ok() && st.message().find("slot slab") != std::string::npos &&
+                st.message().find("rdma.max_cached_mr_bytes") != std::string::npos,
+            "the collective did not fail naming the slab budget: " + st.to_string());
+      check(engine.rdma_stats().mr_cache.slabs == 0, "a slab was charged past the budget");
+      barrier(r.c, "mr_cache checked");
+      return;
+    }
     wait_ok(q, "all_reduce round " + std::to_string(round));
     const float ranks = static_cast<float>(r.c.size);
     const float rank_sum = ranks * (ranks + 1) / 2;
@@ -67,14 +81,15 @@ void scenario_rdma_mr_cache(RdmaContext& r) {
     check(c.hits > first.hits,
           "later collectives did not hit the cache (" + sz(first.hits) + " -> " + sz(c.hits) + ")");
     check(c.refused == 0, sz(c.refused) + " lookups refused");
+    check(c.slabs > 0 && c.slab_bytes > 0, "the lanes' slot slabs were not charged to the budgets");
   } else if (evict) {
     check(c.declared == 2, "two scratch blocks, not " + sz(c.declared));
     check(c.evictions >= 2 && c.registrations >= 3 && c.refused == 0,
           "no eviction at each switch: " + sz(c.evictions) + " evictions, " + sz(c.registrations) +
               " registrations, " + sz(c.refused) + " refused");
   } else {
-    check(c.registrations == 0 && c.registered == 0 && c.mr_copies == 0,
-          "a range was cached beyond the budget");
+    check(c.registrations == 0 && c.registered == 0 && c.mr_copies == c.slabs && c.slabs > 0,
+          "a range was cached beyond the budget, or no slab was charged");
     check(c.refused > 0, "no lookup was refused");
   }
   barrier(r.c, "mr_cache checked");

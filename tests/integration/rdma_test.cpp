@@ -417,6 +417,57 @@ TEST_F(RdmaRailCut, AVethCutInANetworkNamespaceFailsThatParentAndTheOtherRailCar
   EXPECT_EQ(count_of(o.out, "rank 0: port_down ok\n"), 1U) << o.out;
 }
 
+// The rail map's direct peer: rank 0 sends on its soft_1 alone (device_mask [1]); rank 1 has three
+// NICs, so spreading by context would pick its second active one. Its soft_1 is preferred while
+// it is active, even behind a paused soft_0; a paused soft_1 leaves the spread (soft_2). The
+// route is read from log_slice_affinity's debug lines ("soft_1 -> soft_N").
+class RdmaDirectPeer : public ::testing::Test {
+ protected:
+  Outcome run(const std::string& rank1_devices) {
+    std::ofstream(dir_.path() + "/rank0.json")
+        << R"({"devices": [{"bind": "127.0.0.1"}, {"bind": "127.0.0.2"}]})";
+    std::ofstream(dir_.path() + "/rank1.json") << R"({"devices": [)" << rank1_devices << "]}";
+    const std::vector<std::string> args = {ORBITE_RUN_BIN,
+                                           "-n",
+                                           "2",
+                                           "--tag-output",
+                                           "--timeout",
+                                           "165",
+                                           "--kill-grace",
+                                           "3",
+                                           "--",
+                                           "/bin/sh",
+                                           "-c",
+                                           "SOFTVERBS_CONFIG=" + dir_.path() +
+                                               "/rank$ORBITE_RANK.json exec " ORBITE_RDMA_PROBE
+                                               " rails"};
+    return testing::run_program(args, 180s,
+                                softverbs_env({{"ORBITE_RDMA_BLOCK_SIZE", "1MiB"},
+                                               {"RAILS_EXPECT", "only1"},
+                                               {"ORBITE_RDMA_DEVICE_MASK", "1"},
+                                               {"ORBITE_LOG_LEVEL", "debug"},
+                                               {"ORBITE_LOG_SUBSYS", "rdma"},
+                                               {"ORBITE_RDMA_LOG_SLICE_AFFINITY", "true"}}));
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(RdmaDirectPeer, TheSameNamedPeerNicIsPreferredWhileActiveWhereverThePeerListsIt) {
+  const Outcome o = run(R"({"bind": "127.0.0.3", "port_state": "DOWN"},)"
+                        R"( {"bind": "127.0.0.4"}, {"bind": "127.0.0.5"})");
+  expect_pass(o, "rails");
+  EXPECT_GT(count_of(o.err, ": soft_1 -> soft_1, "), 0U) << o.err.substr(0, 4000);
+  EXPECT_EQ(count_of(o.err, ": soft_1 -> soft_2, "), 0U) << o.err.substr(0, 4000);
+}
+
+TEST_F(RdmaDirectPeer, APausedDirectPeerLeavesTheSpreadToTheActiveOnes) {
+  const Outcome o = run(R"({"bind": "127.0.0.3"}, {"bind": "127.0.0.4", "port_state": "DOWN"},)"
+                        R"( {"bind": "127.0.0.5"})");
+  expect_pass(o, "rails");
+  EXPECT_EQ(count_of(o.err, ": soft_1 -> soft_1, "), 0U) << o.err.substr(0, 4000);
+  EXPECT_GT(count_of(o.err, ": soft_1 -> soft_2, "), 0U) << o.err.substr(0, 4000);
+}
+
 // ---- the MR cache of engine-owned memory (the collectives' scratch) ----------------------
 
 std::map<std::string, std::string> mr_cache_env(const std::string& expect,
@@ -437,12 +488,20 @@ TEST(RdmaMrCache, OnTwoRailsOnFourRanksEachRangeHasACopyPerContext) {
   expect_pass(run_ranks("mr_cache", env, 4), "mr_cache", 4);
 }
 
+// The lanes' slot slabs (a 64-slot receipt chunk and a 64-slot frame chunk on one context, 16,384
+// + 265,216 bytes) are charged first; the scratch blocks are 4 MiB and 16 KiB. The budget holds
+// the slabs and the larger block with 8 KiB to spare, so either block evicts the other.
 TEST(RdmaMrCache, ABudgetHoldingOneRangeEvictsTheOtherAtEachSwitch) {
-  expect_pass(run_ranks("mr_cache", mr_cache_env("evict", "4MiB")), "mr_cache");
+  constexpr std::uint64_t kBudget = 281600 + 4 * 1024 * 1024 + 8192;
+  expect_pass(run_ranks("mr_cache", mr_cache_env("evict", std::to_string(kBudget))), "mr_cache");
 }
 
 TEST(RdmaMrCache, ARangeOverTheBudgetIsRegisteredPerRequestInstead) {
-  expect_pass(run_ranks("mr_cache", mr_cache_env("refused", "4096")), "mr_cache");
+  expect_pass(run_ranks("mr_cache", mr_cache_env("refused", "512KiB")), "mr_cache");
+}
+
+TEST(RdmaMrCache, ABudgetWithoutRoomForTheSlotSlabsFailsTheCollectiveNamingIt) {
+  expect_pass(run_ranks("mr_cache", mr_cache_env("slabs_refused", "4096")), "mr_cache");
 }
 
 class RdmaCapability : public ::testing::Test {

@@ -131,7 +131,7 @@ Status RdmaLane::init() {
   window_pool_.resize(contexts.size());
   for (std::size_t i = 0; i < contexts.size(); ++i) {
     if (!contexts[i]->usable()) continue;
-    auto set = std::make_unique<CqSet>(*contexts[i], cfg_.max_cqes);
+    auto set = std::make_unique<CqSet>(*contexts[i], cfg_.max_cqes, cache_.get());
     ORBITE_RETURN_IF_ERROR(set->init());
     const int fd = set->channel->fd;
     const int flags = ::fcntl(fd, F_GETFL);

@@ -108,6 +108,35 @@ std::shared_ptr<detail::RegionRecord> MrCache::find(const std::byte* p, std::uin
   return e.record;
 }
 
+Status MrCache::charge_slab(std::uint64_t bytes, const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!make_room(1, bytes, nullptr)) {
+    ++refused_;
+    const bool by_count = copies_ + 1 > max_copies_;
+    return Status::error(
+        Errc::ResourceExhausted,
+        what + ": a slab of " + std::to_string(bytes) + " bytes does not fit " +
+            (by_count ? "rdma.max_cached_mrs = " + std::to_string(max_copies_) + " (" +
+                            std::to_string(copies_) + " MR copies in use)"
+                      : "rdma.max_cached_mr_bytes = " + std::to_string(max_bytes_) + " (" +
+                            std::to_string(bytes_) + " bytes in use)") +
+            " after evicting every unused cached range");
+  }
+  copies_ += 1;
+  bytes_ += bytes;
+  ++slabs_;
+  slab_bytes_ += bytes;
+  return {};
+}
+
+void MrCache::release_slab(std::uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  copies_ -= 1;
+  bytes_ -= bytes;
+  --slabs_;
+  slab_bytes_ -= bytes;
+}
+
 RdmaMrCacheStats MrCache::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   RdmaMrCacheStats s;
@@ -120,6 +149,8 @@ RdmaMrCacheStats MrCache::stats() const {
   s.registrations = registrations_;
   s.evictions = evictions_;
   s.refused = refused_;
+  s.slabs = slabs_;
+  s.slab_bytes = slab_bytes_;
   return s;
 }
 

@@ -1,16 +1,19 @@
-// The MR cache for engine-owned memory (collective scratch): such memory is declared when it is
+// The MR cache for engine-owned memory (collective scratch; the lanes' slot slabs are charged to
+// its budgets too): such memory is declared when it is
 // allocated and forgotten before it is freed, so a registration of it can outlive one request
 // without ever reaching pages that a user re-mapped. User buffers never enter it: send/recv and
 // collective buffers of the user are registered per request (see RdmaLane::start_rma).
 #pragma once
 
 #include <orbite/rdma.h>
+#include <orbite/status.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "p2p/registry.h"
@@ -38,6 +41,13 @@ class MrCache {
   // range is not engine-owned or the budgets cannot take it (the caller registers per request).
   std::shared_ptr<detail::RegionRecord> find(const std::byte* p, std::uint64_t length);
 
+  // The lanes' slabs of receive and staging slots (one MR on one context each, kept for the
+  // lane's life) count against the same budgets: a slab takes one MR copy and its bytes, making
+  // room by evicting unused cached ranges. ResourceExhausted naming the budget, and nothing
+  // charged, when it cannot fit; release_slab returns exactly what charge_slab took.
+  Status charge_slab(std::uint64_t bytes, const std::string& what);
+  void release_slab(std::uint64_t bytes);
+
   [[nodiscard]] RdmaMrCacheStats stats() const;
 
  private:
@@ -59,7 +69,8 @@ class MrCache {
   mutable std::mutex mu_;
   std::map<const std::byte*, Entry> entries_;        // by base; guarded by mu_
   std::vector<Entry> draining_;                      // forgotten while in use; guarded by mu_
-  std::uint64_t copies_ = 0, bytes_ = 0, tick_ = 0;  // guarded by mu_
+  std::uint64_t copies_ = 0, bytes_ = 0, tick_ = 0;  // guarded by mu_ (slabs included)
+  std::uint64_t slabs_ = 0, slab_bytes_ = 0;         // guarded by mu_
   std::uint64_t hits_ = 0, misses_ = 0, registrations_ = 0, evictions_ = 0, refused_ = 0;
 };
 

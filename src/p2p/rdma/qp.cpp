@@ -6,6 +6,7 @@
 #include <random>
 
 #include "common/log.h"
+#include "p2p/rdma/mr_cache.h"
 #include "p2p/rdma/verbs.h"
 
 namespace orbite::rdma {
@@ -46,42 +47,53 @@ SlotPool::~SlotPool() {
   for (Chunk& c : chunks_) {
     if (c.mr != nullptr && ctx_.api.dereg_mr(c.mr) != 0) {
       ORBITE_LOG(Error, Rdma) << ctx_.name << ": ibv_dereg_mr of registered slots failed; retained";
-      (void)c.bytes.release();  // the HCA may still own the pages
+      (void)c.bytes.release();  // the HCA may still own the pages; the budget stays charged
+      continue;
     }
+    if (budget_ != nullptr) budget_->release_slab(c.charged);
   }
 }
 
 Result<std::uint32_t> SlotPool::take() {
   if (free_.empty()) {
-    if (chunks_.size() >= max_chunks_) {
+    if (slots_ >= max_slots_) {
       return Status::error(Errc::ResourceExhausted,
-                           ctx_.name + ": all " + std::to_string(max_chunks_ * kChunkSlots) +
+                           ctx_.name + ": all " + std::to_string(max_slots_) +
                                " registered slots of " + std::to_string(slot_bytes_) +
                                " bytes of the lane are in use");
     }
+    const auto c_index = static_cast<std::uint32_t>(chunks_.size());
+    const std::uint32_t count = std::min(kFirstChunkSlots << c_index, max_slots_ - slots_);
+    const std::size_t bytes = std::size_t{count} * slot_bytes_;
+    if (budget_ != nullptr) {
+      ORBITE_RETURN_IF_ERROR(budget_->charge_slab(bytes, ctx_.name + " slot slab"));
+    }
     Chunk c;
-    const std::size_t bytes = std::size_t{kChunkSlots} * slot_bytes_;
+    c.charged = budget_ != nullptr ? bytes : 0;
     c.bytes = std::make_unique<std::byte[]>(bytes);
     c.mr = ctx_.api.reg_mr(ctx_.pd, c.bytes.get(), bytes, IBV_ACCESS_LOCAL_WRITE);
     if (c.mr == nullptr) {
+      const int err = errno;
+      if (budget_ != nullptr) budget_->release_slab(bytes);
       return verbs::errno_status(
           Errc::ResourceExhausted,
-          ctx_.name + ": ibv_reg_mr of " + std::to_string(bytes) + " bytes of slots", errno);
+          ctx_.name + ": ibv_reg_mr of " + std::to_string(bytes) + " bytes of slots", err);
     }
-    const auto first = static_cast<std::uint32_t>(chunks_.size()) * kChunkSlots;
     chunks_.push_back(std::move(c));
-    for (std::uint32_t i = kChunkSlots; i-- > 0;) free_.push_back(first + i);
+    const std::uint32_t first = slots_;
+    slots_ += count;
+    for (std::uint32_t i = count; i-- > 0;) free_.push_back(first + i);
   }
   const std::uint32_t i = free_.back();
   free_.pop_back();
   return i;
 }
 
-CqSet::CqSet(Context& c, std::uint32_t cap)
+CqSet::CqSet(Context& c, std::uint32_t cap, MrCache* budget)
     : ctx(c),
       capacity(cap),
-      receipts(c, kSlotBytes, kMaxReceiptChunks),
-      frames(c, kFrameSlotBytes, kMaxFrameChunks) {}
+      receipts(c, kSlotBytes, kMaxReceiptSlots, budget),
+      frames(c, kFrameSlotBytes, kMaxFrameSlots, budget) {}
 
 Status CqSet::init() {
   const IbvApi& api = ctx.api;

@@ -13,6 +13,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <bit>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -81,38 +82,49 @@ class SqLedger {
 };
 
 class CqSet;
+class MrCache;
 
 // Registered buffers of one size for the frames of the message QPs (receives, and staging of
-// sends too large to go inline), grown in chunks of one MR each as peers arrive. Lifetime: owned
-// by its CqSet, on the CqSet's context.
+// sends too large to go inline) or for receipts, grown as peers arrive in chunks of one MR each
+// whose sizes double (64, 128, 256, ... slots), so that the MR count grows with the logarithm
+// of the slots. Each chunk is a slab charged to the MR cache's budgets. Lifetime: owned by its
+// CqSet, on the CqSet's context; the budget (the lane's MrCache) outlives it.
 class SlotPool {
  public:
-  static constexpr std::uint32_t kChunkSlots = 64;
-  SlotPool(Context& ctx, std::uint32_t slot_bytes, std::uint32_t max_chunks)
-      : ctx_(ctx), slot_bytes_(slot_bytes), max_chunks_(max_chunks) {}
+  static constexpr std::uint32_t kFirstChunkSlots = 64;
+  SlotPool(Context& ctx, std::uint32_t slot_bytes, std::uint32_t max_slots, MrCache* budget)
+      : ctx_(ctx), slot_bytes_(slot_bytes), max_slots_(max_slots), budget_(budget) {}
   ~SlotPool();
   SlotPool(const SlotPool&) = delete;
   SlotPool& operator=(const SlotPool&) = delete;
-  // A free slot, registering a new chunk when none is left (ResourceExhausted past the limit).
+  // A free slot, registering a new chunk when none is left (ResourceExhausted past max_slots or
+  // when the MR cache's budgets cannot take the chunk).
   Result<std::uint32_t> take();
   void give(std::uint32_t i) { free_.push_back(i); }
-  [[nodiscard]] bool contains(std::uint32_t i) const { return i < chunks_.size() * kChunkSlots; }
+  [[nodiscard]] bool contains(std::uint32_t i) const { return i < slots_; }
   [[nodiscard]] std::byte* at(std::uint32_t i) {
-    return chunks_[i / kChunkSlots].bytes.get() + std::size_t{i % kChunkSlots} * slot_bytes_;
+    const std::uint32_t c = chunk_of(i);
+    return chunks_[c].bytes.get() + std::size_t{i - first_of(c)} * slot_bytes_;
   }
-  [[nodiscard]] std::uint32_t lkey(std::uint32_t i) const {
-    return chunks_[i / kChunkSlots].mr->lkey;
-  }
+  [[nodiscard]] std::uint32_t lkey(std::uint32_t i) const { return chunks_[chunk_of(i)].mr->lkey; }
   [[nodiscard]] std::uint32_t slot_bytes() const { return slot_bytes_; }
 
  private:
   struct Chunk {
     std::unique_ptr<std::byte[]> bytes;
     ibv_mr* mr = nullptr;
+    std::uint64_t charged = 0;  // bytes charged to the budget
   };
+  // Chunk c holds slots [64 (2^c - 1), 64 (2^(c+1) - 1)) (the last one may be cut at max_slots).
+  static std::uint32_t first_of(std::uint32_t c) { return kFirstChunkSlots * ((1u << c) - 1); }
+  static std::uint32_t chunk_of(std::uint32_t i) {
+    return static_cast<std::uint32_t>(std::bit_width(i / kFirstChunkSlots + 1)) - 1;
+  }
   Context& ctx_;
   std::uint32_t slot_bytes_;
-  std::uint32_t max_chunks_;
+  std::uint32_t max_slots_;
+  MrCache* budget_;  // null: uncharged (unit tests)
+  std::uint32_t slots_ = 0;
   std::vector<Chunk> chunks_;
   std::vector<std::uint32_t> free_;
 };
@@ -165,8 +177,9 @@ struct QpCaps {
 class CqSet {
  public:
   static constexpr std::uint32_t kSlotBytes = 256;
-  static constexpr std::uint32_t kMaxReceiptChunks = 256;  // 16384 slots
-  CqSet(Context& ctx, std::uint32_t capacity);
+  static constexpr std::uint32_t kMaxReceiptSlots = 16384;
+  // The slot pools' chunks are charged to `budget` (the MR cache), which must outlive the set.
+  CqSet(Context& ctx, std::uint32_t capacity, MrCache* budget);
   ~CqSet();
   CqSet(const CqSet&) = delete;
   CqSet& operator=(const CqSet&) = delete;
@@ -188,7 +201,7 @@ class CqSet {
   // Frame slots: a frame header and up to kFramePayload bytes each. A receive's wr_id carries
   // kFrameSlotBit with the index.
   static constexpr std::uint32_t kFrameSlotBit = 1u << 31;
-  static constexpr std::uint32_t kMaxFrameChunks = 64;  // 4096 slots: 128 peers' receives
+  static constexpr std::uint32_t kMaxFrameSlots = 4096;  // 128 peers' receives
   SlotPool frames;
 };
 

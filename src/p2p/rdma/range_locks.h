@@ -1,6 +1,7 @@
 // Process-wide locks on exact address ranges: a grant takes its range shared (READ: the peer
-// reads the memory) or exclusive (WRITE), and a conflicting grant is refused, not queued. Keyed
-// by address, so two regions that alias the same memory conflict too. Thread-safe.
+// reads the memory) or exclusive (WRITE); a conflicting put or get grant is refused, a
+// conflicting rendezvous into a receive waits (source.cpp). Keyed by address, so two regions
+// that alias the same memory conflict too. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +18,13 @@ class RangeLocks {
   // range conflicts with nothing).
   Token try_lock(std::uintptr_t begin, std::uint64_t length, bool exclusive);
   void unlock(Token token);
+  // Whether try_lock would refuse now (a hint: another thread may lock or unlock right after).
+  [[nodiscard]] bool would_conflict(std::uintptr_t begin, std::uint64_t length,
+                                    bool exclusive) const;
   [[nodiscard]] std::size_t held() const;
 
  private:
+  bool conflicts_locked(std::uintptr_t begin, std::uint64_t length, bool exclusive) const;
   struct Held {
     std::uintptr_t begin = 0;
     std::uint64_t length = 0;

@@ -214,6 +214,13 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
     contexts.push_back(context);
   }
   detail::RegionRecord& r = **region;
+  if (to_receive && range_locks().would_conflict(
+                        reinterpret_cast<std::uintptr_t>(r.base + m.offset), m.length, true)) {
+    // Another access holds the receive's range (receives posted into one buffer): wait before
+    // registering anything, so that each retry costs a lookup, not an MR.
+    peer.deferred.push_back(m);
+    return;
+  }
   if (to_receive) {
     // Engine-owned memory (collective scratch) uses the MR cache's registration. A user's posted
     // buffer is registered for this grant alone, over exactly the granted range: on the one rail
@@ -270,6 +277,13 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   if (lock == 0) {
     engine_->grants().give(1);
     engine_->direct_bytes().give(m.length);
+    if (to_receive) {
+      // Receives posted into one buffer (osu_bw's window does this) take their writes one after
+      // another: the grant waits here (FIFO, retried every pass) until the other access ends,
+      // never two DMA writers on one range at once.
+      peer.deferred.push_back(m);
+      return;
+    }
     add(engine_->counters().range_conflicts);
     return nack(Errc::Unavailable, "range busy: [" + std::to_string(m.offset) + ", " +
                                        std::to_string(m.offset + m.length) + ") of region " +
