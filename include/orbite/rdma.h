@@ -84,6 +84,11 @@ struct RdmaStats {
   std::uint64_t mr_registrations = 0;  // MRs registered (eager copies on every context)
   std::uint64_t mr_deregistrations = 0;
   std::uint64_t budget_exhausted = 0;  // ResourceExhausted answers, any budget
+  // NIC tables sent to peers after a context paused or resumed, and received from them.
+  std::uint64_t nic_tables_sent = 0;
+  std::uint64_t nic_tables_received = 0;
+  // Message QPs rebuilt on another rail because theirs paused (with no frame in flight).
+  std::uint64_t message_qp_moves = 0;
   // Budgets in use now (creating, closing and retained resources included).
   std::uint64_t endpoints_in_use = 0;     // of rdma.max_endpoints
   std::uint64_t grants_in_use = 0;        // of rdma.max_grants

@@ -489,6 +489,8 @@ const std::map<std::string, Entry>& scenarios() {
       {"rails", {scenario_rdma_rails, {}}},
       {"port_down", {scenario_rdma_port_down, {}}},
       {"numa", {scenario_rdma_numa, {}}},
+      {"peer_port_down", {scenario_rdma_peer_port_down, {}}},
+      {"forged_nic_table", {scenario_rdma_forged_nic_table, {{1, "forge_nic_table"}}}},
       {"mr_cache", {scenario_rdma_mr_cache, {}}},
       {"error_cqe", {scenario_rdma_error_cqe, {}}},
       {"unregister_busy", {scenario_rdma_unregister_busy, {}}},

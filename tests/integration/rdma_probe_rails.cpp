@@ -258,4 +258,108 @@ void scenario_rdma_port_down(RdmaContext& r) {
   std::printf("rank %d: port_down ok\n", r.c.rank);
 }
 
+// peer_port_down: the owner (rank 1) takes its own soft_0 down; its NicTable tells rank 0, whose
+// soft_0 then maps to rank 1's soft_1, so rank 0's puts keep succeeding on both of its rails
+// (without the table they would fail on the dead remote NIC). Messages over RDMA both ways (an
+// eager one and a rendezvous) go on too: both message QPs started on soft_0 and move off the
+// paused rail before their next frame. After the port comes back a second table arrives and
+// puts and messages go on.
+void scenario_rdma_peer_port_down(RdmaContext& r) {
+  constexpr std::uint64_t kSmall = 8 * kMiB + 160;
+  Region mine = make_region(r, kSmall, "the region");
+  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  TransferEngine& engine = r.c.comm.engine();
+  int step = 10;
+  auto checked_puts = [&](int count, std::uint64_t seed, const std::string& phase) {
+    for (int i = 0; i < count; ++i) {
+      const std::uint64_t pattern = seed + static_cast<std::uint64_t>(i);
+      if (r.c.rank == 0) {
+        fill_pattern(mine.bytes.data(), kSmall, pattern);
+        Request q = accepted(engine.put(mine.region, 0, remote, 0, kSmall, r.rdma), "put");
+        wait_ok(q, phase + ": put " + sz(static_cast<std::uint64_t>(i)));
+        signal_peer(r.c, 1, step);
+      } else {
+        await_peer(r.c, 0, step);
+        check_pattern(mine.bytes.data(), kSmall, pattern, phase + ": put bytes");
+      }
+      ++step;
+      barrier(r.c, phase + ": checked");
+    }
+  };
+  auto tables = [&] { return engine.rdma_stats().nic_tables_received; };
+  // Rank 0 sends 100 bytes and 64 KiB + 1 over RDMA, rank 1 sends them back; both check.
+  Context over_rdma{r.c.comm, r.rdma, r.c.rank, r.c.size};
+  auto messages = [&](std::uint64_t seed, const std::string& phase) {
+    for (int from : {0, 1}) {
+      for (std::uint64_t n : {std::uint64_t{100}, std::uint64_t{64 * 1024 + 1}}) {
+        Bytes b(n);
+        const std::string what = phase + ": " + sz(n) + " bytes from rank " + sz(from);
+        if (r.c.rank == from) {
+          fill_pattern(b.data(), n, seed + n + static_cast<std::uint64_t>(from));
+          send(over_rdma, b.data(), n, 1 - from, 60, what);
+        } else {
+          check(recv(over_rdma, b.data(), n, from, 60, what) == n, what + ": size");
+          check_pattern(b.data(), n, seed + n + static_cast<std::uint64_t>(from), what);
+        }
+      }
+    }
+  };
+  checked_puts(1, 0xB10, "warm-up");
+  messages(0xC10, "warm-up");
+  for (const bool down : {true, false}) {
+    const std::string phase = down ? "peer port down" : "peer port up";
+    const std::uint64_t seen = tables();
+    if (r.c.rank == 1) {
+      softverbs(std::string("port soft_0 ") + (down ? "down" : "up"));
+      check(eventually([&] { return engine.nic_load_stats()[0].healthy != down; }),
+            phase + ": rank 1's soft_0 did not follow its port");
+    } else {
+      check(eventually([&] { return tables() > seen; }),
+            phase + ": no NicTable from rank 1 (" + sz(tables()) + " received)");
+    }
+    barrier(r.c, phase);
+    checked_puts(3, down ? 0xB20 : 0xB30, phase);
+    messages(down ? 0xC20 : 0xC30, phase);
+  }
+  check(engine.rdma_stats().message_qp_moves >= 1,
+        "the message QP did not move off the paused rail (" +
+            sz(engine.rdma_stats().message_qp_moves) + " moves)");
+  if (r.c.rank == 1) {
+    check(engine.rdma_stats().nic_tables_sent >= 2,
+          "rank 1 sent " + sz(engine.rdma_stats().nic_tables_sent) + " NIC tables for two changes");
+  }
+  barrier(r.c, "done");
+  std::printf("rank %d: peer_port_down ok\n", r.c.rank);
+}
+
+// forged_nic_table: rank 1's NicTable renames its first NIC (test hook forge_nic_table) when its
+// soft_0 goes down. Rank 0 takes that for what it is, a table that is not the peer's: a protocol
+// error that fails the link, after which a put to rank 1 fails at once and nothing moved.
+void scenario_rdma_forged_nic_table(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 64 * 1024;
+  Region mine = make_region(r, kLength, "the region");
+  RemoteRegion remote = share_descriptor(r, &mine.region, 1, 1);
+  TransferEngine& engine = r.c.comm.engine();
+  if (r.c.rank == 0) {
+    Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "first put");
+    wait_ok(q, "first put");
+  }
+  barrier(r.c, "connected");
+  if (r.c.rank == 1) {
+    softverbs("port soft_0 down");
+    check(eventually([&] { return engine.rdma_stats().nic_tables_sent > 0; }),
+          "rank 1 sent no NicTable");
+  } else {
+    check(eventually([&] { return engine.stats().protocol_errors > 0; }),
+          "the forged NicTable was not a protocol error");
+    auto q = engine.put(mine.region, 0, remote, 0, kLength, r.rdma);
+    const Status st = q.ok() ? q->wait(std::chrono::seconds(30)) : q.status();
+    std::printf("rank 0: put after the forged table: %s\n", st.to_string().c_str());
+    check(st.code() == Errc::ConnectionLost && st.message().find("NicTable") != std::string::npos,
+          "the put after the forged table did not fail naming it: " + st.to_string());
+  }
+  barrier(r.c, "done");
+  std::printf("rank %d: forged_nic_table ok\n", r.c.rank);
+}
+
 }  // namespace orbite::probe

@@ -328,6 +328,19 @@ TEST_F(RdmaNuma, ADeviceMaskCannotOverrideStrictLocality) {
   expect_numa(run_ranks("numa", env));
 }
 
+TEST_F(RdmaRails, APeersPausedNicReachesUsInItsNicTableAndOurRailsMapAroundIt) {
+  Outcome o = run_ranks("peer_port_down", rails(100, 100));
+  expect_pass(o, "peer_port_down");
+  EXPECT_EQ(count_of(o.out, "rank 0: peer_port_down ok\n"), 1U) << o.out;
+  EXPECT_EQ(count_of(o.out, "rank 1: peer_port_down ok\n"), 1U) << o.out;
+}
+
+TEST_F(RdmaRails, AForgedNicTableIsAProtocolErrorThatFailsTheLink) {
+  Outcome o = run_ranks("forged_nic_table", rails(100, 100));
+  expect_pass(o, "forged_nic_table");
+  EXPECT_EQ(count_of(o.out, "rank 0: forged_nic_table ok\n"), 1U) << o.out;
+}
+
 // The same with a real link: each rank's rail 0 is a softverbs NIC whose sockets live in its own
 // network namespace, the two joined by a veth pair (rail 1 stays on 127.0.0.1); rank 0 cuts the
 // rail with `ip link set down` on its end. Each rank reads its own softverbs config (the rank's

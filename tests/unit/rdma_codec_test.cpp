@@ -603,8 +603,9 @@ TEST(ControlKind, EveryKindHasAName) {
   EXPECT_STREQ(control_name(6), "GrantNack");
   EXPECT_STREQ(control_name(7), "GrantAck");
   EXPECT_STREQ(control_name(8), "FrameCredit");
+  EXPECT_STREQ(control_name(9), "NicTable");
   EXPECT_STREQ(control_name(0), "unknown");
-  EXPECT_STREQ(control_name(9), "unknown");
+  EXPECT_STREQ(control_name(10), "unknown");
 }
 
 TEST(FrameCredit, RoundTripsAndBoundsTheCount) {

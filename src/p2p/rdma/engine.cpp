@@ -137,6 +137,7 @@ bool RdmaEngine::refresh_port(std::size_t context) {
   c.state = now;
   c.route_generation.fetch_add(1);
   selector_->set_healthy(c.nic_id, active);
+  nic_epoch_.fetch_add(1, std::memory_order_acq_rel);
   ORBITE_LOG(Warn, Rdma) << c.name << " port " << static_cast<int>(c.route.port)
                          << (active ? " is ACTIVE again: the context resumes"
                                     : " left ACTIVE: the context pauses, later transfers take "
@@ -216,7 +217,7 @@ std::vector<NicRecord> RdmaEngine::nic_records() const {
     n.lid = c->route.lid;
     n.gid_index = c->route.gid_index;
     std::memcpy(n.gid.data(), c->route.gid.raw, 16);
-    n.route_generation = c->route.generation;
+    n.route_generation = c->route_generation.load();
     out.push_back(std::move(n));
   }
   return out;
@@ -278,6 +279,9 @@ RdmaStats RdmaEngine::stats() const {
   s.mr_deregistrations = r(c.mr_deregistrations);
   s.budget_exhausted = r(c.budget_exhausted);
   s.retained = r(c.retained);
+  s.nic_tables_sent = r(c.nic_tables_sent);
+  s.nic_tables_received = r(c.nic_tables_received);
+  s.message_qp_moves = r(c.message_qp_moves);
   s.endpoints_in_use = endpoints_.used();
   s.grants_in_use = grants_.used();
   s.direct_bytes_in_use = direct_bytes_.used();

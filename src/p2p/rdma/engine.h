@@ -49,7 +49,8 @@ struct RdmaCounters {
       reconnects{0}, stale_cqes{0}, duplicate_cqes{0}, grants{0}, grants_active{0}, grants_peak{0},
       grant_nacks{0}, range_conflicts{0}, windows{0}, windows_invalidated{0}, windows_revoked{0},
       receipts{0}, receipt_mismatches{0}, qps_created{0}, qps_destroyed{0}, mr_registrations{0},
-      mr_deregistrations{0}, budget_exhausted{0}, retained{0};
+      mr_deregistrations{0}, budget_exhausted{0}, retained{0}, nic_tables_sent{0},
+      nic_tables_received{0}, message_qp_moves{0};
   std::mutex last_qp_mu;
   RdmaQpLimits last_connected_qp;  // guarded by last_qp_mu
 };
@@ -96,6 +97,11 @@ class RdmaEngine {
   // every time. Returns whether the state changed. Thread-safe (lanes on rail errors, the monitor
   // every scan).
   bool refresh_port(std::size_t context);
+  // Advances on every pause or resume of a context: each lane sends its peers the new NIC table
+  // once it sees a value it has not sent.
+  [[nodiscard]] std::uint64_t nic_epoch() const {
+    return nic_epoch_.load(std::memory_order_acquire);
+  }
   void scan_ports();
   // The async event fds of the usable contexts that have a non-blocking one (the monitor polls
   // them). Fixed after install.
@@ -116,6 +122,7 @@ class RdmaEngine {
   Budget endpoints_;
   Budget grants_;
   Budget direct_bytes_;
+  std::atomic<std::uint64_t> nic_epoch_{0};
   std::atomic<std::uint64_t> next_grant_id_{0};
   std::atomic<std::uint64_t> next_link_{0};
   // Its inventory is the contexts (NIC IDs as discovery numbered them), every NIC in the "*"

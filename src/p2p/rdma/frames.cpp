@@ -55,6 +55,7 @@ void RdmaLane::build_message_qp(PeerRdma& peer) {
   q.message = true;
   q.psn = random_psn();
   peer.msg.state = QpSlot::State::Building;
+  peer.msg_remote_nic = arr.remote_nic;
   peer.msg.qp_handle = q.handle;
   peer.msg.incarnation = q.incarnation;
   peer.msg.builder = next_builder_++;
@@ -106,6 +107,7 @@ void RdmaLane::pump_frames(PeerRdma& peer) {
     return frames_failed(peer,
                          Status::error(Errc::ConnectionLost, "the RDMA message QP has failed"));
   }
+  if (move_message_qp_if_paused(peer, *q)) return;
   while (!peer.frames_out.empty() && q->credits > 0 && q->sq.room() > 0) {
     SendItem& item = peer.frames_out.front();
     const std::uint32_t payload = item.header.payload_len;
@@ -154,6 +156,26 @@ void RdmaLane::pump_frames(PeerRdma& peer) {
     peer.frames_posted.push_back(std::move(item));
     peer.frames_out.pop_front();
   }
+}
+
+bool RdmaLane::move_message_qp_if_paused(PeerRdma& peer, Qp& q) {
+  const NicRecord* remote = peer.nic(peer.msg_remote_nic);
+  if (q.ctx->state == ContextState::Active && remote != nullptr && remote->active != 0) {
+    return false;
+  }
+  // Frames already posted finish (or fail, and the link with them: whether they arrived is
+  // unknown, so none is sent again); only then can the next go elsewhere, in order.
+  if (!peer.frames_posted.empty()) return true;
+  ORBITE_LOG(Info, Rdma) << q.ctx->name << ": the message QP to peer "
+                         << p2p::short_id(peer.link->ep.id) << " moves off a paused rail";
+  if (!peer.failed) {
+    send(peer, ControlKind::QpRetire, encode(QpRetire{q.slot, q.remote_incarnation}));
+  }
+  retire_qp(q.handle);
+  peer.msg = QpSlot{};
+  add(engine_->counters().message_qp_moves);
+  build_message_qp(peer);
+  return true;
 }
 
 void RdmaLane::on_frame_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc) {

@@ -118,6 +118,7 @@ TestHooks TestHooks::from_env() {
   h.kill_on_grant_request = has("kill_on_grant_request");
   h.kill_after_grant = has("kill_after_grant");
   h.retire_source_once = has("retire_source_once");
+  h.forge_nic_table = has("forge_nic_table");
   return h;
 }
 
@@ -126,6 +127,7 @@ RdmaLane::~RdmaLane() {
 }
 
 Status RdmaLane::init() {
+  sent_nic_epoch_ = engine_->nic_epoch();  // the handshakes carry the tables from here on
   const auto& contexts = engine_->contexts();
   cqs_.resize(contexts.size());
   window_pool_.resize(contexts.size());
@@ -149,16 +151,62 @@ Status RdmaLane::init() {
 
 // ---- handshake --------------------------------------------------------------------------
 
-std::optional<std::string> RdmaLane::offer(PeerLink& link) {
-  if (link.is_self) return std::nullopt;
+RdmaInfo RdmaLane::my_info(std::uint64_t link_incarnation) const {
   RdmaInfo info;
   info.engine = engine_->engine_key();
   info.rdma_incarnation = engine_->incarnation();
-  info.link_incarnation = engine_->next_link_incarnation();
+  info.link_incarnation = link_incarnation;
   info.lanes = engine_->config().num_lanes;
   info.nics = engine_->nic_records();
+  return info;
+}
+
+std::optional<std::string> RdmaLane::offer(PeerLink& link) {
+  if (link.is_self) return std::nullopt;
+  const RdmaInfo info = my_info(engine_->next_link_incarnation());
   offered_[&link] = info.link_incarnation;
   return encode(info);
+}
+
+void RdmaLane::send_nic_tables() {
+  const std::uint64_t epoch = engine_->nic_epoch();
+  if (epoch == sent_nic_epoch_) return;
+  sent_nic_epoch_ = epoch;
+  for (auto& [link, peer] : peers_) {
+    if (peer->failed) continue;
+    RdmaInfo info = my_info(peer->my_link_incarnation);
+    if (hooks_.forge_nic_table && !info.nics.empty()) info.nics.front().name += "_forged";
+    send(*peer, ControlKind::NicTable, encode(info));
+    add(engine_->counters().nic_tables_sent);
+  }
+}
+
+void RdmaLane::on_nic_table(PeerRdma& peer, const RdmaInfo& m) {
+  // The same engine, incarnation, link and lanes, and the same NICs (IDs and names): a table
+  // changes their state and routes, never who they are or how many.
+  bool same = m.engine == peer.info.engine && m.rdma_incarnation == peer.info.rdma_incarnation &&
+              m.link_incarnation == peer.info.link_incarnation && m.lanes == peer.info.lanes &&
+              m.nics.size() == peer.info.nics.size();
+  for (std::size_t i = 0; same && i < m.nics.size(); ++i) {
+    same = m.nics[i].nic_id == peer.info.nics[i].nic_id &&
+           m.nics[i].name == peer.info.nics[i].name &&
+           m.nics[i].route_generation >= peer.info.nics[i].route_generation;
+  }
+  if (!same) {
+    return protocol_error(peer,
+                          "a NicTable that is not the peer's table of this link (another "
+                          "engine, incarnation, link or NIC set, or an older route)");
+  }
+  add(engine_->counters().nic_tables_received);
+  for (std::size_t i = 0; i < m.nics.size(); ++i) {
+    const NicRecord& was = peer.info.nics[i];
+    if (was.active != m.nics[i].active) {
+      ORBITE_LOG(Info, Rdma) << "peer " << p2p::short_id(peer.link->ep.id) << ": its "
+                             << m.nics[i].name << (m.nics[i].active ? " resumed" : " paused")
+                             << "; later parents map their rails to its active NICs";
+    }
+  }
+  peer.info.nics = m.nics;
 }
 
 Result<PeerRdma*> RdmaLane::make_peer(PeerLink& link, std::string_view blob, std::uint64_t mine) {
@@ -180,12 +228,7 @@ Result<PeerRdma*> RdmaLane::make_peer(PeerLink& link, std::string_view blob, std
 }
 
 Result<std::string> RdmaLane::accept(PeerLink& link, std::string_view blob) {
-  RdmaInfo mine;
-  mine.engine = engine_->engine_key();
-  mine.rdma_incarnation = engine_->incarnation();
-  mine.link_incarnation = engine_->next_link_incarnation();
-  mine.lanes = engine_->config().num_lanes;
-  mine.nics = engine_->nic_records();
+  const RdmaInfo mine = my_info(engine_->next_link_incarnation());
   ORBITE_RETURN_IF_ERROR(make_peer(link, blob, mine.link_incarnation).status());
   return encode(mine);
 }
@@ -244,6 +287,7 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
     case ControlKind::GrantAck: return handle(decode_grant_ack(body), &RdmaLane::on_grant_ack);
     case ControlKind::FrameCredit:
       return handle(decode_frame_credit(body), &RdmaLane::on_frame_credit);
+    case ControlKind::NicTable: return handle(decode_info(body), &RdmaLane::on_nic_table);
   }
   return Status::error(Errc::Protocol, "RDMA control kind " + std::to_string(kind) + " unknown");
 }
@@ -380,6 +424,7 @@ void RdmaLane::on_recv_cqe(CqSet& cqs, const ibv_wc& wc) {
 
 int RdmaLane::progress() {
   if (kill_pending_) ::raise(SIGKILL);  // test hook kill_after_grant: the Grant has left
+  send_nic_tables();                    // a context paused or resumed since the last pass
   // Every WR belongs to a parent, a grant, a frame or a retired QP, and frames arrive only where
   // a message QP's receiving end exists: with none of them, no completion can come, and the
   // lane's passes (shm's hot path among them) skip the CQs.

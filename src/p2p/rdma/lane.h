@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -46,9 +47,10 @@ struct TestHooks {
   bool kill_on_grant_request = false;  // source: SIGKILL when a GrantRequest arrives
   bool kill_after_grant = false;       // source: SIGKILL once a grant is published
   bool retire_source_once = false;     // source: the first GrantRequest finds its QP retired
+  bool forge_nic_table = false;        // NicTables rename this engine's first NIC
   [[nodiscard]] bool any() const {
     return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
-           kill_on_grant_request || kill_after_grant || retire_source_once;
+           kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table;
   }
   static TestHooks from_env();
 };
@@ -201,8 +203,10 @@ struct PeerRdma {
   std::uint64_t my_link_incarnation = 0;
   std::uint32_t width = 1;  // W: the smaller num_lanes
   bool failed = false;
-  std::vector<QpArray> arrays;                                           // requester role
-  std::map<std::pair<std::uint8_t, std::uint32_t>, SourceSlot> sources;  // (my nic, slot)
+  std::vector<QpArray> arrays;  // requester role
+  // By (the requester's NIC, my NIC, slot): two requester NICs may map to one NIC here (a peer
+  // with more rails, or one whose NIC paused), each with its own slots.
+  std::map<std::tuple<std::uint8_t, std::uint8_t, std::uint32_t>, SourceSlot> sources;
   std::unordered_map<std::uint64_t, Parent> parents;
   std::deque<std::uint64_t> queued;  // parents waiting for admission, FIFO
   std::unordered_map<std::uint64_t, GrantState> grants;
@@ -213,6 +217,7 @@ struct PeerRdma {
   // Frames (frames.cpp): this side's message QP to the peer, the frames waiting for it (credit,
   // SQ room or the connection) and those posted, in order, until their SEND completes.
   QpSlot msg;
+  std::uint8_t msg_remote_nic = 0;  // the peer's NIC the message QP connects to
   std::deque<detail::SendItem> frames_out;
   std::deque<detail::SendItem> frames_posted;
   // The peer's NIC with that ID, or null.
@@ -274,10 +279,18 @@ class RdmaLane final : public p2p::LaneTransport {
   void build_message_qp(PeerRdma& peer);
   void on_message_accept(PeerRdma& peer, const QpAccept& m);
   void pump_frames(PeerRdma& peer);
+  // The message QP's rail paused (here, or the peer's NIC in its NicTable): with no frame in
+  // flight the QP is retired and the next frame builds one on an active rail. Returns whether
+  // frames must wait (a move is due, or under way).
+  bool move_message_qp_if_paused(PeerRdma& peer, Qp& q);
   void frames_failed(PeerRdma& peer, const Status& why);
   void on_frame_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc);
   void on_frame(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc);
   void on_frame_credit(PeerRdma& peer, const FrameCredit& m);
+  // lane.cpp: this engine's RdmaInfo for the peer's link, and the peer's new NIC table.
+  [[nodiscard]] RdmaInfo my_info(std::uint64_t link_incarnation) const;
+  void send_nic_tables();
+  void on_nic_table(PeerRdma& peer, const RdmaInfo& m);
 
   // requester.cpp
   void admit(PeerRdma& peer);
@@ -356,6 +369,7 @@ class RdmaLane final : public p2p::LaneTransport {
   std::vector<ibv_wc> wcs_;
   // Message QPs' receiving ends exist: frames may arrive at any time, so passes poll the CQs.
   std::size_t message_sources_ = 0;
+  std::uint64_t sent_nic_epoch_ = 0;  // the engine's nic_epoch() whose table the peers have
   std::array<std::byte, kFrameSlotBytes> frame_stage_{};  // an inline frame, assembled
   std::vector<std::pair<WrRecord, bool>> resolved_;       // on_send_cqe(): one completion's records
   std::vector<std::uint64_t> granted_;                    // progress(): parents to post for, reused

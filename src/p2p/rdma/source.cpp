@@ -41,7 +41,8 @@ void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
                                " (or the requester's NIC " + std::to_string(m.qp.nic_id) +
                                " is unknown)"));
   }
-  const auto key = std::make_pair(static_cast<std::uint8_t>(m.qp.remote_nic), m.slot);
+  const auto key = std::make_tuple(static_cast<std::uint8_t>(m.qp.nic_id),
+                                   static_cast<std::uint8_t>(m.qp.remote_nic), m.slot);
   if (auto old = peer.sources.find(key); old != peer.sources.end()) {
     // The requester rebuilt the slot: the old end goes, with whatever was granted through it.
     on_qp_retire(peer, QpRetire{m.slot, old->second.incarnation});
@@ -81,7 +82,7 @@ void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
 
 void RdmaLane::on_qp_retire(PeerRdma& peer, const QpRetire& m) {
   for (auto it = peer.sources.begin(); it != peer.sources.end(); ++it) {
-    if (it->first.second != m.slot || it->second.incarnation != m.qp_incarnation) continue;
+    if (std::get<2>(it->first) != m.slot || it->second.incarnation != m.qp_incarnation) continue;
     const std::uint16_t handle = it->second.qp_handle;
     std::vector<std::uint64_t> hit;
     for (const auto& [id, g] : peer.grants) {
@@ -128,7 +129,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
     // Test hook: the slot's QP went away between the connect and this request.
     hooks_.retire_source_once = false;
     for (auto& [key, src] : peer.sources) {
-      if (key.second == m.segments.front().slot) retire_qp(src.qp_handle);
+      if (std::get<2>(key) == m.segments.front().slot) retire_qp(src.qp_handle);
     }
   }
   if (m.link_incarnation != peer.my_link_incarnation) {
@@ -198,7 +199,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   for (const SegmentRequest& s : m.segments) {
     Qp* q = nullptr;
     for (const auto& [key, src] : peer.sources) {
-      if (key.second == s.slot && src.incarnation == s.qp_incarnation) q = qp(src.qp_handle);
+      if (std::get<2>(key) == s.slot && src.incarnation == s.qp_incarnation) q = qp(src.qp_handle);
     }
     if (q == nullptr || !q->ready || q->broken || q->remote_qpn != s.requester_qpn) {
       return nack(Errc::Unavailable,

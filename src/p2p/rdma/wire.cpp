@@ -86,6 +86,7 @@ const char* control_name(std::uint64_t kind) {
     case ControlKind::GrantNack: return "GrantNack";
     case ControlKind::GrantAck: return "GrantAck";
     case ControlKind::FrameCredit: return "FrameCredit";
+    case ControlKind::NicTable: return "NicTable";
   }
   return "unknown";
 }

@@ -57,6 +57,9 @@ enum class ControlKind : std::uint8_t {
   GrantNack = 6,
   GrantAck = 7,
   FrameCredit = 8,
+  // The sender's NIC table again (an RdmaInfo of the same engine, incarnations and link), sent to
+  // every peer when one of its contexts pauses or resumes: the peer's rail map follows it.
+  NicTable = 9,
 };
 const char* control_name(std::uint64_t kind);
 
