@@ -69,6 +69,9 @@ struct RdmaStats {
   std::uint64_t grants_active = 0;  // published and not yet closed
   std::uint64_t grants_peak = 0;
   std::uint64_t grant_nacks = 0;  // requests refused before any authority existed
+  // Requests that waited here (receipt slots, SQ room, or for a rendezvous the grant budgets or
+  // its range) before being answered, each counted once.
+  std::uint64_t grant_requests_deferred = 0;
   std::uint64_t range_conflicts = 0;
   std::uint64_t windows = 0;              // memory windows bound
   std::uint64_t windows_invalidated = 0;  // by a receipt's SEND_WITH_INV

@@ -380,6 +380,77 @@ void scenario_rdma_concurrent(RdmaContext& r) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// deferred: with ORBITE_RDMA_MAX_SEND_WR=2 from the test, eight concurrent disjoint 1 MiB puts on
+// one connection need more binds than the source's SQ holds: their GrantRequests wait at the
+// source (none is refused), every put succeeds and every byte lands.
+
+void scenario_rdma_deferred(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 8 * kMiB;
+  auto [mine, remote] = setup_region(r, kLength, kOwnerSeed, kRequesterSeed);
+  TransferEngine& engine = r.c.comm.engine();
+  if (r.c.rank == 0) {
+    std::vector<Request> puts;
+    for (std::uint64_t k = 0; k < 8; ++k) {
+      puts.push_back(accepted(engine.put(mine.region, k * kMiB, remote, k * kMiB, kMiB, r.rdma),
+                              "disjoint put"));
+    }
+    wait_all_ok(puts, "8 puts through a 2-WR send queue");
+    signal_peer(r.c, 1, 40);
+  } else {
+    await_peer(r.c, 0, 40);
+    check_pattern(mine.bytes.data(), kLength, kRequesterSeed, "the 8 puts");
+    const RdmaStats s = engine.rdma_stats();
+    std::printf("rank 1: %llu GrantRequests waited, %llu refused\n",
+                static_cast<unsigned long long>(s.grant_requests_deferred),
+                static_cast<unsigned long long>(s.grant_nacks));
+    check(s.grant_requests_deferred > 0, "no GrantRequest waited for the source's SQ");
+    check(s.grant_nacks == 0, sz(s.grant_nacks) + " GrantRequests were refused");
+  }
+  barrier(r.c, "deferred checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// forged_rendezvous: rank 0's rendezvous GrantRequest names a receive that was never matched
+// (hook forge_rendezvous). The receiver refuses it before any authority; the send fails, the
+// receive it was meant for fails too (the sender's Reject), nothing lands, and the link goes on:
+// an eager message afterwards arrives.
+
+static std::uint64_t engine_nacks(RdmaContext& r) {
+  return r.c.comm.engine().rdma_stats().grant_nacks;
+}
+
+void scenario_rdma_forged_rendezvous(RdmaContext& r) {
+  constexpr std::uint64_t kBig = 64 * 1024 + 1;
+  Context over_rdma{r.c.comm, r.rdma, r.c.rank, r.c.size};
+  Bytes big(kBig), small(100);
+  if (r.c.rank == 0) {
+    fill_pattern(big.data(), kBig, kRequesterSeed);
+    auto q = r.c.comm.isend(big.data(), kBig, 1, 70, r.rdma);
+    const Status st = q.ok() ? q->wait(std::chrono::seconds(30)) : q.status();
+    std::printf("rank 0: the forged rendezvous send: %s\n", st.to_string().c_str());
+    check(st.code() == Errc::InvalidArgument &&
+              st.message().find("awaits no rendezvous write") != std::string::npos,
+          "the forged rendezvous send " + st.to_string());
+    fill_pattern(small.data(), small.size(), kRequesterSeed + 1);
+    send(over_rdma, small.data(), small.size(), 1, 71, "the message after");
+  } else {
+    fill_pattern(big.data(), kBig, kOwnerSeed);
+    auto q = r.c.comm.irecv(big.data(), kBig, 0, 70, r.rdma);
+    const Status st = q.ok() ? q->wait(std::chrono::seconds(30)) : q.status();
+    std::printf("rank 1: the receive the forged request aimed past: %s\n", st.to_string().c_str());
+    check(st.code() == Errc::InvalidArgument &&
+              st.message().find("awaits no rendezvous write") != std::string::npos,
+          "the receive " + st.to_string());
+    check_pattern(big.data(), kBig, kOwnerSeed, "the receive's buffer");
+    check(recv(over_rdma, small.data(), small.size(), 0, 71, "the message after") == 100,
+          "the message after: size");
+    check_pattern(small.data(), small.size(), kRequesterSeed + 1, "the message after");
+    check(engine_nacks(r) > 0, "the forged GrantRequest was not refused");
+  }
+  barrier(r.c, "forged rendezvous checked");
+}
+
+// ---------------------------------------------------------------------------------------------
 // cache_miss: the owner's source-role QP is retired between the connect and the first grant
 // request (hook retire_source_once on rank 1): the answer is a cache miss before any authority,
 // the requester reconnects exactly once, and the put succeeds.
@@ -484,6 +555,8 @@ const std::map<std::string, Entry>& scenarios() {
        {[](RdmaContext& r) { scenario_rdma_forged(r, "other_qp"); }, {{0, "other_qp"}}}},
       {"tampered", {scenario_rdma_tampered, {}}},
       {"concurrent", {scenario_rdma_concurrent, {}}},
+      {"deferred", {scenario_rdma_deferred, {}}},
+      {"forged_rendezvous", {scenario_rdma_forged_rendezvous, {{0, "forge_rendezvous"}}}},
       {"cache_miss", {scenario_rdma_cache_miss, {{1, "retire_source_once"}}}},
       {"key_history", {scenario_rdma_key_history, {}}},
       {"rails", {scenario_rdma_rails, {}}},

@@ -52,6 +52,8 @@ void scenario_rdma_bytes(RdmaContext& r);
 void scenario_rdma_forged(RdmaContext& r, const std::string& hook);
 void scenario_rdma_tampered(RdmaContext& r);
 void scenario_rdma_concurrent(RdmaContext& r);
+void scenario_rdma_deferred(RdmaContext& r);
+void scenario_rdma_forged_rendezvous(RdmaContext& r);
 void scenario_rdma_error_cqe(RdmaContext& r);
 void scenario_rdma_unregister_busy(RdmaContext& r);
 void scenario_rdma_failed_post(RdmaContext& r);

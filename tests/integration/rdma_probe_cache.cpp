@@ -21,7 +21,7 @@ namespace orbite::probe {
 // "refused": the budgets take the slot slabs but no scratch range, nothing else is cached and
 //         the collectives still succeed on per-request registrations;
 // "slabs_refused": the budget cannot take the lanes' slot slabs either: the first collective
-//         fails, naming rdma.max_cached_mr_bytes.
+//         fails on both ranks, and at least one names rdma.max_cached_mr_bytes (the test reads it).
 void scenario_rdma_mr_cache(RdmaContext& r) {
   const char* env = std::getenv("MR_CACHE_EXPECT");
   const std::string expect = env != nullptr ? env : "kept";
@@ -43,9 +43,10 @@ void scenario_rdma_mr_cache(RdmaContext& r) {
       const Status st = q.wait(std::chrono::seconds(60));
       std::printf("rank %d: all_reduce with no room for the slot slabs: %s\n", r.c.rank,
                   st.to_string().c_str());
-      check(!st.ok() && st.message().find("slot slab") != std::string::npos &&
-                st.message().find("rdma.max_cached_mr_bytes") != std::string::npos,
-            "the collective did not fail naming the slab budget: " + st.to_string());
+      // The rank whose slab was refused names the budget; its peer may see only the link close
+      // (the test checks that one of them named it).
+      check(st.code() == Errc::ConnectionLost || st.code() == Errc::ResourceExhausted,
+            "the collective did not fail as a lost or exhausted link: " + st.to_string());
       check(engine.rdma_stats().mr_cache.slabs == 0, "a slab was charged past the budget");
       barrier(r.c, "mr_cache checked");
       return;

@@ -111,6 +111,14 @@ TEST(Rdma, DisjointGrantsProceedAndConflictingOnesAreRefused) {
   expect_pass(run_ranks("concurrent", {}), "concurrent");
 }
 
+TEST(Rdma, GrantRequestsBeyondTheConnectionsSendQueueWaitAtTheSourceInsteadOfFailing) {
+  expect_pass(run_ranks("deferred", {{"ORBITE_RDMA_MAX_SEND_WR", "2"}}), "deferred");
+}
+
+TEST(Rdma, ARendezvousGrantRequestForAnUnmatchedReceiveIsRefusedAndBothSidesFail) {
+  expect_pass(run_ranks("forged_rendezvous", {}), "forged_rendezvous");
+}
+
 TEST(Rdma, TheKeyHistoryParksSpentIndicesAndRefusesWhenFull) {
   // softverbs' strict window keys (a bind keeps the window's index) are on by default.
   expect_pass(run_ranks("key_history", {{"ORBITE_RDMA_MAX_WINDOW_KEY_INDICES", "2"}}),
@@ -514,7 +522,10 @@ TEST(RdmaMrCache, ARangeOverTheBudgetIsRegisteredPerRequestInstead) {
 }
 
 TEST(RdmaMrCache, ABudgetWithoutRoomForTheSlotSlabsFailsTheCollectiveNamingIt) {
-  expect_pass(run_ranks("mr_cache", mr_cache_env("slabs_refused", "4096")), "mr_cache");
+  const Outcome o = run_ranks("mr_cache", mr_cache_env("slabs_refused", "4096"));
+  expect_pass(o, "mr_cache");
+  EXPECT_NE(o.out.find("slot slab: a slab of"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("does not fit rdma.max_cached_mr_bytes = 4096"), std::string::npos) << o.out;
 }
 
 class RdmaCapability : public ::testing::Test {

@@ -119,6 +119,7 @@ TestHooks TestHooks::from_env() {
   h.kill_after_grant = has("kill_after_grant");
   h.retire_source_once = has("retire_source_once");
   h.forge_nic_table = has("forge_nic_table");
+  h.forge_rendezvous = has("forge_rendezvous");
   return h;
 }
 
@@ -437,10 +438,12 @@ int RdmaLane::progress() {
     if (!peer->deferred.empty()) {
       std::deque<GrantRequest> retry;
       retry.swap(peer->deferred);
+      retrying_deferred_ = true;
       for (const GrantRequest& m : retry) {
         if (peer->failed) break;
         on_grant_request(*peer, m);
       }
+      retrying_deferred_ = false;
     }
     admit(*peer);
     // By id: posting may end a parent, and with it its entry in the table.

@@ -48,9 +48,11 @@ struct TestHooks {
   bool kill_after_grant = false;       // source: SIGKILL once a grant is published
   bool retire_source_once = false;     // source: the first GrantRequest finds its QP retired
   bool forge_nic_table = false;        // NicTables rename this engine's first NIC
+  bool forge_rendezvous = false;       // a rendezvous GrantRequest names a receive never matched
   [[nodiscard]] bool any() const {
     return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
-           kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table;
+           kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table ||
+           forge_rendezvous;
   }
   static TestHooks from_env();
 };
@@ -326,6 +328,8 @@ class RdmaLane final : public p2p::LaneTransport {
   void on_qp_connect(PeerRdma& peer, const QpConnect& m);
   void on_qp_retire(PeerRdma& peer, const QpRetire& m);
   void on_grant_request(PeerRdma& peer, const GrantRequest& m);
+  // Queues a GrantRequest to run again next pass (FIFO), counting it once however often it waits.
+  void defer(PeerRdma& peer, const GrantRequest& m);
   void on_source_wr(PeerRdma& peer, const WrRecord& r, bool ok);
   void on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc);
   void publish_if_bound(PeerRdma& peer, GrantState& g);
@@ -369,7 +373,9 @@ class RdmaLane final : public p2p::LaneTransport {
   std::vector<ibv_wc> wcs_;
   // Message QPs' receiving ends exist: frames may arrive at any time, so passes poll the CQs.
   std::size_t message_sources_ = 0;
-  std::uint64_t sent_nic_epoch_ = 0;  // the engine's nic_epoch() whose table the peers have
+  std::uint64_t sent_nic_epoch_ = 0;
+  bool retrying_deferred_ = false;  // progress() is re-running deferred GrantRequests  // the
+                                    // engine's nic_epoch() whose table the peers have
   std::array<std::byte, kFrameSlotBytes> frame_stage_{};  // an inline frame, assembled
   std::vector<std::pair<WrRecord, bool>> resolved_;       // on_send_cqe(): one completion's records
   std::vector<std::uint64_t> granted_;                    // progress(): parents to post for, reused

@@ -172,7 +172,7 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
   const p2p::RmaOp& o = job->op;
   if (o.remote_receive != 0) {
     job->wire_op = kOpWrite | kOpToReceive;
-    job->target = o.remote_receive;
+    job->target = o.remote_receive + (hooks_.forge_rendezvous ? 1000 : 0);
   } else {
     job->wire_op = o.write ? kOpWrite : kOpRead;
     job->target = o.remote_region;

@@ -106,13 +106,18 @@ void RdmaLane::on_qp_retire(PeerRdma& peer, const QpRetire& m) {
   // Already gone (both sides may retire a failed pair): nothing to do.
 }
 
+void RdmaLane::defer(PeerRdma& peer, const GrantRequest& m) {
+  if (!retrying_deferred_) add(engine_->counters().grant_requests_deferred);
+  peer.deferred.push_back(m);
+}
+
 void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   bool receive_matched = false;  // a rendezvous target was found: a refusal fails it too
   auto nack = [&](Errc code, const std::string& why, bool cache_miss = false) {
     if (receive_matched && code == Errc::ResourceExhausted) {
       // A message is not refused for want of slots or budget, as a put would be: it waits here
       // (FIFO) until grants end, so back-pressure slows the sender instead of failing it.
-      peer.deferred.push_back(m);
+      defer(peer, m);
       return;
     }
     if (receive_matched && !cache_miss) {  // a cache miss is retried: the receive waits
@@ -219,7 +224,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
                         reinterpret_cast<std::uintptr_t>(r.base + m.offset), m.length, true)) {
     // Another access holds the receive's range (receives posted into one buffer): wait before
     // registering anything, so that each retry costs a lookup, not an MR.
-    peer.deferred.push_back(m);
+    defer(peer, m);
     return;
   }
   if (to_receive) {
@@ -260,7 +265,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
     if (q->recv_posted < q->receipts_reserved + need || q->sq.room() < need) {
       // Held by grants and binds in flight on this connection, which end on their own: the
       // request waits here (FIFO, retried every pass) rather than failing.
-      peer.deferred.push_back(m);
+      defer(peer, m);
       return;
     }
   }
@@ -282,7 +287,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
       // Receives posted into one buffer (osu_bw's window does this) take their writes one after
       // another: the grant waits here (FIFO, retried every pass) until the other access ends,
       // never two DMA writers on one range at once.
-      peer.deferred.push_back(m);
+      defer(peer, m);
       return;
     }
     add(engine_->counters().range_conflicts);
