@@ -34,6 +34,28 @@ void print_shares(int rank, const std::vector<NicLoad>& before, const std::vecto
   }
 }
 
+// `count` puts of `n` bytes from rank 0 into rank 1's region at offset `at`, each checked by
+// rank 1 before the next overwrites it; `step` numbers the signals.
+void checked_puts(RdmaContext& r, Region& mine, const RemoteRegion& remote, std::uint64_t at,
+                  std::uint64_t n, int count, std::uint64_t seed, const std::string& phase,
+                  int& step) {
+  TransferEngine& engine = r.c.comm.engine();
+  for (int i = 0; i < count; ++i) {
+    const std::uint64_t pattern = seed + static_cast<std::uint64_t>(i);
+    if (r.c.rank == 0) {
+      fill_pattern(mine.bytes.data(), n, pattern);
+      Request q = accepted(engine.put(mine.region, 0, remote, at, n, r.rdma), "put");
+      wait_ok(q, phase + ": put " + sz(static_cast<std::uint64_t>(i)));
+      signal_peer(r.c, 1, step);
+    } else {
+      await_peer(r.c, 0, step);
+      check_pattern(mine.bytes.data() + at, n, pattern, phase + ": put bytes");
+    }
+    ++step;
+    barrier(r.c, phase + ": checked");  // before the next put overwrites the region
+  }
+}
+
 }  // namespace
 
 // rails: put and get of 8,388,768 bytes (with rdma.block_size 1 MiB from the test: 8 slices) and
@@ -165,20 +187,7 @@ void scenario_rdma_port_down(RdmaContext& r) {
   // Puts of kSmall whose bytes rank 1 checks; returns rank 0's per-NIC completed deltas.
   auto checked_puts = [&](int count, std::uint64_t seed, const std::string& phase) {
     const std::vector<NicLoad> before = loads(engine);
-    for (int i = 0; i < count; ++i) {
-      const std::uint64_t pattern = seed + static_cast<std::uint64_t>(i);
-      if (r.c.rank == 0) {
-        fill_pattern(mine.bytes.data(), kSmall, pattern);
-        Request q = accepted(engine.put(mine.region, 0, remote, 1, kSmall, r.rdma), "put");
-        wait_ok(q, phase + ": put " + sz(static_cast<std::uint64_t>(i)));
-        signal_peer(r.c, 1, step);
-      } else {
-        await_peer(r.c, 0, step);
-        check_pattern(mine.bytes.data() + 1, kSmall, pattern, phase + ": put bytes");
-      }
-      ++step;
-      barrier(r.c, phase + ": checked");  // before the next put overwrites the region
-    }
+    probe::checked_puts(r, mine, remote, 1, kSmall, count, seed, phase, step);
     const std::vector<NicLoad> after = loads(engine);
     return std::make_pair(after[cut].completed_bytes - before[cut].completed_bytes,
                           after[other].completed_bytes - before[other].completed_bytes);
@@ -271,20 +280,7 @@ void scenario_rdma_peer_port_down(RdmaContext& r) {
   TransferEngine& engine = r.c.comm.engine();
   int step = 10;
   auto checked_puts = [&](int count, std::uint64_t seed, const std::string& phase) {
-    for (int i = 0; i < count; ++i) {
-      const std::uint64_t pattern = seed + static_cast<std::uint64_t>(i);
-      if (r.c.rank == 0) {
-        fill_pattern(mine.bytes.data(), kSmall, pattern);
-        Request q = accepted(engine.put(mine.region, 0, remote, 0, kSmall, r.rdma), "put");
-        wait_ok(q, phase + ": put " + sz(static_cast<std::uint64_t>(i)));
-        signal_peer(r.c, 1, step);
-      } else {
-        await_peer(r.c, 0, step);
-        check_pattern(mine.bytes.data(), kSmall, pattern, phase + ": put bytes");
-      }
-      ++step;
-      barrier(r.c, phase + ": checked");
-    }
+    probe::checked_puts(r, mine, remote, 0, kSmall, count, seed, phase, step);
   };
   auto tables = [&] { return engine.rdma_stats().nic_tables_received; };
   // Rank 0 sends 100 bytes and 64 KiB + 1 over RDMA, rank 1 sends them back; both check.

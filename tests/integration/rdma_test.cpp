@@ -46,6 +46,26 @@ Outcome run_ranks(const std::string& scenario, const std::map<std::string, std::
   return testing::run_program(args, bound, softverbs_env(env));
 }
 
+// Two ranks of the probe, each reading its own softverbs config, DIR/rank<N>.json (ORBITE_RANK
+// picks it), so that the two ends of a rail can differ.
+Outcome run_per_rank_configs(const std::string& dir, const std::string& scenario,
+                             const std::map<std::string, std::string>& env) {
+  const std::vector<std::string> args = {
+      ORBITE_RUN_BIN,
+      "-n",
+      "2",
+      "--tag-output",
+      "--timeout",
+      "165",
+      "--kill-grace",
+      "3",
+      "--",
+      "/bin/sh",
+      "-c",
+      "SOFTVERBS_CONFIG=" + dir + "/rank$ORBITE_RANK.json exec " ORBITE_RDMA_PROBE " " + scenario};
+  return testing::run_program(args, 180s, softverbs_env(env));
+}
+
 void expect_pass(const Outcome& o, const std::string& scenario, int ranks = 2) {
   const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
   EXPECT_EQ(o.status, 0) << scenario << shown;
@@ -415,25 +435,11 @@ TEST_F(RdmaRailCut, AVethCutInANetworkNamespaceFailsThatParentAndTheOtherRailCar
   ASSERT_TRUE(running(ns[0], veth[0]) && running(ns[1], veth[1])) << "the veth never came up";
   const std::string down = "ip -n " + ns[0] + " link set " + veth[0] + " down";
   const std::string up = "ip -n " + ns[0] + " link set " + veth[0] + " up";
-  const std::vector<std::string> args = {ORBITE_RUN_BIN,
-                                         "-n",
-                                         "2",
-                                         "--tag-output",
-                                         "--timeout",
-                                         "165",
-                                         "--kill-grace",
-                                         "3",
-                                         "--",
-                                         "/bin/sh",
-                                         "-c",
-                                         "SOFTVERBS_CONFIG=" + dir_.path() +
-                                             "/rank$ORBITE_RANK.json exec " ORBITE_RDMA_PROBE
-                                             " port_down"};
-  const Outcome o = testing::run_program(args, 180s,
-                                         softverbs_env({{"ORBITE_RDMA_BLOCK_SIZE", "1MiB"},
-                                                        {"PORT_DOWN_CMD", down},
-                                                        {"PORT_UP_CMD", up},
-                                                        {"PORT_DOWN_NIC", "0"}}));
+  const Outcome o = run_per_rank_configs(dir_.path(), "port_down",
+                                         {{"ORBITE_RDMA_BLOCK_SIZE", "1MiB"},
+                                          {"PORT_DOWN_CMD", down},
+                                          {"PORT_UP_CMD", up},
+                                          {"PORT_DOWN_NIC", "0"}});
   expect_pass(o, "port_down");
   EXPECT_EQ(count_of(o.out, "rank 0: port_down ok\n"), 1U) << o.out;
 }
@@ -448,27 +454,13 @@ class RdmaDirectPeer : public ::testing::Test {
     std::ofstream(dir_.path() + "/rank0.json")
         << R"({"devices": [{"bind": "127.0.0.1"}, {"bind": "127.0.0.2"}]})";
     std::ofstream(dir_.path() + "/rank1.json") << R"({"devices": [)" << rank1_devices << "]}";
-    const std::vector<std::string> args = {ORBITE_RUN_BIN,
-                                           "-n",
-                                           "2",
-                                           "--tag-output",
-                                           "--timeout",
-                                           "165",
-                                           "--kill-grace",
-                                           "3",
-                                           "--",
-                                           "/bin/sh",
-                                           "-c",
-                                           "SOFTVERBS_CONFIG=" + dir_.path() +
-                                               "/rank$ORBITE_RANK.json exec " ORBITE_RDMA_PROBE
-                                               " rails"};
-    return testing::run_program(args, 180s,
-                                softverbs_env({{"ORBITE_RDMA_BLOCK_SIZE", "1MiB"},
-                                               {"RAILS_EXPECT", "only1"},
-                                               {"ORBITE_RDMA_DEVICE_MASK", "1"},
-                                               {"ORBITE_LOG_LEVEL", "debug"},
-                                               {"ORBITE_LOG_SUBSYS", "rdma"},
-                                               {"ORBITE_RDMA_LOG_SLICE_AFFINITY", "true"}}));
+    return run_per_rank_configs(dir_.path(), "rails",
+                                {{"ORBITE_RDMA_BLOCK_SIZE", "1MiB"},
+                                 {"RAILS_EXPECT", "only1"},
+                                 {"ORBITE_RDMA_DEVICE_MASK", "1"},
+                                 {"ORBITE_LOG_LEVEL", "debug"},
+                                 {"ORBITE_LOG_SUBSYS", "rdma"},
+                                 {"ORBITE_RDMA_LOG_SLICE_AFFINITY", "true"}});
   }
   testing::TempDir dir_;
 };
