@@ -55,3 +55,5 @@ endif()
 add_library(orbite_warnings INTERFACE)
 target_compile_options(orbite_warnings INTERFACE -Wall -Wextra -Werror -Wshadow -Wnon-virtual-dtor
   -Wcast-align -Woverloaded-virtual -Wformat=2 -Wimplicit-fallthrough)
+
+include(OrbitePython)

@@ -1,0 +1,21 @@
+# The Python package `orbite` (docs/python.md): orbite._core, a pybind11 module built with
+# Debian's pybind11 for Debian's interpreter. The python3 first on PATH may be another one that
+# cannot see Debian's packages (numpy, pytest, torch), so /usr/bin/python3 is pinned unless
+# Python3_EXECUTABLE says otherwise. ORBITE_WITH_PYTHON is on when both are found.
+if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+  set(Python3_EXECUTABLE /usr/bin/python3 CACHE FILEPATH
+      "The interpreter the Python package is built for (Debian's sees Debian's packages)")
+endif()
+find_package(Python3 COMPONENTS Interpreter Development.Module QUIET)
+set(PYBIND11_FINDPYTHON ON)
+find_package(pybind11 2.10 CONFIG QUIET)
+set(_orbite_python_default OFF)
+if(Python3_FOUND AND pybind11_FOUND)
+  set(_orbite_python_default ON)
+endif()
+option(ORBITE_WITH_PYTHON "The orbite Python package (needs pybind11-dev and python3-dev)"
+       ${_orbite_python_default})
+if(ORBITE_WITH_PYTHON AND NOT (Python3_FOUND AND pybind11_FOUND))
+  message(FATAL_ERROR "ORBITE_WITH_PYTHON=ON but Python3 development files or pybind11 were "
+                      "not found (scripts/install-deps.sh installs them)")
+endif()

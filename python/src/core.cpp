@@ -1,0 +1,291 @@
+// orbite._core: the pybind11 module over OrbiTE's public API (no torch). This file: Request,
+// Bootstrap, configuration and Communicator (point-to-point and collectives). Every wait and
+// blocking call releases the GIL; a Request holds the Py_buffer views of its buffers (and so
+// their owners) until the operation is done.
+#include <orbite/orbite.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "buffers.h"
+#include "errors.h"
+
+namespace orbite::python {
+namespace py = pybind11;
+
+namespace {
+
+// None: no bound. Negative or not finite is a caller's mistake.
+Duration timeout_of(const std::optional<double>& seconds, const char* what) {
+  if (!seconds) return Duration::max();
+  if (!(*seconds >= 0) || *seconds > 1e9) {
+    raise(Status::error(Errc::InvalidArgument, std::string(what) + ": timeout " +
+                                                   std::to_string(*seconds) +
+                                                   " s is not a number of seconds >= 0"));
+  }
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(*seconds));
+}
+
+// An operation in flight and the buffers it reads or writes. Destroyed (GIL held) while still
+// running, it waits for the operation, GIL released, as long as the operation lasts: OrbiTE may
+// still write into the buffers, so their owners must outlive it.
+class PyRequest {
+ public:
+  PyRequest(Request r, std::vector<std::unique_ptr<View>> views)
+      : req_(std::move(r)), views_(std::move(views)) {}
+  PyRequest(const PyRequest&) = delete;
+  PyRequest& operator=(const PyRequest&) = delete;
+  ~PyRequest() {
+    if (!req_.done()) {
+      py::gil_scoped_release nogil;
+      (void)req_.wait();
+    }
+  }
+
+  bool test() {
+    bool done = false;
+    {
+      py::gil_scoped_release nogil;
+      done = req_.test();
+    }
+    if (done) views_.clear();
+    return done;
+  }
+  void wait(std::optional<double> timeout) {
+    const Duration bound = timeout_of(timeout, "Request.wait");
+    Status st;
+    {
+      py::gil_scoped_release nogil;
+      st = req_.wait(bound);
+    }
+    if (st.code() == Errc::Timeout && !req_.done()) raise(st);  // still running: keep the views
+    views_.clear();
+    check(st);
+  }
+  [[nodiscard]] bool done() const { return req_.done(); }
+  [[nodiscard]] std::uint64_t bytes() const { return req_.bytes(); }
+  // None while running; else (code name, message), code "OK" on success.
+  [[nodiscard]] py::object status() const {
+    const std::optional<Status> st = req_.status();
+    if (!st) return py::none();
+    return py::make_tuple(std::string(errc_name(st->code())), st->message());
+  }
+
+ private:
+  Request req_;
+  std::vector<std::unique_ptr<View>> views_;
+};
+
+using Views = std::vector<std::unique_ptr<View>>;
+
+std::unique_ptr<PyRequest> wrap(Result<Request> r, Views views) {
+  return std::make_unique<PyRequest>(value_or_raise(std::move(r)), std::move(views));
+}
+
+ReduceOp op_of(const std::string& name) {
+  return value_or_raise(parse_reduce_op(name));
+}
+
+// The collectives' pair of buffers: same element type, and counts the caller states.
+struct Pair {
+  Views views;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  DataType type = DataType::Uint8;
+};
+
+Pair pair_of(py::handle send, py::handle recv, const char* what) {
+  Pair p;
+  auto out = std::make_unique<View>(recv, true, std::string(what) + " recv");
+  p.type = out->element_type_or_raise(std::string(what) + " recv");
+  p.recv = out->data();
+  if (send.is(recv)) {
+    p.send = p.recv;  // in place
+  } else {
+    auto in = std::make_unique<View>(send, false, std::string(what) + " send");
+    if (in->element_type() != p.type) {
+      raise(Status::error(Errc::InvalidArgument, std::string(what) + ": send format '" +
+                                                     in->format() + "' differs from recv's '" +
+                                                     out->format() + "'"));
+    }
+    p.send = in->data();
+    p.views.push_back(std::move(in));
+  }
+  p.views.push_back(std::move(out));
+  return p;
+}
+
+// count elements of the view, or InvalidArgumentError when `need` exceeds them.
+void need(const View& v, std::uint64_t elements, const std::string& what) {
+  if (v.count() < elements) {
+    raise(Status::error(Errc::InvalidArgument, what + ": " + std::to_string(v.count()) +
+                                                   " elements, " + std::to_string(elements) +
+                                                   " needed"));
+  }
+}
+
+// The process's bootstrap from the environment, made once: every communicator made without one
+// shares it, so that their setups are numbered in one sequence (as the ranks make them).
+Bootstrap default_bootstrap() {
+  static std::optional<Bootstrap> made;  // guarded by the GIL
+  if (!made) {
+    Result<Bootstrap> b = Status::error(Errc::Internal, "unset");
+    {
+      py::gil_scoped_release nogil;
+      b = Bootstrap::from_env();
+    }
+    made = value_or_raise(std::move(b));
+  }
+  return *made;
+}
+
+void add_communicator(py::module_& m) {
+  py::class_<Communicator, std::shared_ptr<Communicator>>(
+      m, "Communicator", "A group of ranks with point-to-point messages and collectives.")
+      .def(py::init([](py::object bootstrap, py::object config) {
+             // config: None (the environment's), a dict or a JSON string of OrbiTE's file format.
+             std::optional<std::string> json;
+             if (py::isinstance<py::dict>(config)) {
+               json = py::module_::import("json").attr("dumps")(config).cast<std::string>();
+             } else if (py::isinstance<py::str>(config)) {
+               json = config.cast<std::string>();
+             } else if (!config.is_none()) {
+               raise(Status::error(
+                   Errc::InvalidArgument,
+                   "config: expected a dict or a JSON string, got " +
+                       std::string(py::str(py::type::handle_of(config).attr("__name__")))));
+             }
+             std::optional<Bootstrap> boot;
+             if (!bootstrap.is_none()) {
+               boot = bootstrap.cast<Bootstrap>();
+             } else {
+               boot = default_bootstrap();
+             }
+             Result<Communicator> c = Status::error(Errc::Internal, "unset");
+             {
+               py::gil_scoped_release nogil;  // collective over the ranks: it waits for them
+               {
+                 if (json) {
+                   auto cfg = EngineConfig::from_json(*json);
+                   c = cfg.ok() ? Communicator::create(*boot, *cfg)
+                                : Result<Communicator>(cfg.status().with_context("config"));
+                 } else {
+                   c = Communicator::create(*boot);
+                 }
+               }
+             }
+             return std::make_shared<Communicator>(value_or_raise(std::move(c)));
+           }),
+           py::arg("bootstrap") = py::none(), py::arg("config") = py::none(),
+           "Collective over the launcher's ranks (bootstrap None: the process's bootstrap from "
+           "the environment, made once and shared).")
+      .def_property_readonly("rank", &Communicator::rank)
+      .def_property_readonly("size", &Communicator::size)
+      .def_property_readonly("local_rank", &Communicator::local_rank)
+      .def_property_readonly("local_size", &Communicator::local_size)
+      .def(
+          "isend",
+          [](Communicator& c, py::handle data, int peer, int tag) {
+            auto v = std::make_unique<View>(data, false, "isend data");
+            auto r = c.isend(v->data(), v->bytes(), peer, tag);
+            Views views;
+            views.push_back(std::move(v));
+            return wrap(std::move(r), std::move(views));
+          },
+          py::arg("data"), py::arg("peer"), py::arg("tag") = 0)
+      .def(
+          "irecv",
+          [](Communicator& c, py::handle data, int peer, int tag) {
+            auto v = std::make_unique<View>(data, true, "irecv data");
+            auto r = c.irecv(v->data(), v->bytes(), peer, tag);
+            Views views;
+            views.push_back(std::move(v));
+            return wrap(std::move(r), std::move(views));
+          },
+          py::arg("data"), py::arg("peer"), py::arg("tag") = 0)
+      .def(
+          "all_reduce",
+          [](Communicator& c, py::handle send, py::handle recv, const std::string& op) {
+            Pair p = pair_of(send, recv, "all_reduce");
+            const View& out = *p.views.back();
+            if (p.views.size() == 2) need(*p.views.front(), out.count(), "all_reduce send");
+            auto r = c.all_reduce(p.send, p.recv, out.count(), p.type, op_of(op));
+            return wrap(std::move(r), std::move(p.views));
+          },
+          py::arg("send"), py::arg("recv"), py::arg("op") = "sum")
+      .def(
+          "broadcast",
+          [](Communicator& c, py::handle data, int root) {
+            auto v = std::make_unique<View>(data, true, "broadcast data");
+            const DataType t = v->element_type_or_raise("broadcast data");
+            auto r = c.broadcast(v->data(), v->data(), v->count(), t, root);
+            Views views;
+            views.push_back(std::move(v));
+            return wrap(std::move(r), std::move(views));
+          },
+          py::arg("data"), py::arg("root") = 0)
+      .def(
+          "all_gather",
+          [](Communicator& c, py::handle send, py::handle recv) {
+            Pair p = pair_of(send, recv, "all_gather");
+            const View& out = *p.views.back();
+            const auto n = static_cast<std::uint64_t>(c.size());
+            if (out.count() % n != 0) {
+              raise(Status::error(Errc::InvalidArgument,
+                                  "all_gather recv: " + std::to_string(out.count()) +
+                                      " elements are not a multiple of the size " +
+                                      std::to_string(n)));
+            }
+            if (p.views.size() == 2) need(*p.views.front(), out.count() / n, "all_gather send");
+            auto r = c.all_gather(p.send, p.recv, out.count() / n, p.type);
+            return wrap(std::move(r), std::move(p.views));
+          },
+          py::arg("send"), py::arg("recv"))
+      .def("barrier", [](Communicator& c) { return wrap(c.barrier(), {}); })
+      .def("describe", &Communicator::describe);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "OrbiTE's C++ core: communicators, collectives and requests.";
+  add_errors(m);
+  m.attr("version") = ORBITE_VERSION_STRING;
+
+  py::class_<PyRequest>(m, "Request", "An operation in flight; wait() raises its error.")
+      .def("test", &PyRequest::test, "Progress, then whether the operation finished.")
+      .def("wait", &PyRequest::wait, py::arg("timeout") = py::none(),
+           "Waits (the GIL released) up to timeout seconds (None: no bound); raises the "
+           "operation's error, or TimeoutError while it still runs.")
+      .def_property_readonly("done", &PyRequest::done)
+      .def_property_readonly("bytes", &PyRequest::bytes)
+      .def("status", &PyRequest::status);
+
+  py::class_<Bootstrap>(m, "Bootstrap", "How the ranks of a job find each other.")
+      .def_static("default", &default_bootstrap,
+                  "The process's bootstrap from the environment (made at first use, shared).")
+      .def_static(
+          "from_env",
+          [] {
+            Result<Bootstrap> b = Status::error(Errc::Internal, "unset");
+            {
+              py::gil_scoped_release nogil;
+              b = Bootstrap::from_env();
+            }
+            return value_or_raise(std::move(b));
+          },
+          "From the launcher's environment (orbite-run, mpirun, torchrun).")
+      .def_property_readonly("rank", &Bootstrap::rank)
+      .def_property_readonly("world_size", &Bootstrap::world_size)
+      .def_property_readonly("source", &Bootstrap::source);
+
+  add_communicator(m);
+}
+
+}  // namespace orbite::python

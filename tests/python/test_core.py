@@ -1,0 +1,150 @@
+"""orbite._core under orbite-run: every rank runs these tests in the same order (SPMD).
+
+    build/bin/orbite-run -n 2 --tag-output -- env PYTHONPATH=build/python \
+        /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
+
+Every wait is bounded; pytest-timeout (--timeout) ends a test whose peer failed alone.
+"""
+
+import numpy as np
+import pytest
+
+import orbite
+
+WAIT = 60  # seconds, every wait of these tests
+
+
+@pytest.fixture(scope="session")
+def comm():
+    c = orbite.Communicator()
+    assert c.size == 2, "these tests run on 2 ranks"
+    return c
+
+
+def peer_of(comm):
+    return 1 - comm.rank
+
+
+def test_ranks_are_distinct_and_ordered(comm):
+    mine = np.array([comm.rank], dtype=np.int64)
+    everyone = np.empty(comm.size, dtype=np.int64)
+    comm.all_gather(mine, everyone).wait(WAIT)
+    assert everyone.tolist() == list(range(comm.size))
+
+
+REDUCTIONS = {
+    "sum": lambda xs: sum(xs),
+    "prod": lambda xs: np.prod(np.stack(xs), axis=0),
+    "min": lambda xs: np.min(np.stack(xs), axis=0),
+    "max": lambda xs: np.max(np.stack(xs), axis=0),
+}
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "uint32", "int64", "uint64",
+                                   "float16", "float32", "float64"])
+@pytest.mark.parametrize("op", sorted(REDUCTIONS))
+def test_all_reduce_matches_a_local_reference(comm, dtype, op):
+    n = 1000
+    per_rank = [((np.arange(n) % 5) + r + 1).astype(dtype) for r in range(comm.size)]
+    out = np.empty(n, dtype=dtype)
+    comm.all_reduce(per_rank[comm.rank], out, op=op).wait(WAIT)
+    want = REDUCTIONS[op](per_rank).astype(dtype)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_all_reduce_avg_and_in_place(comm):
+    data = np.full(257, float(comm.rank + 1), dtype=np.float64)
+    comm.all_reduce(data, data, op="avg").wait(WAIT)
+    np.testing.assert_array_equal(data, np.full(257, 1.5))
+
+
+def test_send_and_recv_numpy_bytearray_and_memoryview(comm):
+    peer = peer_of(comm)
+    for n in (0, 1, 4096, 100_000, 3 << 20):
+        sent = (np.arange(n, dtype=np.uint64) * 7 + 3).astype(np.uint8)
+        if comm.rank == 0:
+            comm.isend(sent, peer, tag=5).wait(WAIT)
+            back = bytearray(n)
+            r = comm.irecv(back, peer, tag=6)
+            r.wait(WAIT)
+            assert r.bytes == n and bytes(back) == sent.tobytes()
+        else:
+            got = np.zeros(n, dtype=np.uint8)
+            r = comm.irecv(memoryview(got), peer, tag=5)
+            r.wait(WAIT)
+            assert r.done and r.bytes == n and r.status() == ("OK", "")
+            np.testing.assert_array_equal(got, sent)
+            comm.isend(bytes(got), peer, tag=6).wait(WAIT)
+
+
+def test_broadcast_and_barrier(comm):
+    data = np.arange(1 << 16, dtype=np.int32) if comm.rank == 1 else np.zeros(1 << 16, np.int32)
+    comm.broadcast(data, root=1).wait(WAIT)
+    np.testing.assert_array_equal(data, np.arange(1 << 16, dtype=np.int32))
+    comm.barrier().wait(WAIT)
+
+
+def test_a_wait_that_runs_out_raises_timeout_and_the_request_goes_on(comm):
+    peer = peer_of(comm)
+    box = np.zeros(4, dtype=np.int32)
+    r = comm.irecv(box, peer, tag=40 + comm.rank)
+    with pytest.raises(orbite.TimeoutError) as caught:
+        r.wait(timeout=0.05)
+    assert isinstance(caught.value, TimeoutError) and caught.value.code == "Timeout"
+    assert not r.done and r.status() is None
+    comm.barrier().wait(WAIT)  # both timed out before either sends
+    comm.isend(np.full(4, 9, dtype=np.int32), peer, tag=40 + peer).wait(WAIT)
+    r.wait(WAIT)
+    assert box.tolist() == [9, 9, 9, 9]
+
+
+def test_a_request_keeps_its_buffer_alive(comm):
+    peer = peer_of(comm)
+    if comm.rank == 0:
+        r = comm.irecv(np.zeros(1 << 20, dtype=np.uint8), peer, tag=50)  # no other reference
+        comm.barrier().wait(WAIT)
+        r.wait(WAIT)
+        assert r.bytes == 1 << 20
+    else:
+        comm.barrier().wait(WAIT)
+        comm.isend(np.ones(1 << 20, dtype=np.uint8), peer, tag=50).wait(WAIT)
+
+
+def test_bad_buffers_are_refused_naming_the_argument(comm):
+    peer = peer_of(comm)
+    with pytest.raises(orbite.InvalidArgumentError, match="irecv data.*writable") as caught:
+        comm.irecv(b"read-only", peer)
+    assert isinstance(caught.value, ValueError) and caught.value.code == "InvalidArgument"
+    with pytest.raises(orbite.InvalidArgumentError, match="C-contiguous"):
+        comm.isend(np.arange(10)[::2], peer)
+    with pytest.raises(orbite.InvalidArgumentError, match="no buffer protocol"):
+        comm.isend([1, 2, 3], peer)
+    with pytest.raises(orbite.InvalidArgumentError, match="differs from recv"):
+        comm.all_reduce(np.zeros(4, np.float32), np.zeros(4, np.float64))
+    with pytest.raises(orbite.InvalidArgumentError, match="element format"):
+        comm.all_reduce(np.zeros(4, np.complex64), np.zeros(4, np.complex64))
+    with pytest.raises(orbite.InvalidArgumentError, match="3 elements, 4 needed"):
+        comm.all_reduce(np.zeros(3, np.float32), np.zeros(4, np.float32))
+    with pytest.raises(orbite.Error) as caught:
+        comm.all_reduce(np.zeros(4, np.float32), np.zeros(4, np.float32), op="xor")
+    assert "xor" in str(caught.value)
+
+
+def test_a_bad_peer_is_an_invalid_argument_with_orbites_message(comm):
+    with pytest.raises(orbite.InvalidArgumentError) as caught:
+        comm.isend(bytearray(8), 7)
+    assert "7" in str(caught.value)
+    assert issubclass(orbite.ConnectionLostError, ConnectionError)
+    assert all(issubclass(getattr(orbite, n), orbite.Error) for n in orbite.__all__
+               if n.endswith("Error"))
+
+
+def test_configuration_from_a_dict_and_its_errors(comm):
+    with pytest.raises(orbite.Error, match="no_such_field"):
+        orbite.Communicator(config={"tcp": {"no_such_field": 1}})
+    with pytest.raises(orbite.InvalidArgumentError, match="expected a dict or a JSON string"):
+        orbite.Communicator(config=42)
+    second = orbite.Communicator(config={"shm": {"enable": False}})
+    data = np.full(8, comm.rank + 1, dtype=np.int64)
+    second.all_reduce(data, data).wait(WAIT)
+    assert data.tolist() == [3] * 8
