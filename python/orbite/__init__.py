@@ -10,11 +10,11 @@ interpreter finds it.)
 """
 
 from . import _core
-from ._core import Bootstrap, Communicator, Error, Request, version  # noqa: F401
+from ._core import UNDEFINED, Bootstrap, Communicator, Error, Request, version  # noqa: F401
 
 # One exception class per OrbiTE error code, all derived from orbite.Error (InvalidArgumentError
 # is also a ValueError, TimeoutError a TimeoutError, ConnectionLostError a ConnectionError).
 _errors = sorted(n for n in dir(_core) if n.endswith("Error"))
 globals().update({n: getattr(_core, n) for n in _errors})
 
-__all__ = ["Bootstrap", "Communicator", "Error", "Request", "version"] + _errors
+__all__ = ["UNDEFINED", "Bootstrap", "Communicator", "Error", "Request", "version"] + _errors

@@ -145,6 +145,17 @@ Bootstrap default_bootstrap() {
   return *made;
 }
 
+// The block of each of `ranks` in a buffer split evenly among them.
+std::uint64_t blocks_of(const View& v, int ranks, const std::string& what) {
+  const auto n = static_cast<std::uint64_t>(ranks);
+  if (v.count() % n != 0) {
+    raise(Status::error(Errc::InvalidArgument, what + ": " + std::to_string(v.count()) +
+                                                   " elements are not a multiple of the size " +
+                                                   std::to_string(n)));
+  }
+  return v.count() / n;
+}
+
 void add_communicator(py::module_& m) {
   py::class_<Communicator, std::shared_ptr<Communicator>>(
       m, "Communicator", "A group of ranks with point-to-point messages and collectives.")
@@ -235,19 +246,95 @@ void add_communicator(py::module_& m) {
           [](Communicator& c, py::handle send, py::handle recv) {
             Pair p = pair_of(send, recv, "all_gather");
             const View& out = *p.views.back();
-            const auto n = static_cast<std::uint64_t>(c.size());
-            if (out.count() % n != 0) {
-              raise(Status::error(Errc::InvalidArgument,
-                                  "all_gather recv: " + std::to_string(out.count()) +
-                                      " elements are not a multiple of the size " +
-                                      std::to_string(n)));
-            }
-            if (p.views.size() == 2) need(*p.views.front(), out.count() / n, "all_gather send");
-            auto r = c.all_gather(p.send, p.recv, out.count() / n, p.type);
+            const std::uint64_t block = blocks_of(out, c.size(), "all_gather recv");
+            if (p.views.size() == 2) need(*p.views.front(), block, "all_gather send");
+            auto r = c.all_gather(p.send, p.recv, block, p.type);
             return wrap(std::move(r), std::move(p.views));
           },
           py::arg("send"), py::arg("recv"))
+      .def(
+          "reduce",
+          [](Communicator& c, py::handle send, py::handle recv, const std::string& op, int root) {
+            Pair p = pair_of(send, recv, "reduce");
+            const View& out = *p.views.back();
+            if (p.views.size() == 2) need(*p.views.front(), out.count(), "reduce send");
+            auto r = c.reduce(p.send, p.recv, out.count(), p.type, op_of(op), root);
+            return wrap(std::move(r), std::move(p.views));
+          },
+          py::arg("send"), py::arg("recv"), py::arg("op") = "sum", py::arg("root") = 0,
+          "recv receives the reduction at root (every rank passes a buffer of the same shape).")
+      .def(
+          "reduce_scatter",
+          [](Communicator& c, py::handle send, py::handle recv, const std::string& op) {
+            Pair p = pair_of(send, recv, "reduce_scatter");
+            const View& out = *p.views.back();
+            const auto n = static_cast<std::uint64_t>(c.size());
+            if (p.views.size() == 2) need(*p.views.front(), out.count() * n, "reduce_scatter send");
+            auto r = c.reduce_scatter(p.send, p.recv, out.count(), p.type, op_of(op));
+            return wrap(std::move(r), std::move(p.views));
+          },
+          py::arg("send"), py::arg("recv"), py::arg("op") = "sum",
+          "send holds size blocks of len(recv) elements; rank r receives block r reduced.")
+      .def(
+          "all_to_all",
+          [](Communicator& c, py::handle send, py::handle recv) {
+            Pair p = pair_of(send, recv, "all_to_all");
+            const View& out = *p.views.back();
+            const std::uint64_t block = blocks_of(out, c.size(), "all_to_all recv");
+            if (p.views.size() == 2) need(*p.views.front(), out.count(), "all_to_all send");
+            auto r = c.all_to_all(p.send, p.recv, block, p.type);
+            return wrap(std::move(r), std::move(p.views));
+          },
+          py::arg("send"), py::arg("recv"))
+      .def(
+          "gather",
+          [](Communicator& c, py::handle send, py::handle recv, int root) {
+            Pair p = pair_of(send, recv, "gather");
+            const View& out = *p.views.back();
+            const std::uint64_t block = blocks_of(out, c.size(), "gather recv");
+            if (p.views.size() == 2) need(*p.views.front(), block, "gather send");
+            auto r = c.gather(p.send, p.recv, block, p.type, root);
+            return wrap(std::move(r), std::move(p.views));
+          },
+          py::arg("send"), py::arg("recv"), py::arg("root") = 0,
+          "recv (size blocks of len(send)) is filled at root; every rank passes one.")
+      .def(
+          "scatter",
+          [](Communicator& c, py::handle send, py::handle recv, int root) {
+            Pair p = pair_of(send, recv, "scatter");
+            const View& out = *p.views.back();
+            const auto n = static_cast<std::uint64_t>(c.size());
+            if (p.views.size() == 2) need(*p.views.front(), out.count() * n, "scatter send");
+            auto r = c.scatter(p.send, p.recv, out.count(), p.type, root);
+            return wrap(std::move(r), std::move(p.views));
+          },
+          py::arg("send"), py::arg("recv"), py::arg("root") = 0,
+          "root's send holds size blocks of len(recv) elements; every rank passes one.")
       .def("barrier", [](Communicator& c) { return wrap(c.barrier(), {}); })
+      .def(
+          "split",
+          [](Communicator& c, int color, int key) -> py::object {
+            Result<std::optional<Communicator>> r = Status::error(Errc::Internal, "unset");
+            {
+              py::gil_scoped_release nogil;
+              r = c.split(color, key);
+            }
+            std::optional<Communicator> got = value_or_raise(std::move(r));
+            if (!got) return py::none();
+            return py::cast(std::make_shared<Communicator>(std::move(*got)));
+          },
+          py::arg("color"), py::arg("key") = 0,
+          "Ranks of one colour form a communicator ordered by (key, rank); colour UNDEFINED (-1) "
+          "joins none and gets None. Collective.")
+      .def("dup",
+           [](Communicator& c) {
+             Result<Communicator> r = Status::error(Errc::Internal, "unset");
+             {
+               py::gil_scoped_release nogil;
+               r = c.dup();
+             }
+             return std::make_shared<Communicator>(value_or_raise(std::move(r)));
+           })
       .def("describe", &Communicator::describe);
 }
 
@@ -257,6 +344,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "OrbiTE's C++ core: communicators, collectives and requests.";
   add_errors(m);
   m.attr("version") = ORBITE_VERSION_STRING;
+  m.attr("UNDEFINED") = kUndefinedColor;
 
   py::class_<PyRequest>(m, "Request", "An operation in flight; wait() raises its error.")
       .def("test", &PyRequest::test, "Progress, then whether the operation finished.")

@@ -148,3 +148,51 @@ def test_configuration_from_a_dict_and_its_errors(comm):
     data = np.full(8, comm.rank + 1, dtype=np.int64)
     second.all_reduce(data, data).wait(WAIT)
     assert data.tolist() == [3] * 8
+
+
+def test_reduce_gather_scatter_reduce_scatter_and_all_to_all(comm):
+    n, size, me = 6, comm.size, comm.rank
+    mine = np.arange(n, dtype=np.int32) + 10 * me
+    out = np.zeros(n, dtype=np.int32)
+    comm.reduce(mine, out, op="sum", root=1).wait(WAIT)
+    if me == 1:
+        np.testing.assert_array_equal(out, sum(np.arange(n) + 10 * r for r in range(size)))
+    gathered = np.zeros(n * size, dtype=np.int32)
+    comm.gather(mine, gathered, root=0).wait(WAIT)
+    if me == 0:
+        np.testing.assert_array_equal(
+            gathered, np.concatenate([np.arange(n) + 10 * r for r in range(size)]))
+    blocks = np.arange(n * size, dtype=np.float64) if me == 1 else np.zeros(n * size)
+    part = np.zeros(n, dtype=np.float64)
+    comm.scatter(blocks, part, root=1).wait(WAIT)
+    np.testing.assert_array_equal(part, np.arange(n * size, dtype=np.float64)[me * n:(me + 1) * n])
+    everything = np.arange(n * size, dtype=np.int64) * (me + 1)
+    mine_reduced = np.zeros(n, dtype=np.int64)
+    comm.reduce_scatter(everything, mine_reduced, op="sum").wait(WAIT)
+    total = sum(np.arange(n * size, dtype=np.int64) * (r + 1) for r in range(size))
+    np.testing.assert_array_equal(mine_reduced, total[me * n:(me + 1) * n])
+    send = np.arange(n * size, dtype=np.uint8) + 100 * me
+    recv = np.zeros(n * size, dtype=np.uint8)
+    comm.all_to_all(send, recv).wait(WAIT)
+    want = np.concatenate([(np.arange(n * size) + 100 * r)[me * n:(me + 1) * n] for r in range(size)])
+    np.testing.assert_array_equal(recv, want.astype(np.uint8))
+    with pytest.raises(orbite.InvalidArgumentError, match="not a multiple of the size"):
+        comm.all_to_all(np.zeros(5, np.uint8), np.zeros(5, np.uint8))
+
+
+def test_split_and_dup_keep_their_traffic_apart(comm):
+    alone = comm.split(comm.rank, 0)  # every rank its own colour: communicators of one
+    assert alone.size == 1 and alone.rank == 0
+    data = np.full(4, comm.rank + 1, dtype=np.int32)
+    alone.all_reduce(data, data).wait(WAIT)
+    assert data.tolist() == [comm.rank + 1] * 4
+    part = comm.split(orbite.UNDEFINED if comm.rank == 0 else 5, 0)
+    if comm.rank == 0:
+        assert part is None
+    else:
+        assert (part.rank, part.size) == (0, 1)
+    twin = comm.dup()
+    assert (twin.rank, twin.size) == (comm.rank, comm.size)
+    a = np.full(3, comm.rank, dtype=np.int64)
+    twin.all_reduce(a, a, op="max").wait(WAIT)
+    assert a.tolist() == [comm.size - 1] * 3
