@@ -32,9 +32,13 @@ Duration timeout_of(const std::optional<double>& seconds, const char* what) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(*seconds));
 }
 
+// How long a Request dropped while running waits for its operation before letting it go.
+constexpr std::chrono::seconds kDropWait{10};
+
 // An operation in flight and the buffers it reads or writes. Destroyed (GIL held) while still
-// running, it waits for the operation, GIL released, as long as the operation lasts: OrbiTE may
-// still write into the buffers, so their owners must outlive it.
+// running, it waits for the operation (GIL released) up to kDropWait; an operation still running
+// then keeps its buffers' views, and so their owners, for the life of the process, since OrbiTE
+// may still write into them. Nothing waits without bound.
 class PyRequest {
  public:
   PyRequest(Request r, std::vector<std::unique_ptr<View>> views)
@@ -42,9 +46,13 @@ class PyRequest {
   PyRequest(const PyRequest&) = delete;
   PyRequest& operator=(const PyRequest&) = delete;
   ~PyRequest() {
-    if (!req_.done()) {
+    if (req_.done()) return;
+    {
       py::gil_scoped_release nogil;
-      (void)req_.wait();
+      (void)req_.wait(kDropWait);
+    }
+    if (!req_.done()) {
+      for (auto& v : views_) (void)v.release();  // deliberately kept: the memory stays valid
     }
   }
 

@@ -196,3 +196,17 @@ def test_split_and_dup_keep_their_traffic_apart(comm):
     a = np.full(3, comm.rank, dtype=np.int64)
     twin.all_reduce(a, a, op="max").wait(WAIT)
     assert a.tolist() == [comm.size - 1] * 3
+
+
+def test_a_request_dropped_while_running_does_not_hang(comm):
+    import time
+
+    peer = peer_of(comm)
+    started = time.monotonic()
+    comm.irecv(np.zeros(16, dtype=np.uint8), peer, tag=77)  # dropped at once, never matched
+    waited = time.monotonic() - started
+    assert waited < 30, f"dropping a running request waited {waited:.1f} s"
+    comm.barrier().wait(WAIT)
+    # The posted receive still matches the next message with its tag: it takes this one.
+    comm.isend(np.ones(16, dtype=np.uint8), peer, tag=77).wait(WAIT)
+    comm.barrier().wait(WAIT)
