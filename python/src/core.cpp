@@ -96,6 +96,34 @@ std::unique_ptr<PyRequest> wrap(Result<Request> r, Views views) {
   return std::make_unique<PyRequest>(value_or_raise(std::move(r)), std::move(views));
 }
 
+// "unspec" (the selection table's choice), "tcp", "shm", "rdma"; "high", "medium", "low".
+TransferOptions options_of(const std::string& transport, const std::string& priority) {
+  TransferOptions o;
+  if (transport == "unspec") {
+    o.transport = Transport::Unspec;
+  } else if (transport == "tcp") {
+    o.transport = Transport::Tcp;
+  } else if (transport == "shm") {
+    o.transport = Transport::Shm;
+  } else if (transport == "rdma") {
+    o.transport = Transport::Rdma;
+  } else {
+    raise(Status::error(Errc::InvalidArgument,
+                        "transport '" + transport + "' is none of unspec, tcp, shm, rdma"));
+  }
+  if (priority == "high") {
+    o.priority = Priority::High;
+  } else if (priority == "medium") {
+    o.priority = Priority::Medium;
+  } else if (priority == "low") {
+    o.priority = Priority::Low;
+  } else {
+    raise(Status::error(Errc::InvalidArgument,
+                        "priority '" + priority + "' is none of high, medium, low"));
+  }
+  return o;
+}
+
 ReduceOp op_of(const std::string& name) {
   return value_or_raise(parse_reduce_op(name));
 }
@@ -151,6 +179,21 @@ Bootstrap default_bootstrap() {
     made = value_or_raise(std::move(b));
   }
   return *made;
+}
+
+// Waits for a blocking call's request (GIL released) up to `bound`. Still running then, the
+// operation stays queued and the view is kept for the life of the process (OrbiTE may still
+// read or write the buffer), and TimeoutError is raised. Returns the bytes moved.
+std::uint64_t blocking(Result<Request> r, std::unique_ptr<View> view, Duration bound) {
+  Request req = value_or_raise(std::move(r));
+  Status st;
+  {
+    py::gil_scoped_release nogil;
+    st = req.wait(bound);
+  }
+  if (!req.done()) (void)view.release();  // deliberately kept
+  check(st);
+  return req.bytes();
 }
 
 // The block of each of `ranks` in a buffer split evenly among them.
@@ -210,24 +253,55 @@ void add_communicator(py::module_& m) {
       .def_property_readonly("local_size", &Communicator::local_size)
       .def(
           "isend",
-          [](Communicator& c, py::handle data, int peer, int tag) {
+          [](Communicator& c, py::handle data, int peer, int tag, const std::string& transport,
+             const std::string& priority) {
+            const TransferOptions o = options_of(transport, priority);
             auto v = std::make_unique<View>(data, false, "isend data");
-            auto r = c.isend(v->data(), v->bytes(), peer, tag);
+            auto r = c.isend(v->data(), v->bytes(), peer, tag, o);
             Views views;
             views.push_back(std::move(v));
             return wrap(std::move(r), std::move(views));
           },
-          py::arg("data"), py::arg("peer"), py::arg("tag") = 0)
+          py::arg("data"), py::arg("peer"), py::arg("tag") = 0, py::arg("transport") = "unspec",
+          py::arg("priority") = "high")
       .def(
           "irecv",
-          [](Communicator& c, py::handle data, int peer, int tag) {
+          [](Communicator& c, py::handle data, int peer, int tag, const std::string& transport,
+             const std::string& priority) {
+            const TransferOptions o = options_of(transport, priority);
             auto v = std::make_unique<View>(data, true, "irecv data");
-            auto r = c.irecv(v->data(), v->bytes(), peer, tag);
+            auto r = c.irecv(v->data(), v->bytes(), peer, tag, o);
             Views views;
             views.push_back(std::move(v));
             return wrap(std::move(r), std::move(views));
           },
-          py::arg("data"), py::arg("peer"), py::arg("tag") = 0)
+          py::arg("data"), py::arg("peer"), py::arg("tag") = 0, py::arg("transport") = "unspec",
+          py::arg("priority") = "high")
+      .def(
+          "send",
+          [](Communicator& c, py::handle data, int peer, int tag, std::optional<double> timeout,
+             const std::string& transport) {
+            const TransferOptions o = options_of(transport, "high");
+            auto v = std::make_unique<View>(data, false, "send data");
+            auto r = c.isend(v->data(), v->bytes(), peer, tag, o);  // before v is moved
+            blocking(std::move(r), std::move(v), timeout_of(timeout, "send"));
+          },
+          py::arg("data"), py::arg("peer"), py::arg("tag") = 0, py::arg("timeout") = py::none(),
+          py::arg("transport") = "unspec",
+          "Blocking isend + wait. On TimeoutError the send stays queued and keeps its buffer.")
+      .def(
+          "recv",
+          [](Communicator& c, py::handle data, int peer, int tag, std::optional<double> timeout,
+             const std::string& transport) {
+            const TransferOptions o = options_of(transport, "high");
+            auto v = std::make_unique<View>(data, true, "recv data");
+            auto r = c.irecv(v->data(), v->bytes(), peer, tag, o);  // before v is moved
+            return blocking(std::move(r), std::move(v), timeout_of(timeout, "recv"));
+          },
+          py::arg("data"), py::arg("peer"), py::arg("tag") = 0, py::arg("timeout") = py::none(),
+          py::arg("transport") = "unspec",
+          "Blocking irecv + wait; returns the received size. On TimeoutError the receive stays "
+          "posted and keeps its buffer.")
       .def(
           "all_reduce",
           [](Communicator& c, py::handle send, py::handle recv, const std::string& op) {

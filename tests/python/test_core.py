@@ -210,3 +210,29 @@ def test_a_request_dropped_while_running_does_not_hang(comm):
     # The posted receive still matches the next message with its tag: it takes this one.
     comm.isend(np.ones(16, dtype=np.uint8), peer, tag=77).wait(WAIT)
     comm.barrier().wait(WAIT)
+
+
+def test_blocking_send_recv_with_a_transport_and_their_errors(comm):
+    peer = peer_of(comm)
+    for transport in ("unspec", "tcp", "shm"):
+        data = np.arange(70_000, dtype=np.uint16)
+        if comm.rank == 0:
+            comm.send(data, peer, tag=80, timeout=WAIT, transport=transport)
+        else:
+            got = np.zeros_like(data)
+            assert comm.recv(got, peer, tag=80, timeout=WAIT, transport=transport) == data.nbytes
+            np.testing.assert_array_equal(got, data)
+    with pytest.raises(orbite.InvalidArgumentError, match="transport 'carrier-pigeon'"):
+        comm.isend(bytearray(4), peer, transport="carrier-pigeon")
+    with pytest.raises(orbite.InvalidArgumentError, match="priority 'urgent'"):
+        comm.irecv(bytearray(4), peer, priority="urgent")
+    box = bytearray(4)
+    with pytest.raises(orbite.TimeoutError):
+        comm.recv(box, peer, tag=81, timeout=0.05)  # stays posted, keeping box
+    comm.barrier().wait(WAIT)
+    comm.isend(b"\x01\x02\x03\x04", peer, tag=81).wait(WAIT)
+    comm.barrier().wait(WAIT)
+    deadline = __import__("time").monotonic() + WAIT
+    while bytes(box) != b"\x01\x02\x03\x04" and __import__("time").monotonic() < deadline:
+        comm.barrier().wait(WAIT)  # progress
+    assert bytes(box) == b"\x01\x02\x03\x04"
