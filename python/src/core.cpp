@@ -96,6 +96,13 @@ std::unique_ptr<PyRequest> wrap(Result<Request> r, Views views) {
   return std::make_unique<PyRequest>(value_or_raise(std::move(r)), std::move(views));
 }
 
+// An operation on one buffer.
+std::unique_ptr<PyRequest> wrap(Result<Request> r, std::unique_ptr<View> view) {
+  Views views;
+  views.push_back(std::move(view));
+  return wrap(std::move(r), std::move(views));
+}
+
 // "unspec" (the selection table's choice), "tcp", "shm", "rdma"; "high", "medium", "low".
 TransferOptions options_of(const std::string& transport, const std::string& priority) {
   TransferOptions o;
@@ -258,9 +265,7 @@ void add_communicator(py::module_& m) {
             const TransferOptions o = options_of(transport, priority);
             auto v = std::make_unique<View>(data, false, "isend data");
             auto r = c.isend(v->data(), v->bytes(), peer, tag, o);
-            Views views;
-            views.push_back(std::move(v));
-            return wrap(std::move(r), std::move(views));
+            return wrap(std::move(r), std::move(v));
           },
           py::arg("data"), py::arg("peer"), py::arg("tag") = 0, py::arg("transport") = "unspec",
           py::arg("priority") = "high")
@@ -271,9 +276,7 @@ void add_communicator(py::module_& m) {
             const TransferOptions o = options_of(transport, priority);
             auto v = std::make_unique<View>(data, true, "irecv data");
             auto r = c.irecv(v->data(), v->bytes(), peer, tag, o);
-            Views views;
-            views.push_back(std::move(v));
-            return wrap(std::move(r), std::move(views));
+            return wrap(std::move(r), std::move(v));
           },
           py::arg("data"), py::arg("peer"), py::arg("tag") = 0, py::arg("transport") = "unspec",
           py::arg("priority") = "high")
@@ -318,9 +321,7 @@ void add_communicator(py::module_& m) {
             auto v = std::make_unique<View>(data, true, "broadcast data");
             const DataType t = v->element_type_or_raise("broadcast data");
             auto r = c.broadcast(v->data(), v->data(), v->count(), t, root);
-            Views views;
-            views.push_back(std::move(v));
-            return wrap(std::move(r), std::move(views));
+            return wrap(std::move(r), std::move(v));
           },
           py::arg("data"), py::arg("root") = 0)
       .def(
@@ -392,7 +393,7 @@ void add_communicator(py::module_& m) {
           },
           py::arg("send"), py::arg("recv"), py::arg("root") = 0,
           "root's send holds size blocks of len(recv) elements; every rank passes one.")
-      .def("barrier", [](Communicator& c) { return wrap(c.barrier(), {}); })
+      .def("barrier", [](Communicator& c) { return wrap(c.barrier(), Views{}); })
       .def(
           "split",
           [](Communicator& c, int color, int key) -> py::object {
