@@ -19,3 +19,21 @@ if(ORBITE_WITH_PYTHON AND NOT (Python3_FOUND AND pybind11_FOUND))
   message(FATAL_ERROR "ORBITE_WITH_PYTHON=ON but Python3 development files or pybind11 were "
                       "not found (scripts/install-deps.sh installs them)")
 endif()
+
+# orbite._torch, the torch.distributed backend "orbite" (docs/python.md): built when Debian's
+# libtorch-dev is found (find_package(Torch) needs no hints there). ORBITE_WITH_TORCH is on then.
+set(_orbite_torch_default OFF)
+if(ORBITE_WITH_PYTHON)
+  find_package(Torch QUIET)
+  if(Torch_FOUND OR TORCH_FOUND)
+    set(_orbite_torch_default ON)
+  endif()
+endif()
+option(ORBITE_WITH_TORCH "The torch.distributed backend (needs libtorch-dev and the Python package)"
+       ${_orbite_torch_default})
+if(ORBITE_WITH_TORCH AND NOT ORBITE_WITH_PYTHON)
+  message(FATAL_ERROR "ORBITE_WITH_TORCH=ON needs ORBITE_WITH_PYTHON=ON")
+endif()
+if(ORBITE_WITH_TORCH AND NOT (Torch_FOUND OR TORCH_FOUND))
+  find_package(Torch REQUIRED)
+endif()

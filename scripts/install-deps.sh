@@ -21,6 +21,8 @@ packages=(
   libbenchmark-dev    # Google Benchmark (perf_tests/selector_bench)
   # The orbite Python package (docs/python.md), for Debian's /usr/bin/python3.
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
+  libdlpack-dev       # DLPack (bfloat16 and other non-buffer-protocol tensors)
+  python3-torch libtorch-dev  # orbite._torch, the torch.distributed backend (CPU torch 1.13, Gloo inside)
 )
 
 missing=()

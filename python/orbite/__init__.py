@@ -1,4 +1,6 @@
-"""OrbiTE for Python: communicators, collectives and requests over OrbiTE's engine.
+"""OrbiTE for Python: communicators, collectives, registered memory and put/get over OrbiTE's
+engine; `orbite.kv` for KV-cache transfers by address; `orbite.torch` for the torch.distributed
+backend "orbite".
 
 Run a job with the launcher and Debian's interpreter::
 
@@ -10,11 +12,39 @@ interpreter finds it.)
 """
 
 from . import _core
-from ._core import UNDEFINED, Bootstrap, Communicator, Error, Request, version  # noqa: F401
+from ._core import (  # noqa: F401
+    UNDEFINED,
+    Bootstrap,
+    Communicator,
+    Error,
+    InProcessStore,
+    MemoryRegion,
+    RemoteRegion,
+    Request,
+    Store,
+    TcpStore,
+    TcpStoreServer,
+    TransferEngine,
+    version,
+)
 
 # One exception class per OrbiTE error code, all derived from orbite.Error (InvalidArgumentError
 # is also a ValueError, TimeoutError a TimeoutError, ConnectionLostError a ConnectionError).
-_errors = sorted(n for n in dir(_core) if n.endswith("Error"))
+_errors = sorted(n for n in dir(_core) if n.endswith("Error") and n != "Error")
 globals().update({n: getattr(_core, n) for n in _errors})
 
-__all__ = ["UNDEFINED", "Bootstrap", "Communicator", "Error", "Request", "version"] + _errors
+__all__ = [
+    "UNDEFINED",
+    "Bootstrap",
+    "Communicator",
+    "Error",
+    "InProcessStore",
+    "MemoryRegion",
+    "RemoteRegion",
+    "Request",
+    "Store",
+    "TcpStore",
+    "TcpStoreServer",
+    "TransferEngine",
+    "version",
+] + _errors

@@ -1,43 +1,58 @@
-// Host buffers from Python objects: the buffer protocol (numpy arrays, bytearray, memoryview,
-// bytes for sending), C-contiguous only, writable where OrbiTE writes into it, and the element
-// type read from the format. A View holds the exporter's Py_buffer (and so the object) until it
-// is released, with the GIL held.
+// Host buffers from Python objects, in this order of preference:
+//  - the buffer protocol (numpy arrays, bytearray, memoryview, bytes for sending): C-contiguous
+//    only, writable where OrbiTE writes into it, the element type read from the format;
+//  - a raw (address, length) pair of integers, what KV-cache layers pass: no owner, no element
+//    type, the caller guarantees the memory;
+//  - DLPack (`__dlpack__`, e.g. torch tensors, bfloat16 included): CPU memory, compact row-major,
+//    the element type from the DLPack dtype.
+// A View holds what keeps the memory alive (the exporter's Py_buffer, or the consumed DLPack
+// capsule's tensor) until it is destroyed, with the GIL held.
 #pragma once
 
 #include <orbite/collectives.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
+
+struct DLManagedTensor;
 
 namespace orbite::python {
 
 class View {
  public:
-  // Raises InvalidArgumentError naming `what` for an object without the buffer protocol, a
-  // non-contiguous or read-only (when `writable`) one.
+  // Raises InvalidArgumentError naming `what` for an object that is none of the above, a
+  // non-contiguous or read-only (when `writable`) one, or DLPack memory that is not on the CPU.
   View(pybind11::handle object, bool writable, const std::string& what);
   ~View();
   View(const View&) = delete;
   View& operator=(const View&) = delete;
 
-  [[nodiscard]] void* data() const { return view_.buf; }
-  [[nodiscard]] std::uint64_t bytes() const { return static_cast<std::uint64_t>(view_.len); }
-  [[nodiscard]] std::uint64_t itemsize() const {
-    return static_cast<std::uint64_t>(view_.itemsize);
-  }
-  [[nodiscard]] std::string format() const { return view_.format != nullptr ? view_.format : "B"; }
-  // The element type of the format, or nullopt (e.g. a struct, or a non-native byte order).
-  [[nodiscard]] std::optional<DataType> element_type() const;
+  [[nodiscard]] void* data() const { return data_; }
+  [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
+  [[nodiscard]] std::uint64_t itemsize() const { return itemsize_; }
+  // The buffer protocol's format ("f", "<i8"...), "dlpack:<type>", or "raw".
+  [[nodiscard]] const std::string& format() const { return format_; }
+  // The element type, or nullopt (a struct format, a non-native byte order, a raw pair).
+  [[nodiscard]] std::optional<DataType> element_type() const { return type_; }
   // element_type(), or InvalidArgumentError naming `what` and the format.
   [[nodiscard]] DataType element_type_or_raise(const std::string& what) const;
-  [[nodiscard]] std::uint64_t count() const { return bytes() / itemsize(); }
+  [[nodiscard]] std::uint64_t count() const { return bytes_ / itemsize_; }
 
  private:
+  bool from_raw_pair(pybind11::handle object, const std::string& what);
+  void from_dlpack(pybind11::handle object, const std::string& what);
+  void release();
+
+  void* data_ = nullptr;
+  std::uint64_t bytes_ = 0;
+  std::uint64_t itemsize_ = 1;
+  std::string format_ = "B";
+  std::optional<DataType> type_;
   Py_buffer view_{};
-  bool held_ = false;
+  bool held_ = false;                   // view_ is an exported buffer to release
+  DLManagedTensor* managed_ = nullptr;  // a consumed DLPack tensor to delete
 };
 
 }  // namespace orbite::python

@@ -10,19 +10,7 @@ import numpy as np
 import pytest
 
 import orbite
-
-WAIT = 60  # seconds, every wait of these tests
-
-
-@pytest.fixture(scope="session")
-def comm():
-    c = orbite.Communicator()
-    assert c.size == 2, "these tests run on 2 ranks"
-    return c
-
-
-def peer_of(comm):
-    return 1 - comm.rank
+from conftest import WAIT, peer_of
 
 
 def test_ranks_are_distinct_and_ordered(comm):
