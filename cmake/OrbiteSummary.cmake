@@ -4,3 +4,5 @@ message(STATUS "  CUDA (libcuda.so.1 at run time):    ${ORBITE_WITH_CUDA} ${ORBI
 message(STATUS "  MPI bootstrap (orbite_mpi):         ${ORBITE_WITH_MPI}")
 message(STATUS "  hwloc:                              ${HWLOC_VERSION}")
 message(STATUS "  sanitizers:                         ${ORBITE_SANITIZE}")
+message(STATUS "  Python package (orbite._core):      ${ORBITE_WITH_PYTHON} ${Python3_EXECUTABLE}")
+message(STATUS "  torch backend (orbite._torch):      ${ORBITE_WITH_TORCH}")

@@ -39,6 +39,9 @@ class View {
   // element_type(), or InvalidArgumentError naming `what` and the format.
   [[nodiscard]] DataType element_type_or_raise(const std::string& what) const;
   [[nodiscard]] std::uint64_t count() const { return bytes_ / itemsize_; }
+  // The exporter said the memory must not be written (a bytes object, a read-only array). Raw
+  // pairs and DLPack tensors are taken as writable.
+  [[nodiscard]] bool readonly() const { return held_ && view_.readonly != 0; }
 
  private:
   bool from_raw_pair(pybind11::handle object, const std::string& what);

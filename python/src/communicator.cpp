@@ -13,6 +13,7 @@
 
 #include "bindings.h"
 #include "buffers.h"
+#include "displacements.h"
 #include "errors.h"
 #include "request.h"
 
@@ -72,17 +73,6 @@ std::uint64_t blocks_of(const View& v, int ranks, const std::string& what) {
                                                    std::to_string(n)));
   }
   return v.count() / n;
-}
-
-// Prefix sums: the displacements of blocks laid end to end.
-std::vector<std::uint64_t> displacements_of(const std::vector<std::uint64_t>& counts) {
-  std::vector<std::uint64_t> d(counts.size());
-  std::uint64_t at = 0;
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    d[i] = at;
-    at += counts[i];
-  }
-  return d;
 }
 
 // The elements a buffer needs for blocks at `displs` of `counts` (lengths are the engine's to

@@ -195,22 +195,34 @@ const PyRegion& region_of(py::handle local) {
   return local.cast<const PyRegion&>();
 }
 
-// put or get of one range; the Request keeps `local` (and so its memory) alive until done.
-std::unique_ptr<PyRequest> one_sided(TransferEngine& e, OneSided op, py::object local,
-                                     std::uint64_t local_offset, const RemoteRegion& remote,
-                                     std::uint64_t remote_offset, std::uint64_t length,
-                                     const TransferOptions& o) {
+// The local region of a put (read) or a get (written: never memory its exporter said is
+// read-only, whatever rights peers have).
+const PyRegion& local_of(py::handle local, bool written) {
   const PyRegion& l = region_of(local);
+  if (written && l.view && l.view->readonly()) {
+    raise(Status::error(Errc::InvalidArgument,
+                        "local: a get writes into this region, whose memory is read-only (" +
+                            l.view->format() + " from a read-only buffer)"));
+  }
+  return l;
+}
+
+// put or get of one range; the Request keeps `local` (and so its memory) alive until done.
+std::unique_ptr<PyRequest> one_sided(TransferEngine& e, OneSided op, bool writes_local,
+                                     py::object local, std::uint64_t local_offset,
+                                     const RemoteRegion& remote, std::uint64_t remote_offset,
+                                     std::uint64_t length, const TransferOptions& o) {
+  const PyRegion& l = local_of(local, writes_local);
   auto r = (e.*op)(l.region, local_offset, remote, remote_offset, length, o);
   std::vector<py::object> owners{std::move(local)};
   return wrap(std::move(r), Views{}, std::move(owners));
 }
 
-std::unique_ptr<PyRequest> batched(TransferEngine& e, Batched op, py::object local,
-                                   const RemoteRegion& remote, py::handle ranges,
+std::unique_ptr<PyRequest> batched(TransferEngine& e, Batched op, bool writes_local,
+                                   py::object local, const RemoteRegion& remote, py::handle ranges,
                                    const TransferOptions& o) {
   const std::vector<TransferRange> rs = ranges_of(ranges);
-  const PyRegion& l = region_of(local);
+  const PyRegion& l = local_of(local, writes_local);
   auto r = (e.*op)(l.region, remote, rs, o);
   std::vector<py::object> owners{std::move(local)};
   return wrap(std::move(r), Views{}, std::move(owners));
@@ -350,7 +362,7 @@ void add_engine(py::module_& m) {
              const std::string& transport, const std::string& priority,
              std::optional<double> deadline) {
             const TransferOptions o = options_of(transport, priority, deadline);
-            return one_sided(e, &TransferEngine::put, std::move(local), local_offset, remote,
+            return one_sided(e, &TransferEngine::put, false, std::move(local), local_offset, remote,
                              remote_offset, length, o);
           },
           py::arg("local"), py::arg("local_offset"), py::arg("remote"), py::arg("remote_offset"),
@@ -364,7 +376,7 @@ void add_engine(py::module_& m) {
              const std::string& transport, const std::string& priority,
              std::optional<double> deadline) {
             const TransferOptions o = options_of(transport, priority, deadline);
-            return one_sided(e, &TransferEngine::get, std::move(local), local_offset, remote,
+            return one_sided(e, &TransferEngine::get, true, std::move(local), local_offset, remote,
                              remote_offset, length, o);
           },
           py::arg("local"), py::arg("local_offset"), py::arg("remote"), py::arg("remote_offset"),
@@ -377,7 +389,7 @@ void add_engine(py::module_& m) {
              const std::string& transport, const std::string& priority,
              std::optional<double> deadline) {
             const TransferOptions o = options_of(transport, priority, deadline);
-            return batched(e, &TransferEngine::put, std::move(local), remote, ranges, o);
+            return batched(e, &TransferEngine::put, false, std::move(local), remote, ranges, o);
           },
           py::arg("local"), py::arg("remote"), py::arg("ranges"), py::arg("transport") = "unspec",
           py::arg("priority") = "high", py::arg("deadline") = py::none(),
@@ -389,7 +401,7 @@ void add_engine(py::module_& m) {
              const std::string& transport, const std::string& priority,
              std::optional<double> deadline) {
             const TransferOptions o = options_of(transport, priority, deadline);
-            return batched(e, &TransferEngine::get, std::move(local), remote, ranges, o);
+            return batched(e, &TransferEngine::get, true, std::move(local), remote, ranges, o);
           },
           py::arg("local"), py::arg("remote"), py::arg("ranges"), py::arg("transport") = "unspec",
           py::arg("priority") = "high", py::arg("deadline") = py::none())

@@ -143,6 +143,14 @@ def test_bad_accesses_fail_clearly_and_move_nothing(comm):
         engine.register_memory(b"read-only but peers may write", access="w")
     with pytest.raises(orbite.InvalidArgumentError, match="address 0 with length"):
         engine.register_memory((0, 10))
+    frozen = b"\x00" * 64  # peers may read it; a local get must not write into it
+    readonly = engine.register_memory(frozen, access="r")
+    with pytest.raises(orbite.InvalidArgumentError, match="read-only"):
+        engine.get(readonly, 0, remote, 0, 64)
+    with pytest.raises(orbite.InvalidArgumentError, match="read-only"):
+        engine.get_batch(readonly, remote, [(0, 0, 8)])
+    assert frozen == b"\x00" * 64
+    readonly.unregister()
     comm.barrier().wait(WAIT)
     np.testing.assert_array_equal(owned, np.full(4096, 0xAB, dtype=np.uint8))
     region.unregister()

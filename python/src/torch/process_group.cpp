@@ -4,11 +4,13 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "../displacements.h"
 #include "c10d_store.h"
 
 namespace orbite::torch_backend {
@@ -16,6 +18,7 @@ namespace orbite::torch_backend {
 namespace {
 
 using c10d::OpType;
+using python::displacements_of;
 using std::chrono::milliseconds;
 
 // When the group is destroyed with operations outstanding, how long they may still finish.
@@ -108,16 +111,6 @@ void unflatten(const at::Tensor& flat, std::vector<at::Tensor>& list) {
   }
 }
 
-std::vector<std::uint64_t> displacements(const std::vector<std::uint64_t>& counts) {
-  std::vector<std::uint64_t> d(counts.size());
-  std::uint64_t at = 0;
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    d[i] = at;
-    at += counts[i];
-  }
-  return d;
-}
-
 // all_to_all counts (elements) of `t` split along dimension 0 by `splits` (rows; empty: equal).
 std::vector<std::uint64_t> counts_of(const at::Tensor& t, const std::vector<int64_t>& splits,
                                      int size, const char* side) {
@@ -146,19 +139,52 @@ std::vector<std::uint64_t> counts_of(const at::Tensor& t, const std::vector<int6
 
 }  // namespace
 
-WorkOrbite::WorkOrbite(int rank, OpType type, std::vector<at::Tensor> outputs, milliseconds bound)
+WorkOrbite::WorkOrbite(int rank, OpType type, Request request, std::vector<at::Tensor> outputs,
+                       std::function<void()> after, milliseconds bound)
     : c10d::Work(rank, type),
+      request_(std::move(request)),
       outputs_(std::move(outputs)),
+      after_(std::move(after)),
       future_(
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
       bound_(bound) {}
 
 bool WorkOrbite::wait(milliseconds timeout) {
-  return c10d::Work::wait(timeout.count() > 0 ? timeout : bound_);
+  const milliseconds bound = timeout.count() > 0 ? timeout : bound_;
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  if (!isCompleted()) {
+    (void)request_.wait(bound);  // drives the operation on this thread
+    if (request_.done()) finish_once();
+  }
+  const auto left =
+      std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+  return c10d::Work::wait(std::max(left, milliseconds(1)));
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> WorkOrbite::getFuture() {
   return future_;
+}
+
+void WorkOrbite::finish_once() {
+  if (claimed_.exchange(true)) return;
+  std::exception_ptr error;
+  const std::optional<Status> st = request_.status();
+  if (st && st->ok()) {
+    try {
+      if (after_) after_();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  } else {
+    error = std::make_exception_ptr(std::runtime_error(
+        "orbite: " + (st ? st->to_string() : std::string("finished without a status"))));
+  }
+  complete(error);
+}
+
+void WorkOrbite::fail_once(std::exception_ptr error) {
+  if (claimed_.exchange(true)) return;
+  complete(std::move(error));
 }
 
 void WorkOrbite::complete(std::exception_ptr error) {
@@ -221,12 +247,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOrbite::enqueue(OpType type, Result<R
   TORCH_CHECK(started.ok(), "orbite ", c10d::opTypeToString(type), ": ",
               started.status().to_string());
   const milliseconds bound = bound_of(timeout);
-  auto work = c10::make_intrusive<WorkOrbite>(rank_, type, std::move(outputs), bound);
+  auto work = c10::make_intrusive<WorkOrbite>(rank_, type, std::move(started).value(),
+                                              std::move(outputs), std::move(after), bound);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    incoming_.push_back(Pending{std::move(started).value(), work, std::move(after),
-                                std::move(borrowed), std::chrono::steady_clock::now() + bound,
-                                collective});
+    incoming_.push_back(
+        Pending{work, std::move(borrowed), std::chrono::steady_clock::now() + bound, collective});
   }
   cv_.notify_one();
   return work;
@@ -257,7 +283,7 @@ void ProcessGroupOrbite::progress_loop() {
         std::find_if(active.begin(), active.end(), [](const Pending& p) { return p.collective; });
     if (it == active.end() && !active.empty()) it = active.begin();
     if (it != active.end()) {
-      (void)it->request.wait(kProgressSlice);
+      (void)it->work->request().wait(kProgressSlice);
     } else {
       std::this_thread::sleep_for(kProgressSlice);  // only overdue operations remain
     }
@@ -269,26 +295,14 @@ bool ProcessGroupOrbite::sweep(std::vector<Pending>& active) {
   const auto now = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < active.size();) {
     Pending& p = active[i];
-    if (p.request.test()) {
-      std::exception_ptr error;
-      const std::optional<Status> st = p.request.status();
-      if (st && st->ok()) {
-        try {
-          if (p.after) p.after();
-        } catch (...) {
-          error = std::current_exception();
-        }
-      } else {
-        error = std::make_exception_ptr(std::runtime_error(
-            "orbite: " + (st ? st->to_string() : std::string("finished without a status"))));
-      }
-      p.work->complete(error);
+    if (p.work->request().test()) {
+      p.work->finish_once();  // unless a waiting thread already did
       active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
       finished = true;
       continue;
     }
     if (now >= p.deadline) {
-      p.work->complete(std::make_exception_ptr(std::runtime_error(
+      p.work->fail_once(std::make_exception_ptr(std::runtime_error(
           "orbite " + c10d::opTypeToString(p.work->retrieveOpType()) +
           ": timed out; OrbiTE still runs the operation and keeps its tensors")));
       overdue_.push_back(std::move(p));
@@ -298,7 +312,7 @@ bool ProcessGroupOrbite::sweep(std::vector<Pending>& active) {
     }
     ++i;
   }
-  std::erase_if(overdue_, [](Pending& p) { return p.request.test(); });
+  std::erase_if(overdue_, [](Pending& p) { return p.work->request().test(); });
   return finished;
 }
 
@@ -471,8 +485,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOrbite::alltoall_base(
   } else {
     const auto sc = counts_of(input, input_split_sizes, size_, "input");
     const auto rc = counts_of(output, output_split_sizes, size_, "output");
-    r = comm_->all_to_allv(input.data_ptr(), sc, displacements(sc), output.data_ptr(), rc,
-                           displacements(rc), type);
+    r = comm_->all_to_allv(input.data_ptr(), sc, displacements_of(sc), output.data_ptr(), rc,
+                           displacements_of(rc), type);
   }
   return enqueue(OpType::ALLTOALL_BASE, std::move(r), {output}, {output, input}, opts.timeout);
 }
@@ -495,10 +509,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOrbite::alltoall(std::vector<at::Tens
     rc.push_back(count(outputs[i]));
   }
   at::Tensor in = flatten(inputs);
-  at::Tensor out = at::empty({static_cast<std::int64_t>(displacements(rc).back() + rc.back())},
-                             inputs[0].options());
-  auto r = comm_->all_to_allv(in.data_ptr(), sc, displacements(sc), out.data_ptr(), rc,
-                              displacements(rc), type_of(in, "alltoall"));
+  const auto received = std::accumulate(rc.begin(), rc.end(), std::uint64_t{0});
+  at::Tensor out = at::empty({static_cast<std::int64_t>(received)}, inputs[0].options());
+  auto r = comm_->all_to_allv(in.data_ptr(), sc, displacements_of(sc), out.data_ptr(), rc,
+                              displacements_of(rc), type_of(in, "alltoall"));
   std::vector<at::Tensor> borrowed = outputs;
   borrowed.push_back(in);
   borrowed.push_back(out);

@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -23,23 +24,35 @@
 
 namespace orbite::torch_backend {
 
+// A started operation as torch sees it. Its completion (the `after` step, then the Work and its
+// Future) runs exactly once, on whichever thread first sees the request done: a thread in wait(),
+// which drives the request itself (no hand-off on the synchronous path), or the progress thread.
 class WorkOrbite : public c10d::Work {
  public:
-  WorkOrbite(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
-             std::chrono::milliseconds bound);
+  WorkOrbite(int rank, c10d::OpType type, Request request, std::vector<at::Tensor> outputs,
+             std::function<void()> after, std::chrono::milliseconds bound);
 
   // timeout 0 (c10d's kNoTimeout) or negative: the group's bound, never an unbounded wait.
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override { return outputs_; }
 
-  // Called once, by the progress thread (error null: success).
-  void complete(std::exception_ptr error);
+  [[nodiscard]] Request& request() { return request_; }
+  // Once the request is done: runs `after` (on success) and completes the Work and its Future,
+  // unless another thread already did.
+  void finish_once();
+  // Fails the Work with `error` unless it is already completed (the request may still run).
+  void fail_once(std::exception_ptr error);
 
  private:
+  void complete(std::exception_ptr error);
+
+  Request request_;
   const std::vector<at::Tensor> outputs_;
+  const std::function<void()> after_;
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
   const std::chrono::milliseconds bound_;
+  std::atomic<bool> claimed_{false};  // the one completion has been taken
 };
 
 class ProcessGroupOrbite : public c10d::ProcessGroup {
@@ -90,13 +103,10 @@ class ProcessGroupOrbite : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
-  // An operation handed to the progress thread: its request, the Work to complete, what runs
-  // after success (copying a staging tensor out), and the tensors it borrows (inputs, outputs,
-  // staging), kept until the request is done.
+  // An operation handed to the progress thread: its Work (with the request) and the tensors it
+  // borrows (inputs, outputs, staging), kept until the request is done.
   struct Pending {
-    Request request;
     c10::intrusive_ptr<WorkOrbite> work;
-    std::function<void()> after;
     std::vector<at::Tensor> borrowed;
     std::chrono::steady_clock::time_point deadline;
     bool collective = true;
