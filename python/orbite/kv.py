@@ -194,18 +194,8 @@ class TransferEngine:
         if len(addresses) != len(lengths):
             raise _invalid(f"batch_register_memory: {len(addresses)} addresses, "
                            f"{len(lengths)} lengths")
-        regions = self.engine.register_memory(
-            [(int(a), int(n)) for a, n in zip(addresses, lengths)], access)
-        done = []
-        try:
-            for region in regions:
-                self._remember(region)
-                done.append(region.address)
-        except Exception:
-            for address in done:
-                self._local.remove(address)
-            raise
-        return done
+        return self._remember_all(self.engine.register_memory(
+            [(int(a), int(n)) for a, n in zip(addresses, lengths)], access))
 
     def unregister_memory(self, address, timeout=30.0):
         region, offset = self._local.find(address, 0)
@@ -286,11 +276,23 @@ class TransferEngine:
         return memory
 
     def _remember(self, region):
+        self._remember_all([region])
+
+    def _remember_all(self, regions):
+        """Knows every region, or none: on an overlap none stays registered. Returns their
+        addresses."""
+        known = []
         try:
-            self._local.add(region.address, region.length, region)
+            for region in regions:
+                self._local.add(region.address, region.length, region)
+                known.append(region)
         except Exception:
-            region.unregister()
+            for region in known:
+                self._local.remove(region.address)
+            for region in regions:
+                region.unregister()
             raise
+        return [region.address for region in regions]
 
     def _peer(self, name):
         try:
@@ -370,11 +372,8 @@ class Agent:
         deregister_memory takes. Tensors and arrays stay alive while registered."""
         self._check_type(mem_type)
         regions = self.engine.register_memory(self._memories(descs), access)
-        out = []
-        for region in regions:
-            self._kv._remember(region)
-            out.append((region.address, region.length))
-        return out
+        self._kv._remember_all(regions)
+        return [(region.address, region.length) for region in regions]
 
     def deregister_memory(self, registered, timeout=30.0):
         for address, _ in registered:

@@ -82,6 +82,13 @@ def test_addresses_outside_the_regions_and_bad_metadata_are_clear_errors(comm):
         kv.transfer_check_status(12345)
     with pytest.raises(orbite.InvalidArgumentError, match="overlaps"):
         kv.register_memory(base + 8, 16)
+    spare = np.zeros(64, dtype=np.uint8)
+    before = comm.engine.stats()["regions_registered"]
+    with pytest.raises(orbite.InvalidArgumentError, match="overlaps"):  # all or none
+        kv.batch_register_memory([address_of(spare), base + 16], [64, 16])
+    assert comm.engine.stats()["regions_registered"] == before
+    kv.register_memory(address_of(spare), 64)  # it was forgotten, so it registers again
+    kv.unregister_memory(address_of(spare))
     good = kv.get_metadata()
     with pytest.raises(orbite.InvalidArgumentError, match="magic"):
         kv.add_peer(b"XXXX" + good[4:])
