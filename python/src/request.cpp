@@ -12,14 +12,23 @@
 namespace orbite::python {
 namespace py = pybind11;
 
-Duration timeout_of(const std::optional<double>& seconds, const char* what) {
-  if (!seconds) return Duration::max();
-  if (!(*seconds >= 0) || *seconds > 1e9) {
-    raise(Status::error(Errc::InvalidArgument, std::string(what) + ": timeout " +
-                                                   std::to_string(*seconds) +
+namespace {
+
+// `seconds` as a Duration; negative, not finite or beyond 1e9 s is InvalidArgumentError whose
+// message starts with `what`.
+Duration seconds_of(double seconds, const std::string& what) {
+  if (!(seconds >= 0) || seconds > 1e9) {
+    raise(Status::error(Errc::InvalidArgument, what + " " + std::to_string(seconds) +
                                                    " s is not a number of seconds >= 0"));
   }
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(*seconds));
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds));
+}
+
+}  // namespace
+
+Duration timeout_of(const std::optional<double>& seconds, const char* what) {
+  if (!seconds) return Duration::max();
+  return seconds_of(*seconds, std::string(what) + ": timeout");
 }
 
 TransferOptions options_of(const std::string& transport, const std::string& priority,
@@ -47,14 +56,7 @@ TransferOptions options_of(const std::string& transport, const std::string& prio
     raise(Status::error(Errc::InvalidArgument,
                         "priority '" + priority + "' is none of high, medium, low"));
   }
-  if (deadline) {
-    if (!(*deadline >= 0) || *deadline > 1e9) {
-      raise(Status::error(Errc::InvalidArgument, "deadline " + std::to_string(*deadline) +
-                                                     " s is not a number of seconds >= 0"));
-    }
-    o.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(*deadline));
-  }
+  if (deadline) o.deadline = Clock::now() + seconds_of(*deadline, "deadline");
   return o;
 }
 
