@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints every include under SRC that breaks OrbiTE's layering; exits 1 if it printed any.
 
-Layers, bottom to top: common < platform < bootstrap, topo < p2p < proxy < coll < comm. A file
+Layers, bottom to top: common < platform < cuda < bootstrap, topo < p2p < proxy < coll < comm. A file
 includes only its own layer and those below; coll uses p2p only for the request state (never a
 transport's folder or the control channel) and never the proxy. A transport's folder
 (p2p/tcp, p2p/shm, p2p/rdma, p2p/cuda) is included only from inside it and from the transport
@@ -13,8 +13,8 @@ import os
 import re
 import sys
 
-RANK = {"common": 1, "platform": 2, "bootstrap": 3, "topo": 3, "p2p": 4, "proxy": 5, "coll": 6,
-        "comm": 7}
+RANK = {"common": 1, "platform": 2, "cuda": 3, "bootstrap": 4, "topo": 4, "p2p": 5, "proxy": 6,
+        "coll": 7, "comm": 8}
 TRANSPORTS = ("tcp", "shm", "rdma", "cuda")
 # What the layers above p2p may include of it: the request state, endpoints, regions, counters,
 # the contract's types, a lane's protocol as an interface, the memory domains, the descriptor

@@ -1,10 +1,12 @@
 // The one place that loads the CUDA driver (libcuda.so.1). Entry points are resolved through
-// cuGetProcAddress; no nvcc, no libcudart. Without a driver, every CUDA path is Unavailable and
-// the host-only paths keep working.
+// cuGetProcAddress, each with its own version (cuda_api.h); no nvcc, no libcudart, no link-time
+// cu* symbol. Without a driver, every CUDA path is Unavailable and the host paths keep working.
+// This header needs no cuda.h.
 #pragma once
 
 #include <orbite/status.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,8 +25,24 @@ struct DeviceIdentity {
   int ordinal = 0;
   std::string pci_bus_id;  // cuDeviceGetPCIBusId, e.g. "0000:4E:00.0"
   std::string name;        // cuDeviceGetName
+  std::string uuid;        // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  std::uint64_t memory_bytes = 0;
+  int numa_node = -1;  // CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID where the driver knows it
 };
 // The devices as the driver numbers them (CUDA_VISIBLE_DEVICES applies). Creates no context.
 Result<std::vector<DeviceIdentity>> list_devices();
+
+// How cuGetProcAddress answered each entry point OrbiTE asks for (the GPU gate diffs this on a
+// real driver against the table).
+struct EntryPoint {
+  std::string name;
+  int version = 0;
+  std::uint64_t flags = 0;
+  bool required = false;
+  bool resolved = false;
+  std::string status;  // "ok", "symbol not found", "version not sufficient", or the CUresult
+};
+// Empty when the library itself does not load.
+std::vector<EntryPoint> entry_points();
 
 }  // namespace orbite::cuda

@@ -1,0 +1,136 @@
+// One CUDA allocation as OrbiTE owns it: device memory (owned or adopted) or pinned host memory,
+// with its primary-context reference, its one stream and completion event for OrbiTE's copies,
+// and its readiness event. Every view (CudaMemory, HostMemory), registration and transfer of the
+// allocation shares one Allocation. No CUDA header is needed to use this one.
+#pragma once
+
+#include <orbite/config.h>
+#include <orbite/cuda.h>
+#include <orbite/status.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+
+namespace orbite::cuda {
+
+enum class Kind : std::uint8_t { Device, PinnedHost };
+
+// A copy between a device range and host memory, run on the allocation's stream. Copies of one
+// allocation run one at a time: the one completion event then says which finished (the guide's
+// one stream and one event per allocation, with generations).
+struct CopyJob {
+  enum class Direction : std::uint8_t { ToDevice, ToHost };
+  Direction direction = Direction::ToHost;
+  std::uint64_t offset = 0;   // in the allocation
+  std::byte* host = nullptr;  // the host side (pinned staging for asynchronous copies)
+  std::uint64_t length = 0;
+  // 0 queued, 1 submitted, 2 finished (status is set before, with release order).
+  std::atomic<int> state{0};
+  Status status;
+  [[nodiscard]] bool finished() const { return state.load(std::memory_order_acquire) == 2; }
+};
+
+class Allocation {
+ public:
+  // Owned device memory on `ordinal`, with a reference to its primary context.
+  static Result<std::shared_ptr<Allocation>> allocate_device(int ordinal, std::uint64_t bytes);
+  // The allocation that holds [ptr, ptr + bytes) of device memory (see
+  // CudaMemory::from_raw_parts for what is refused, each with the field named); the one OrbiTE
+  // already knows when there is one. *offset is ptr's offset in it.
+  static Result<std::shared_ptr<Allocation>> adopt_device(const void* ptr, std::uint64_t bytes,
+                                                          std::shared_ptr<void> owner,
+                                                          std::uint64_t* offset);
+  // Owned pinned host memory (cuMemHostAlloc in `ordinal`'s primary context).
+  static Result<std::shared_ptr<Allocation>> allocate_pinned(std::uint64_t bytes, int ordinal);
+
+  // Waits for a pending producer generation, drains OrbiTE's copies, then frees (owned) or lets
+  // go (adopted). What cannot be proven finished or freed is retained (retained_resources()).
+  ~Allocation();
+  Allocation(const Allocation&) = delete;
+  Allocation& operator=(const Allocation&) = delete;
+
+  [[nodiscard]] Kind kind() const { return kind_; }
+  [[nodiscard]] std::byte* base() const { return base_; }
+  [[nodiscard]] std::uint64_t size() const { return size_; }
+  [[nodiscard]] int ordinal() const { return ordinal_; }
+  [[nodiscard]] bool owned() const { return owned_; }
+  [[nodiscard]] std::string describe() const;
+
+  // Producer readiness (readiness.cpp).
+  Status record_producer(void* stream, std::shared_ptr<void> owner);
+  // Whether a recorded generation is still pending, without blocking; a finished one is
+  // consumed here (its one cuEventSynchronize). An error fences the allocation.
+  Result<bool> poll_ready();
+  // Blocks until the recorded generation finished (one cuEventSynchronize), then consumes it.
+  Status wait_ready();
+
+  // Copies (copy.cpp). submit() never blocks: the job starts when the copy ahead of it (and the
+  // readiness wait) finished. advance() moves the allocation's copies on without blocking; every
+  // thread that waits for a job calls it. wait() advances until the job finished or `deadline`
+  // passed (Timeout: the job goes on; its host bytes must stay until it finished).
+  Status submit(const std::shared_ptr<CopyJob>& job);
+  void advance();
+  Status wait(CopyJob& job, Deadline deadline);
+  // Keeps `keep` (staging a timed-out copy still uses) until the job finished; for good when it
+  // never does.
+  void park(std::shared_ptr<CopyJob> job, std::shared_ptr<void> keep);
+  // cuMemsetD8 on the allocation's stream, waited.
+  Status memset(std::uint64_t offset, std::uint64_t length, std::uint8_t value, Deadline deadline);
+  // Non-ok once an unproven record, wait or drain fenced the allocation.
+  [[nodiscard]] Status fenced() const;
+
+  // Internal: what allocation.cpp, copy.cpp and readiness.cpp share.
+  struct Native;
+  Allocation(Kind kind, int ordinal);
+
+ private:
+  friend struct Native;
+  void fence(const Status& why);           // with mu_ held
+  Status start_next();                     // with mu_ held
+  Status drain(const std::string& after);  // with mu_ held
+  void drop_finished_parked();             // with mu_ held
+
+  const Kind kind_;
+  const int ordinal_;
+  std::byte* base_ = nullptr;
+  std::uint64_t size_ = 0;
+  bool owned_ = false;
+  std::unique_ptr<Native> native_;  // the context, stream and events (CUDA types)
+  // Guards everything below and every driver call on the allocation's stream and events.
+  // A leaf lock: nothing else is taken while it is held.
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<void>> owners_;    // adopted memory: who keeps it alive
+  std::deque<std::shared_ptr<CopyJob>> queued_;  // waiting for the one in flight
+  std::shared_ptr<CopyJob> running_;
+  std::vector<std::pair<std::shared_ptr<CopyJob>, std::shared_ptr<void>>> parked_;
+  // Readiness: generations recorded and consumed; the producer's inputs until then.
+  std::uint64_t recorded_ = 0;
+  std::uint64_t consumed_ = 0;
+  std::shared_ptr<void> producer_owner_;
+  Status fence_;
+};
+
+// A device range named by a pointer from an application (send/recv, collectives).
+struct DeviceView {
+  std::shared_ptr<Allocation> alloc;
+  std::uint64_t offset = 0;
+};
+// Whether [p, p + length) is device memory: nullopt for host memory (pageable, pinned or
+// managed: the CPU reaches them) and whenever no CUDA driver is loaded in this process, which
+// costs no driver call. Device memory is adopted as by from_raw_parts (no owner), so its range
+// must lie in one allocation.
+Result<std::optional<DeviceView>> device_view_of(const void* p, std::uint64_t length);
+
+// Records something kept for the rest of the process (retained_resources()).
+void retain(std::string what, std::string why);
+
+}  // namespace orbite::cuda
