@@ -2,8 +2,9 @@
 // when it is created and never changes it afterwards.
 //
 // The JSON document mirrors these structures: top-level engine fields, then "rdma": {...},
-// "tcp": {...}, "shm": {...}, "bootstrap": {...}, "topology": {...}. docs/configuration.md lists
-// every field with its JSON spelling, type, default and environment variable.
+// "tcp": {...}, "shm": {...}, "coll": {...}, "cuda": {...}, "bootstrap": {...}, "topology": {...}.
+// docs/configuration.md lists every field with its JSON spelling, type, default and environment
+// variable.
 #pragma once
 
 #include <orbite/export.h>
@@ -209,6 +210,15 @@ struct CollConfig {
   Transport transport = Transport::Unspec;
 };
 
+// Device memory (and RdmaHostMemory::Staged host memory) moves through the engine's staging pool
+// (pinned host chunks bounded by rdma.max_staging_bytes): each transfer is cut into chunks, and
+// several are in flight, so that the device copies of one overlap the wire of another.
+struct CudaConfig {
+  std::uint64_t staging_chunk_bytes = 512 * kKiB;
+  // Chunks in flight per transfer.
+  std::uint32_t staging_depth = 8;
+};
+
 struct ORBITE_API EngineConfig {
   // Data worker threads of the per-process proxy.
   std::uint32_t num_lanes = 1;
@@ -220,6 +230,7 @@ struct ORBITE_API EngineConfig {
   TcpConfig tcp;
   ShmConfig shm;
   CollConfig coll;
+  CudaConfig cuda;
   BootstrapConfig bootstrap;
   TopologyConfig topology;
 

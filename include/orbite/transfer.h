@@ -8,6 +8,7 @@
 #pragma once
 
 #include <orbite/config.h>
+#include <orbite/cuda.h>
 #include <orbite/export.h>
 #include <orbite/rdma.h>
 #include <orbite/status.h>
@@ -105,8 +106,13 @@ class ORBITE_API RemoteRegion {
   [[nodiscard]] const std::string& owner_host_id() const { return owner_host_id_; }
   [[nodiscard]] const std::string& owner_id() const { return owner_id_; }
   [[nodiscard]] std::int64_t owner_pid() const { return owner_pid_; }
+  // Host or CUDA memory at the owner.
+  [[nodiscard]] MemoryKind kind() const { return kind_; }
   // Transports the owner accepts for this region (tcp always; shm for same-host peers).
   [[nodiscard]] std::vector<Transport> transports() const;
+  // Transports that reach it through the owner's staging (its CUDA memory on every transport
+  // today; host memory on RDMA with RdmaHostMemory::Staged).
+  [[nodiscard]] std::vector<Transport> staged_transports() const;
 
  private:
   friend struct detail::DescriptorCodec;
@@ -118,9 +124,13 @@ class ORBITE_API RemoteRegion {
   std::uint64_t generation_ = 0;
   std::uint64_t length_ = 0;
   Access access_{};
+  MemoryKind kind_ = MemoryKind::Host;
   // One entry per transport the owner published the region on: its id and its packed part of
   // the descriptor (empty for tcp and shm; an RDMA NIC mask, a CUDA IPC handle).
   std::vector<std::pair<std::uint8_t, std::string>> transport_blobs_;
+  std::uint32_t staged_ = 0;  // bit i: TransportId i carries it staged
+  // The owner's staging chunk (a staged access asks for at most this much at once).
+  std::uint64_t staging_chunk_ = 0;
 };
 
 // A registration of [data, data + length) with an engine. Unregistered by unregister() or by the
@@ -139,6 +149,7 @@ class ORBITE_API MemoryRegion {
   [[nodiscard]] void* data() const;
   [[nodiscard]] std::uint64_t length() const;
   [[nodiscard]] Access access() const;
+  [[nodiscard]] MemoryKind kind() const;
   [[nodiscard]] RemoteRegion export_descriptor() const;
   // Errc::Unquiesced if this process still has transfers on it after the timeout: the
   // registration then stays in place (and the memory must stay allocated).
@@ -150,6 +161,10 @@ class ORBITE_API MemoryRegion {
   std::shared_ptr<detail::RegionRecord> record_;
 };
 
+// A range to register. MemoryKind::Cuda: device memory of one allocation, adopted as
+// cuda::CudaMemory::from_raw_parts adopts it (the application keeps it allocated while it is
+// registered); it is staged through the engine's pool on every transport that does not reach
+// device memory itself.
 struct RegistrationRequest {
   void* data = nullptr;
   std::uint64_t length = 0;
@@ -214,6 +229,11 @@ class ORBITE_API TransferEngine {
 
   Result<MemoryRegion> register_memory(void* data, std::uint64_t length,
                                        MemoryKind kind = MemoryKind::Host, Access access = {});
+  // Device memory OrbiTE owns or adopted: the registration shares the allocation's owner.
+  Result<MemoryRegion> register_memory(const cuda::CudaMemory& memory, Access access = {});
+  // Pinned host memory from cuda::allocate_pinned_host: host memory whose producer readiness
+  // every access consumes first.
+  Result<MemoryRegion> register_memory(const cuda::HostMemory& memory, Access access = {});
   // All or nothing: on any error no range stays registered.
   Result<std::vector<MemoryRegion>> register_memory(std::span<const RegistrationRequest> requests);
 

@@ -84,7 +84,7 @@ Status Executor::broken() {
 }
 
 Result<Request> Executor::start(std::string name, std::function<Task(Ctx&)> make,
-                                std::uint64_t result_bytes) {
+                                std::uint64_t result_bytes, Staging staging) {
   std::lock_guard lock(mu_);
   if (!broken_.ok()) {
     return Status::error(broken_.code(), name + ": this communicator's collectives stopped after " +
@@ -103,6 +103,8 @@ Result<Request> Executor::start(std::string name, std::function<Task(Ctx&)> make
   op->result_bytes = result_bytes;
   op->state = detail::make_request_state();
   op->state->driver = shared_from_this();
+  op->state->before_complete = std::move(staging.before_complete);
+  op->staging = std::move(staging.buffers);
   op->task = make(*op->ctx);
   Request request = detail::RequestAccess::make(op->state);
   op->task.resume();

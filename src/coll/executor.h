@@ -39,6 +39,14 @@ struct ScratchHooks {
   std::function<void(std::byte* base)> freeing;
 };
 
+// Host stand-ins of a collective's device buffers (comm/device_buffers.cpp): kept as long as
+// the collective's messages may touch them, and the copy back to the device before it is seen
+// complete.
+struct Staging {
+  std::shared_ptr<void> buffers;
+  std::function<Status()> before_complete;
+};
+
 class Executor : public detail::ProgressDriver, public std::enable_shared_from_this<Executor> {
  public:
   Executor(int rank, int size, Poster post, ScratchHooks hooks = {});
@@ -47,7 +55,7 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   // Starts a collective. `make` builds the coroutine over the Ctx it is given; `result_bytes`
   // is what Request::bytes() reports once it succeeded.
   Result<Request> start(std::string name, std::function<Task(Ctx&)> make,
-                        std::uint64_t result_bytes);
+                        std::uint64_t result_bytes, Staging staging = {});
 
   void poll() override;
   void wait(const std::atomic<int>& phase, Duration timeout) override;
@@ -78,6 +86,7 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
     std::uint64_t result_bytes = 0;
     // Scratch this op took out of the pool when it failed with messages in flight.
     std::vector<std::unique_ptr<Scratch>> own_scratch;
+    std::shared_ptr<void> staging;  // host stand-ins of device buffers, as long as the op
   };
 
   // Caller holds mu_.

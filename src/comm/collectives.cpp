@@ -107,6 +107,9 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
       run = [](Ctx& c, Args) { return coll::dissemination_barrier(c); };
       break;
   }
+  // Device buffers: the algorithm works on host stand-ins (rewritten into args).
+  ORBITE_ASSIGN_OR_RETURN(coll::Staging staging,
+                          coll::stage_device_buffers(args, l.in_bytes, l.out_bytes));
   std::function<Task(Ctx&)> make;
   // One rank, or nothing to move: no messages (the collective still takes its place in the
   // sequence every rank follows). all_to_allv always runs: one rank may move nothing while
@@ -117,7 +120,8 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
   } else {
     make = [run, args](Ctx& c) { return run(c, args); };
   }
-  return executor->start(std::string(coll::to_string(l.kind)), std::move(make), l.result_bytes);
+  return executor->start(std::string(coll::to_string(l.kind)), std::move(make), l.result_bytes,
+                         std::move(staging));
 }
 
 Result<Request> Communicator::all_reduce(const void* send, void* recv, std::uint64_t count,
@@ -135,7 +139,7 @@ Result<Request> Communicator::all_reduce(const void* send, void* recv, std::uint
   a.count = count;
   a.type = type;
   a.op = op;
-  return impl_->launch({Collective::AllReduce, bytes, bytes}, std::move(a));
+  return impl_->launch({Collective::AllReduce, bytes, bytes, bytes, bytes}, std::move(a));
 }
 
 Result<Request> Communicator::reduce(const void* send, void* recv, std::uint64_t count,
@@ -158,7 +162,8 @@ Result<Request> Communicator::reduce(const void* send, void* recv, std::uint64_t
   a.type = type;
   a.op = op;
   a.root = root;
-  return impl_->launch({Collective::Reduce, bytes, is_root ? bytes : 0}, std::move(a));
+  return impl_->launch({Collective::Reduce, bytes, is_root ? bytes : 0, bytes, is_root ? bytes : 0},
+                       std::move(a));
 }
 
 Result<Request> Communicator::broadcast(const void* send, void* recv, std::uint64_t count,
@@ -180,7 +185,8 @@ Result<Request> Communicator::broadcast(const void* send, void* recv, std::uint6
   a.count = count;
   a.type = type;
   a.root = root;
-  return impl_->launch({Collective::Broadcast, bytes, bytes}, std::move(a));
+  return impl_->launch({Collective::Broadcast, bytes, bytes, is_root ? bytes : 0, bytes},
+                       std::move(a));
 }
 
 Result<Request> Communicator::all_gather(const void* send, void* recv, std::uint64_t send_count,
@@ -202,7 +208,7 @@ Result<Request> Communicator::all_gather(const void* send, void* recv, std::uint
   a.out = static_cast<std::byte*>(recv);
   a.count = send_count;
   a.type = type;
-  return impl_->launch({Collective::AllGather, total, total}, std::move(a));
+  return impl_->launch({Collective::AllGather, total, total, block, total}, std::move(a));
 }
 
 Result<Request> Communicator::reduce_scatter(const void* send, void* recv, std::uint64_t recv_count,
@@ -226,7 +232,7 @@ Result<Request> Communicator::reduce_scatter(const void* send, void* recv, std::
   a.count = recv_count;
   a.type = type;
   a.op = op;
-  return impl_->launch({Collective::ReduceScatter, total, block}, std::move(a));
+  return impl_->launch({Collective::ReduceScatter, total, block, total, block}, std::move(a));
 }
 
 Result<Request> Communicator::all_to_all(const void* send, void* recv, std::uint64_t count,
@@ -243,7 +249,7 @@ Result<Request> Communicator::all_to_all(const void* send, void* recv, std::uint
   a.out = static_cast<std::byte*>(recv);
   a.count = count;
   a.type = type;
-  return impl_->launch({Collective::AllToAll, total, total}, std::move(a));
+  return impl_->launch({Collective::AllToAll, total, total, total, total}, std::move(a));
 }
 
 Result<Request> Communicator::all_to_allv(const void* send,
@@ -294,8 +300,9 @@ Result<Request> Communicator::all_to_allv(const void* send,
   a.recv_counts.assign(recv_counts.begin(), recv_counts.end());
   a.recv_displs.assign(recv_displs.begin(), recv_displs.end());
   // Every rank runs the exchange (one rank may have nothing to move while others do).
-  return impl_->launch({Collective::AllToAll, std::max<std::uint64_t>(1, send_end), recv_end},
-                       std::move(a));
+  return impl_->launch(
+      {Collective::AllToAll, std::max<std::uint64_t>(1, send_end), recv_end, send_end, recv_end},
+      std::move(a));
 }
 
 Result<Request> Communicator::gather(const void* send, void* recv, std::uint64_t send_count,
@@ -322,7 +329,8 @@ Result<Request> Communicator::gather(const void* send, void* recv, std::uint64_t
   a.count = send_count;
   a.type = type;
   a.root = root;
-  return impl_->launch({Collective::Gather, total, is_root ? total : 0}, std::move(a));
+  return impl_->launch({Collective::Gather, total, is_root ? total : 0, block, is_root ? total : 0},
+                       std::move(a));
 }
 
 Result<Request> Communicator::scatter(const void* send, void* recv, std::uint64_t recv_count,
@@ -349,7 +357,8 @@ Result<Request> Communicator::scatter(const void* send, void* recv, std::uint64_
   a.count = recv_count;
   a.type = type;
   a.root = root;
-  return impl_->launch({Collective::Scatter, total, block}, std::move(a));
+  return impl_->launch({Collective::Scatter, total, block, is_root ? total : 0, block},
+                       std::move(a));
 }
 
 Result<Request> Communicator::barrier() {

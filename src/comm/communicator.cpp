@@ -230,6 +230,7 @@ Result<Request> Communicator::isend(const void* data, std::uint64_t bytes, int p
   ORBITE_RETURN_IF_ERROR(check_p2p("isend", data, bytes, peer, size(), tag, options));
   auto s = impl_->message(detail::OpKind::Send, bytes, peer, tag, options);
   s->src = static_cast<const std::byte*>(data);
+  ORBITE_RETURN_IF_ERROR(detail::attach_device_buffer(*s, data, bytes, true).with_context("isend"));
   return impl_->engine->core_->submit(std::move(s));
 }
 
@@ -238,6 +239,8 @@ Result<Request> Communicator::irecv(void* data, std::uint64_t bytes, int peer, i
   ORBITE_RETURN_IF_ERROR(check_p2p("irecv", data, bytes, peer, size(), tag, options));
   auto s = impl_->message(detail::OpKind::Recv, bytes, peer, tag, options);
   s->dst = static_cast<std::byte*>(data);
+  ORBITE_RETURN_IF_ERROR(
+      detail::attach_device_buffer(*s, data, bytes, false).with_context("irecv"));
   return impl_->engine->core_->submit(std::move(s));
 }
 

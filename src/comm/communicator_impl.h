@@ -18,7 +18,21 @@ namespace orbite {
 
 namespace detail {
 struct EngineCore;
-}
+
+// Device buffers up to this size are bounced through host memory by send/recv.
+inline constexpr std::uint64_t kDeviceBounceBytes = 64 * 1024;
+// Attaches a device buffer to a message (a send's source, a receive's destination): bounced when
+// small, else the request's device memory (RequestState::device). Host memory changes nothing.
+Status attach_device_buffer(RequestState& s, const void* data, std::uint64_t bytes, bool send);
+}  // namespace detail
+
+namespace coll {
+struct Args;
+// Device buffers of a collective: the algorithms reduce and copy with the CPU, so a device
+// input is copied into host memory before the collective starts, and a device output is written
+// back (before_complete) once it finished. args.in/out are rewritten to the host stand-ins.
+Result<Staging> stage_device_buffers(Args& args, std::uint64_t in_bytes, std::uint64_t out_bytes);
+}  // namespace coll
 
 namespace coll {
 // A collective as the algorithm rule sees it.
@@ -26,6 +40,9 @@ struct Launch {
   Collective kind;
   std::uint64_t bytes;         // the rule's size: bytes of the largest per-rank buffer
   std::uint64_t result_bytes;  // what Request::bytes() reports
+  // Bytes this rank reads from `in` and writes to `out` (device buffers are staged by them).
+  std::uint64_t in_bytes = 0;
+  std::uint64_t out_bytes = 0;
 };
 }  // namespace coll
 

@@ -300,6 +300,18 @@ Status EngineConfig::validate() const {
                          "config: rdma.disable_gpu_direct_rdma is true while rdma.cuda_memory is "
                          "\"direct\": GPUDirect RDMA cannot be both disabled and required");
   }
+  if (cuda.staging_chunk_bytes > rdma.max_staging_bytes) {
+    return Status::error(
+        Errc::Configuration,
+        "config: cuda.staging_chunk_bytes = " + std::to_string(cuda.staging_chunk_bytes) +
+            " exceeds rdma.max_staging_bytes (" + std::to_string(rdma.max_staging_bytes) +
+            "), the staging pool's bound");
+  }
+  if (cuda.staging_chunk_bytes % 64 != 0) {
+    return Status::error(Errc::Configuration, "config: cuda.staging_chunk_bytes = " +
+                                                  std::to_string(cuda.staging_chunk_bytes) +
+                                                  " is not a multiple of 64");
+  }
   if ((shm.ring_bytes & (shm.ring_bytes - 1)) != 0) {
     return Status::error(
         Errc::Configuration,

@@ -268,6 +268,17 @@ void visit_coll(V& v, C& s) {
 }
 
 template <class V, class C>
+void visit_cuda(V& v, C& s) {
+  v.field("staging_chunk_bytes", s.staging_chunk_bytes, Bytes{4 * kKiB, 64 * kMiB},
+          "Chunk of the staging pipeline: device memory (and rdma.host_memory = \"staged\" host "
+          "memory) moves through pinned host buffers of this size, from the pool bounded by "
+          "rdma.max_staging_bytes.");
+  v.field("staging_depth", s.staging_depth, UInt{1, 256},
+          "Chunks in flight per transfer, so that the device copies of one overlap the wire of "
+          "another.");
+}
+
+template <class V, class C>
 void visit_engine(V& v, C& c) {
   v.field("num_lanes", c.num_lanes, UInt{1, 64}, "Data worker threads of the per-process proxy.");
   v.field("progress_mode", c.progress_mode, Enum<ProgressMode>{kProgressModes},
@@ -280,6 +291,7 @@ void visit_engine(V& v, C& c) {
   v.section("tcp", [&](V& sub) { visit_tcp(sub, c.tcp); });
   v.section("shm", [&](V& sub) { visit_shm(sub, c.shm); });
   v.section("coll", [&](V& sub) { visit_coll(sub, c.coll); });
+  v.section("cuda", [&](V& sub) { visit_cuda(sub, c.cuda); });
   v.section("bootstrap", [&](V& sub) { visit_bootstrap(sub, c.bootstrap); });
   v.section("topology", [&](V& sub) { visit_topology(sub, c.topology); });
 }

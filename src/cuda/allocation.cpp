@@ -272,6 +272,21 @@ Allocation::~Allocation() {
   a->cuDevicePrimaryCtxRelease_(n.device);
 }
 
+std::shared_ptr<Allocation> find_pinned(const void* p, std::uint64_t length,
+                                        std::uint64_t* offset) {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard<std::mutex> g(known().mu);
+  auto it = known().by_base.upper_bound(at);
+  if (it == known().by_base.begin()) return nullptr;
+  --it;
+  auto a = it->second.lock();
+  if (!a || a->kind() != Kind::PinnedHost) return nullptr;
+  const auto base = reinterpret_cast<std::uintptr_t>(a->base());
+  if (at < base || length > a->size() || at - base > a->size() - length) return nullptr;
+  *offset = at - base;
+  return a;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Telling device pointers from host ones
 

@@ -130,6 +130,10 @@ struct DeviceView {
 // must lie in one allocation.
 Result<std::optional<DeviceView>> device_view_of(const void* p, std::uint64_t length);
 
+// OrbiTE's pinned host allocation that holds [p, p + length), or null (memory of any other
+// kind, or not entirely inside one); *offset is p's offset in it.
+std::shared_ptr<Allocation> find_pinned(const void* p, std::uint64_t length, std::uint64_t* offset);
+
 // Records something kept for the rest of the process (retained_resources()).
 void retain(std::string what, std::string why);
 

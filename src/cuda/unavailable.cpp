@@ -62,6 +62,10 @@ Result<std::optional<DeviceView>> device_view_of(const void*, std::uint64_t) {
   return std::optional<DeviceView>();
 }
 
+std::shared_ptr<Allocation> find_pinned(const void*, std::uint64_t, std::uint64_t*) {
+  return nullptr;
+}
+
 void retain(std::string what, std::string why) {
   std::lock_guard<std::mutex> g(retained_mu);
   retained_list.push_back(RetainedResource{std::move(what), std::move(why)});

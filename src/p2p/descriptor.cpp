@@ -11,6 +11,8 @@ constexpr std::size_t kMaxBlob = 4096;
 // Version 1 named transports by bits of a mask, indexed by Transport.
 constexpr std::uint32_t kV1Tcp = 1u << static_cast<unsigned>(Transport::Tcp);
 constexpr std::uint32_t kV1Shm = 1u << static_cast<unsigned>(Transport::Shm);
+// Version 3 entry flags.
+constexpr std::uint8_t kEntryStaged = 1;
 }  // namespace
 
 namespace detail {
@@ -29,9 +31,12 @@ std::string DescriptorCodec::encode(const RemoteRegion& r) {
   w.put<std::uint64_t>(r.length_);
   w.put<std::uint8_t>(
       static_cast<std::uint8_t>((r.access_.read ? 1 : 0) | (r.access_.write ? 2 : 0)));
+  w.put<std::uint8_t>(static_cast<std::uint8_t>(r.kind_));
+  w.put<std::uint64_t>(r.staging_chunk_);
   w.put<std::uint8_t>(static_cast<std::uint8_t>(r.transport_blobs_.size()));
   for (const auto& [id, blob] : r.transport_blobs_) {
     w.put<std::uint8_t>(id);
+    w.put<std::uint8_t>((r.staged_ >> id) & 1 ? kEntryStaged : 0);
     w.put_bytes(blob);
   }
   return out;
@@ -59,10 +64,24 @@ Result<RemoteRegion> DescriptorCodec::decode(std::string_view bytes) {
     if ((mask & kV1Shm) != 0)
       out.transport_blobs_.emplace_back(std::uint8_t(p2p::TransportId::Shm), "");
   } else {
+    std::uint8_t kind = 0;
+    if (version >= 3) {
+      kind = r.get<std::uint8_t>();
+      if (kind > static_cast<std::uint8_t>(MemoryKind::Cuda)) {
+        problem = "memory kind " + std::to_string(kind);
+      }
+      out.kind_ = static_cast<MemoryKind>(kind);
+      out.staging_chunk_ = r.get<std::uint64_t>();
+    }
     const auto count = r.get<std::uint8_t>();
     if (count > p2p::kTransportCount) problem = std::to_string(count) + " transport entries";
     for (std::uint8_t i = 0; problem.empty() && i < count && r.ok(); ++i) {
       const auto id = r.get<std::uint8_t>();
+      const std::uint8_t flags = version >= 3 ? r.get<std::uint8_t>() : 0;
+      if ((flags & ~kEntryStaged) != 0) {
+        problem = "entry flags " + std::to_string(flags);
+        break;
+      }
       std::string blob(r.get_bytes(kMaxBlob));
       if (id >= p2p::kTransportCount) {
         problem = "transport id " + std::to_string(id);
@@ -73,6 +92,7 @@ Result<RemoteRegion> DescriptorCodec::decode(std::string_view bytes) {
           problem = "transport " + std::string(p2p::transport_name(p2p::TransportId(id))) +
                     " listed twice";
       }
+      if ((flags & kEntryStaged) != 0) out.staged_ |= 1u << id;
       out.transport_blobs_.emplace_back(id, std::move(blob));
     }
   }
@@ -80,8 +100,8 @@ Result<RemoteRegion> DescriptorCodec::decode(std::string_view bytes) {
     // already named
   } else if (!r.done() || magic != kRemoteMagic) {
     problem = "not a region descriptor (or truncated)";
-  } else if (version != 1 && version != kVersion) {
-    problem = "descriptor version " + std::to_string(version) + " (this engine reads 1 and " +
+  } else if (version < 1 || version > kVersion) {
+    problem = "descriptor version " + std::to_string(version) + " (this engine reads 1 to " +
               std::to_string(kVersion) + ")";
   } else if (out.owner_id_.size() != 32 || out.owner_pid_ <= 0 || out.region_id_ == 0) {
     problem = "owner identity or region id is invalid";
@@ -89,6 +109,8 @@ Result<RemoteRegion> DescriptorCodec::decode(std::string_view bytes) {
     problem = "owner address '" + out.owner_address_ + "' is invalid";
   } else if (rights > 3) {
     problem = "rights " + std::to_string(rights);
+  } else if (out.staged_ != 0 && out.staging_chunk_ == 0) {
+    problem = "a staged region without a staging chunk";
   }
   if (!problem.empty()) {
     return Status::error(Errc::InvalidArgument, "RemoteRegion::from_bytes: " + problem + " (" +
@@ -98,7 +120,8 @@ Result<RemoteRegion> DescriptorCodec::decode(std::string_view bytes) {
 }
 
 RemoteRegion DescriptorCodec::make(const RegionRecord& rec, const Identity& owner,
-                                   std::vector<std::pair<std::uint8_t, std::string>> blobs) {
+                                   std::vector<std::pair<std::uint8_t, std::string>> blobs,
+                                   std::uint64_t staging_chunk) {
   RemoteRegion r;
   r.owner_id_ = owner.id;
   r.owner_address_ = owner.address;
@@ -108,7 +131,10 @@ RemoteRegion DescriptorCodec::make(const RegionRecord& rec, const Identity& owne
   r.generation_ = rec.generation;
   r.length_ = rec.length;
   r.access_ = rec.access;
+  r.kind_ = rec.kind;
   r.transport_blobs_ = std::move(blobs);
+  r.staged_ = rec.staged;
+  r.staging_chunk_ = rec.staged != 0 ? staging_chunk : 0;
   return r;
 }
 
@@ -128,6 +154,14 @@ Result<RemoteRegion> RemoteRegion::from_bytes(std::string_view bytes) {
 
 Result<RemoteRegion> RemoteRegion::from_bytes(std::span<const std::byte> bytes) {
   return from_bytes(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+std::vector<Transport> RemoteRegion::staged_transports() const {
+  std::vector<Transport> out;
+  for (Transport t : transports()) {
+    if ((staged_ >> static_cast<unsigned>(*p2p::transport_id_of(t)) & 1) != 0) out.push_back(t);
+  }
+  return out;
 }
 
 std::vector<Transport> RemoteRegion::transports() const {

@@ -17,16 +17,21 @@
 namespace orbite::detail {
 
 struct DescriptorCodec {
-  static constexpr std::uint8_t kVersion = 2;
+  static constexpr std::uint8_t kVersion = 3;
   static std::string encode(const RemoteRegion& r);
-  // Version 2, and version 1 (no blobs; its transport mask becomes empty tcp/shm entries).
+  // Version 3; version 2 (host memory, nothing staged) and version 1 (no blobs either; its
+  // transport mask becomes empty tcp/shm entries).
   static Result<RemoteRegion> decode(std::string_view bytes);
   static RemoteRegion make(const RegionRecord& rec, const Identity& owner,
-                           std::vector<std::pair<std::uint8_t, std::string>> blobs);
+                           std::vector<std::pair<std::uint8_t, std::string>> blobs,
+                           std::uint64_t staging_chunk = 0);
   static Endpoint owner(const RemoteRegion& r);
   static const std::vector<std::pair<std::uint8_t, std::string>>& blobs(const RemoteRegion& r) {
     return r.transport_blobs_;
   }
+  // Bit i: TransportId i carries the region staged at its owner.
+  static std::uint32_t staged(const RemoteRegion& r) { return r.staged_; }
+  static std::uint64_t staging_chunk(const RemoteRegion& r) { return r.staging_chunk_; }
 };
 
 }  // namespace orbite::detail

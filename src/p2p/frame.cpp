@@ -120,6 +120,12 @@ const char* frame_type_name(FrameType t) {
     case FrameType::Share: return "Share";
     case FrameType::ShareDone: return "ShareDone";
     case FrameType::TransportControl: return "TransportControl";
+    case FrameType::StageOpen: return "StageOpen";
+    case FrameType::StageReady: return "StageReady";
+    case FrameType::StageClose: return "StageClose";
+    case FrameType::StageDone: return "StageDone";
+    case FrameType::ExposeRequest: return "ExposeRequest";
+    case FrameType::Exposed: return "Exposed";
   }
   return "?";
 }

@@ -15,8 +15,9 @@
 namespace orbite::p2p {
 
 // Version 2: the handshake carries a list of {transport id, connect blob} (and joins), and tcp
-// data travels on streams of its own. A peer of version 1 fails the handshake.
-inline constexpr std::uint8_t kFrameVersion = 2;
+// data travels on streams of its own. Version 3: staging (StageOpen ... Exposed) and the exposed
+// rendezvous (an Rts with a payload). A peer of another version fails the handshake.
+inline constexpr std::uint8_t kFrameVersion = 3;
 inline constexpr std::size_t kFrameHeaderBytes = 48;
 // The largest payload one frame may carry: bulk data is chunked into frames of at most this size.
 inline constexpr std::uint32_t kMaxFramePayload = 16u << 20;
@@ -28,7 +29,9 @@ enum class FrameType : std::uint8_t {
   HelloAck = 2,    // payload: Handshake; the acceptor keeps this connection
   HelloNack = 3,   // the acceptor keeps the connection it opened itself; close this one
   Eager = 4,       // id: sender request; a: comm<<32|tag; b: seq; c: length; payload: message
-  Rts = 5,         // id: sender request; a: comm<<32|tag; b: seq; c: length; d: sender address
+  Rts = 5,         // id: sender request; a: comm<<32|tag; b: seq; c: length; d: sender address;
+                   // payload: none, or (exposed) the sender's region: u64 id, u64 generation,
+                   // u32 transports that carry it staged, u64 its staging chunk
   Cts = 6,         // id: sender request; a: receiver request; b: length; send [c, c+d) as
                    // Data (d = 0: from c to the end)
   Fin = 7,         // id: sender request; b: bytes the receiver copied from the sender's memory
@@ -47,8 +50,21 @@ enum class FrameType : std::uint8_t {
   // On the control connection, for one transport: a: transport id; b: that transport's message
   // kind; payload: its body (tcp: "open your data streams"; later RDMA's grants).
   TransportControl = 18,
+  // Remote staging of one chunk of a region the transport carries staged (docs/protocol.md):
+  StageOpen = 19,   // id: stage id; a: region; b: generation; c: offset; d: length;
+                    // payload: 1 byte, 1 for a write (put) and 0 for a read (get)
+  StageReady = 20,  // id: stage id; a: Errc (0: ready); b: window region; c: its generation;
+                    // payload: reason
+  StageClose = 21,  // id: stage id; a: 1 to commit the window's bytes to the region, else 0
+  StageDone = 22,   // id: stage id; a: Errc; payload: reason
+  // The exposed rendezvous: the receiver reads the sender's buffer as a region.
+  ExposeRequest = 23,  // id: sender request; a: receiver request
+  Exposed = 24,        // id: receiver request; a: region; b: generation; c: staged transports;
+                       // d: the sender's staging chunk
 };
-inline constexpr std::uint8_t kMaxFrameType = 18;
+inline constexpr std::uint8_t kMaxFrameType = 24;
+// The payload of an exposed Rts: region, generation, staged transports, the sender's chunk.
+inline constexpr std::uint32_t kExposedRtsBytes = 28;
 
 // Where a Data frame's bytes land on the receiver.
 enum class DataTarget : std::uint64_t { Recv = 1, PutSession = 2, GetReply = 3 };

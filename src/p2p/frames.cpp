@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/strings.h"
+#include "common/wire.h"
 #include "p2p/protocol.h"
 
 namespace orbite::p2p {
@@ -14,8 +15,9 @@ using detail::PeerLink;
 
 namespace {
 
-// An Eager or Rts frame as the matching queues keep it (Eager's payload is added by the caller).
-detail::Arrival arrival_of(const FrameHeader& h, PeerEndpoint& from) {
+// An Eager or Rts frame as the matching queues keep it (Eager's payload is added by the caller;
+// an exposed Rts's payload names the sender's region).
+detail::Arrival arrival_of(const FrameHeader& h, PeerEndpoint& from, std::string_view body = {}) {
   detail::Arrival a;
   a.type = h.type;
   a.endpoint = &from;
@@ -25,6 +27,13 @@ detail::Arrival arrival_of(const FrameHeader& h, PeerEndpoint& from) {
   a.sender_id = h.id;
   a.length = h.type == FrameType::Eager ? h.payload_len : h.c;
   a.sender_addr = h.type == FrameType::Rts ? h.d : 0;
+  if (h.type == FrameType::Rts && body.size() == kExposedRtsBytes) {
+    wire::Reader r(body);
+    a.exposed_region = r.get<std::uint64_t>();
+    a.exposed_generation = r.get<std::uint64_t>();
+    a.exposed_staged = r.get<std::uint32_t>();
+    a.exposed_chunk = r.get<std::uint64_t>();
+  }
   return a;
 }
 
@@ -49,12 +58,24 @@ Result<detail::Sink> Protocol::begin_frame(Link& link, const FrameHeader& h, Pee
                            std::string(frame_type_name(h.type)) + " on an established connection");
     case FrameType::TransportControl:
       return Status::error(Errc::Protocol, "TransportControl outside the control connection");
+    case FrameType::Rts:
+      if (h.payload_len != 0 && h.payload_len != kExposedRtsBytes) {
+        return Status::error(Errc::Protocol, "Rts frame with a payload of " +
+                                                 std::to_string(h.payload_len) + " bytes");
+      }
+      if (h.payload_len != 0 && h.d != 0) {
+        return Status::error(Errc::Protocol, "an exposed Rts with a single-copy address");
+      }
+      sink.kind = h.payload_len != 0 ? detail::Sink::Buffer : detail::Sink::Discard;
+      return sink;
     case FrameType::Bye: link.peer_closing = true; [[fallthrough]];
     case FrameType::Doorbell:
-    case FrameType::Rts:
     case FrameType::Fin:
     case FrameType::Cts:
     case FrameType::Credit:
+    case FrameType::StageClose:
+    case FrameType::ExposeRequest:
+    case FrameType::Exposed:
       if (h.payload_len != 0) {
         return Status::error(Errc::Protocol, std::string(frame_type_name(h.type)) +
                                                  " frame with a payload of " +
@@ -92,7 +113,12 @@ Result<detail::Sink> Protocol::begin_frame(Link& link, const FrameHeader& h, Pee
             link.recv_seq++;
             sink.kind =
                 h.payload_len <= sink.req->length ? detail::Sink::Direct : detail::Sink::Discard;
-            sink.dst = sink.req->dst;
+            // Device memory: the bytes land in a buffer, then the driver copies them.
+            if (sink.kind == detail::Sink::Direct && sink.req->device) {
+              sink.kind = detail::Sink::Buffer;
+            } else {
+              sink.dst = sink.req->dst;
+            }
             return sink;
           }
         }
@@ -103,7 +129,10 @@ Result<detail::Sink> Protocol::begin_frame(Link& link, const FrameHeader& h, Pee
     case FrameType::Reject:
     case FrameType::Ack:
     case FrameType::Share:
-    case FrameType::ShareDone: sink.kind = detail::Sink::Buffer; return sink;
+    case FrameType::ShareDone:
+    case FrameType::StageOpen:
+    case FrameType::StageReady:
+    case FrameType::StageDone: sink.kind = detail::Sink::Buffer; return sink;
     case FrameType::Put:
     case FrameType::Get:
       if (h.payload_len != 0 && h.payload_len != 8) {
@@ -151,9 +180,13 @@ Result<detail::Sink> Protocol::data_sink(Link& link, const FrameHeader& h) {
     return Status::error(Errc::Protocol, "Data target " + std::to_string(h.a) + " is unknown");
   }
   auto it = link.inflight.find(h.id);
-  if (it == link.inflight.end() ||
-      it->second.req->kind != (target == DataTarget::Recv ? OpKind::Recv : OpKind::Get) ||
-      !range_inside(h.b, h.payload_len, it->second.length)) {
+  const bool expected =
+      it != link.inflight.end() &&
+      (target == DataTarget::Recv
+           ? !it->second.part && it->second.req->kind == OpKind::Recv && !it->second.req->device
+           : it->second.part && !it->second.part_put) &&
+      range_inside(h.b, h.payload_len, it->second.length);
+  if (!expected) {
     return Status::error(Errc::Protocol, "Data for request " + std::to_string(h.id) +
                                              " at offset " + std::to_string(h.b) + " (" +
                                              std::to_string(h.payload_len) +
@@ -161,7 +194,7 @@ Result<detail::Sink> Protocol::data_sink(Link& link, const FrameHeader& h) {
   }
   Inflight& f = it->second;
   sink.kind = detail::Sink::Direct;
-  sink.dst = (target == DataTarget::Recv ? f.req->dst : f.req->local->base + f.local_offset) + h.b;
+  sink.dst = (target == DataTarget::Recv ? f.req->dst : f.local) + h.b;
   return sink;
 }
 
@@ -178,6 +211,9 @@ void Protocol::end_frame(Link& link, const FrameHeader& h, PeerEndpoint& from, d
         ReqPtr recv = std::move(sink.req);
         if (sink.kind == detail::Sink::Discard) {
           consume_eager(link, recv, a);  // reports the truncation
+        } else if (sink.kind == detail::Sink::Buffer) {
+          a.data = std::move(body);  // a receive into device memory
+          consume_eager(link, recv, a);
         } else {
           recv->bytes_done.store(a.length);
           detail::complete_request(*recv, {});
@@ -194,14 +230,15 @@ void Protocol::end_frame(Link& link, const FrameHeader& h, PeerEndpoint& from, d
       a.data = std::move(body);
       return deliver_arrival(link, std::move(a));
     }
-    case FrameType::Rts: return deliver_arrival(link, arrival_of(h, from));
+    case FrameType::Rts: return deliver_arrival(link, arrival_of(h, from, body));
     case FrameType::Cts: return on_cts(link, h, from);
     case FrameType::Fin: {
       auto it = link.inflight.find(h.id);
       if (it == link.inflight.end() || it->second.req->kind != OpKind::Send) {
         return protocol_error(link, "Fin for request " + std::to_string(h.id) + " matches no send");
       }
-      if (h.b == 0 || h.b > it->second.req->length) {
+      if (h.b == 0 || h.b > it->second.req->length ||
+          (it->second.req->exposed && h.b != it->second.req->length)) {
         return protocol_error(link, "Fin for " + std::to_string(h.b) + " bytes of a " +
                                         std::to_string(it->second.req->length) + "-byte send");
       }
@@ -210,7 +247,7 @@ void Protocol::end_frame(Link& link, const FrameHeader& h, PeerEndpoint& from, d
     case FrameType::Share: return on_share(link, h, from, body);
     case FrameType::ShareDone: {
       auto it = link.inflight.find(h.id);
-      if (it == link.inflight.end() || it->second.req->kind != OpKind::Recv) {
+      if (it == link.inflight.end() || it->second.part || it->second.req->kind != OpKind::Recv) {
         return protocol_error(
             link, "ShareDone for request " + std::to_string(h.id) + " matches no receive");
       }
@@ -232,9 +269,16 @@ void Protocol::end_frame(Link& link, const FrameHeader& h, PeerEndpoint& from, d
       }
       ReqPtr req = it->second.req;
       link.inflight.erase(it);
+      withdraw(req);
       return detail::complete_request(*req, why);
     }
     case FrameType::Data: return on_data(link, h);
+    case FrameType::StageOpen: return on_stage_open(link, h, from, body);
+    case FrameType::StageReady:
+    case FrameType::StageDone: return on_stage_reply(link, h, body);
+    case FrameType::StageClose: return on_stage_close(link, h);
+    case FrameType::ExposeRequest: return on_expose_request(link, h, from);
+    case FrameType::Exposed: return on_exposed(link, h, from);
     case FrameType::Put:
     case FrameType::Get: return on_put_or_get(link, h, from, body);
     case FrameType::Ack: return on_ack(link, h, body);
@@ -296,8 +340,9 @@ Result<FrameHandler::ReceiveTarget> Protocol::rendezvous_target(Link& link, std:
                                                                 std::uint64_t offset,
                                                                 std::uint64_t length) {
   auto it = link.inflight.find(recv_id);
-  if (it == link.inflight.end() || it->second.req->kind != OpKind::Recv ||
-      it->second.req->endpoint == nullptr || !it->second.req->endpoint->caps().rma || length == 0 ||
+  if (it == link.inflight.end() || it->second.part || it->second.req->kind != OpKind::Recv ||
+      it->second.req->device || it->second.req->endpoint == nullptr ||
+      !it->second.req->endpoint->caps().rma || length == 0 ||
       !range_inside(offset, length, it->second.length)) {
     return Status::error(Errc::InvalidArgument, "receive " + std::to_string(recv_id) +
                                                     " awaits no rendezvous write of [" +

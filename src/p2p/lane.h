@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "cuda/staging.h"
 #include "p2p/counters.h"
 #include "p2p/domains.h"
 #include "p2p/endpoint.h"
@@ -60,9 +61,11 @@ class LaneProtocol {
   virtual void shutdown(const Status& why) = 0;
 };
 
+// `staging`: the engine's staging pool (device memory, and host memory a transport stages).
 std::unique_ptr<LaneProtocol> make_lane_protocol(const EngineConfig& config,
                                                  const detail::Identity& self,
                                                  RegionRegistry& regions, Counters& counters,
-                                                 const MemoryDomains& domains, int lane_index);
+                                                 const MemoryDomains& domains, int lane_index,
+                                                 std::shared_ptr<cuda::StagingPool> staging);
 
 }  // namespace orbite::p2p

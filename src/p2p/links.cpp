@@ -40,13 +40,14 @@ class Protocol::WakeWatch final : public Watcher {
 
 Protocol::Protocol(const EngineConfig& config, const detail::Identity& self,
                    RegionRegistry& regions, Counters& counters, const MemoryDomains& domains,
-                   int lane_index)
+                   int lane_index, std::shared_ptr<cuda::StagingPool> staging)
     : config_(config),
       self_(self),
       regions_(regions),
       counters_(counters),
       domains_(domains),
-      lane_index_(lane_index) {}
+      lane_index_(lane_index),
+      staging_(std::move(staging)) {}
 
 Protocol::~Protocol() {
   shutdown(Status::error(Errc::Cancelled, "the engine closed"));
@@ -78,8 +79,10 @@ std::unique_ptr<Accepted> AcceptedConnection::take() {
 std::unique_ptr<LaneProtocol> make_lane_protocol(const EngineConfig& config,
                                                  const detail::Identity& self,
                                                  RegionRegistry& regions, Counters& counters,
-                                                 const MemoryDomains& domains, int lane_index) {
-  return std::make_unique<Protocol>(config, self, regions, counters, domains, lane_index);
+                                                 const MemoryDomains& domains, int lane_index,
+                                                 std::shared_ptr<cuda::StagingPool> staging) {
+  return std::make_unique<Protocol>(config, self, regions, counters, domains, lane_index,
+                                    std::move(staging));
 }
 
 Status Protocol::set_listener(int fd, std::function<void(AcceptedConnection)> route) {
@@ -250,6 +253,8 @@ void Protocol::fail_link(PeerLink& link, const Status& why, bool orderly) {
   Status lost = Status::error(code, "peer " + short_id(link.ep.id) + " (pid " +
                                         std::to_string(link.ep.pid) + "): " + why.message());
   fail_inflight_of(link, lost);
+  fail_staged_of(link, lost);
+  fail_windows_of(link);
 }
 
 void Protocol::check_connect_deadlines() {
@@ -275,6 +280,11 @@ int Protocol::progress(bool sockets) {
   int work = 0;
   for (auto& t : transports_) {
     if (t) work += t->progress();
+  }
+  if (!staged_ops_.empty() || !draining_windows_.empty() || !withdrawn_.empty() ||
+      open_windows_ > 0) {
+    work += progress_staged();
+    release_withdrawn();
   }
   // Sockets are polled every pass while they are busy (output pending, or input seen lately);
   // otherwise the lane polls them every Nth pass, sparing shared-memory traffic the syscalls.
@@ -321,11 +331,14 @@ void Protocol::end_sleep() {
 
 bool Protocol::busy() const {
   if (control_->busy()) return true;
+  // Staged transfers and windows wait for copies no fd announces: keep passing.
+  if (!staged_ops_.empty() || !draining_windows_.empty() || !withdrawn_.empty()) return true;
   for (const auto& t : transports_) {
     if (t && t->busy()) return true;
   }
   for (const auto& [id, link] : links_) {
     if (!link->inflight.empty() || !link->sessions.empty() || !link->waiting.empty() ||
+        !link->windows.empty() ||
         std::any_of(link->posted.begin(), link->posted.end(),
                     [](const auto& r) { return !r->passive; }) ||
         link->state == PeerLink::State::Connecting ||

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -22,7 +23,9 @@
 
 namespace orbite::p2p {
 class FramedSocket;
-}
+struct StagedChunk;
+struct StageWindow;
+}  // namespace orbite::p2p
 
 namespace orbite::detail {
 
@@ -68,6 +71,11 @@ struct Arrival {
   std::uint64_t length = 0;
   std::uint64_t sender_addr = 0;
   std::string data;
+  // An exposed Rts: the sender's buffer as a region to read.
+  std::uint64_t exposed_region = 0;
+  std::uint64_t exposed_generation = 0;
+  std::uint32_t exposed_staged = 0;
+  std::uint64_t exposed_chunk = 0;
 };
 
 // This engine's request awaiting frames from the peer (CTS, FIN, DATA, ACK).
@@ -84,6 +92,14 @@ struct Inflight {
   bool acked = false;
   bool by_address = false;  // the owner copies with the endpoint's one-sided access
   Status ack_status;
+  // A put/get part of a staged transfer: what it is (its request may be a receive), where its
+  // local bytes are (a staging chunk, or a buffer), and whom to tell when it ended.
+  bool part = false;
+  bool part_put = false;
+  std::byte* local = nullptr;
+  std::uint64_t remote_region = 0;
+  std::uint64_t remote_generation = 0;
+  std::function<void(const Status&)> part_done;
 };
 
 // Owner side of a put arriving in DATA frames.
@@ -137,6 +153,10 @@ struct PeerLink {
   std::deque<Arrival> unexpected;
   std::unordered_map<std::uint64_t, Inflight> inflight;
   std::unordered_map<std::uint64_t, PutSession> sessions;
+  // Staging (p2p/staged.h): the requester's chunks waiting for the peer's StageReady or
+  // StageDone, by stage id; and the owner's windows the peer opened, by its stage id.
+  std::unordered_map<std::uint64_t, std::weak_ptr<p2p::StagedChunk>> stage_waits;
+  std::unordered_map<std::uint64_t, std::shared_ptr<p2p::StageWindow>> windows;
 
   std::uint64_t credit = 0;         // eager bytes we may still send
   std::uint64_t credit_window = 0;  // what we granted the peer

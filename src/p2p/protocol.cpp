@@ -25,7 +25,7 @@ constexpr std::size_t kMaxReorder = 1 << 16;
 }  // namespace
 
 Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) {
-  const bool host = !req.local || req.local->kind == MemoryKind::Host;
+  const bool host = (!req.local || req.local->kind == MemoryKind::Host) && !req.device;
   const bool rma = req.kind == OpKind::Put || req.kind == OpKind::Get;
   const auto wanted = static_cast<std::size_t>(req.options.transport);
   if (host && !rma && link.host_routes[wanted] != nullptr) return link.host_routes[wanted];
@@ -37,12 +37,18 @@ Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) {
   q.rma = rma;
   q.target_transports = req.remote_transports;
   q.requested = req.options.transport;
-  q.memory = req.local ? req.local->kind : MemoryKind::Host;
+  q.memory = (req.local && req.local->kind == MemoryKind::Cuda) || req.device ? MemoryKind::Cuda
+                                                                              : MemoryKind::Host;
   q.is_self = link.is_self;
   q.same_host = link.same_host;
   for (std::size_t i = 0; i < kTransportCount; ++i) {
     q.built[i] = transports_[i] != nullptr;
     q.open[i] = link.endpoints[i] ? &link.endpoints[i]->caps() : nullptr;
+    for (MemoryKind k : {MemoryKind::Host, MemoryKind::Cuda}) {
+      if (backing_on(static_cast<TransportId>(i), k) != Backing::Refused) {
+        q.carries[i] |= static_cast<std::uint8_t>(1u << static_cast<unsigned>(k));
+      }
+    }
   }
   q.peer_id = link.ep.id;
   q.peer_address = link.ep.address;
@@ -210,7 +216,9 @@ void Protocol::issue_send(Link& link, const ReqPtr& req) {
   const std::uint64_t seq = link.send_seq++;
   const std::uint64_t charge = req->length + kFrameHeaderBytes;
   const std::uint64_t comm_tag = pack_comm_tag(req->comm, req->tag);
-  if (req->length <= ep.caps().eager_limit && link.credit >= charge) {
+  // Device memory never goes eager (no CPU copy reaches it): the receiver reads it, as a host
+  // buffer too large for eager is read when the route carries host memory staged.
+  if (!req->device && req->length <= ep.caps().eager_limit && link.credit >= charge) {
     link.credit -= charge;
     bump(counters_.eager);
     FrameHeader h;
@@ -238,6 +246,7 @@ void Protocol::issue_send(Link& link, const ReqPtr& req) {
     ep.send(std::move(item));
     return;
   }
+  if (needs_exposure(*req, ep)) return send_exposed_rts(link, ep, req, comm_tag, seq);
   link.inflight[req->id] = Inflight{req};
   bump(counters_.rendezvous);
   const bool single = ep.one_sided_usable();
@@ -295,6 +304,9 @@ void Protocol::recv_on_failed(Link& link, const ReqPtr& req) {
                              "message truncated: " + peer + "sent " + std::to_string(a.length) +
                                  " bytes with tag " + std::to_string(a.tag) + " to a receive of " +
                                  std::to_string(req->length) + " bytes");
+    } else if (req->device) {
+      result = copy_into_device(req, reinterpret_cast<const std::byte*>(a.data.data()), a.length);
+      if (result.ok()) req->bytes_done.store(a.length);
     } else {
       if (a.length != 0) std::memcpy(req->dst, a.data.data(), a.length);
       req->bytes_done.store(a.length);
@@ -311,6 +323,11 @@ void Protocol::consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& a)
   drop(counters_.unexpected_bytes, a.data.size());
   if (a.length > recv->length) {
     reject_truncated(link, recv, a);
+  } else if (recv->device) {
+    Status copied =
+        copy_into_device(recv, reinterpret_cast<const std::byte*>(a.data.data()), a.length);
+    if (copied.ok()) recv->bytes_done.store(a.length);
+    detail::complete_request(*recv, copied);
   } else {
     if (a.length != 0) std::memcpy(recv->dst, a.data.data(), a.length);
     recv->bytes_done.store(a.length);
@@ -326,6 +343,13 @@ void Protocol::match_rts(Link& link, const ReqPtr& recv, const detail::Arrival& 
     return;
   }
   PeerEndpoint& ep = *a.endpoint;
+  if (a.exposed_region != 0) {
+    return read_exposed(link, ep, recv, a.sender_id, a.length, a.exposed_region,
+                        a.exposed_generation, a.exposed_staged, a.exposed_chunk);
+  }
+  // Device memory (or host memory the route stages) is not written by the sender: the
+  // receiver asks to read the sender's buffer instead.
+  if (a.length > 0 && needs_exposure(*recv, ep)) return ask_exposure(link, recv, a);
   recv->endpoint = &ep;
   if (a.sender_addr != 0 && a.length > 0 && ep.one_sided_usable()) {
     // Large messages are copied by both sides at once: the sender writes the tail into our
@@ -433,13 +457,21 @@ void Protocol::add_received(Link& link, std::uint64_t id, std::uint64_t bytes,
   Status result = f.ack_status;
   link.inflight.erase(it);
   if (result.ok()) req->bytes_done.store(total);
+  withdraw(req);  // an exposed send's region goes before the send completes
   detail::complete_request(*req, result);
 }
 
 void Protocol::fail_inflight_of(Link& link, const Status& why) {
   auto inflight = std::move(link.inflight);
   link.inflight.clear();
-  for (auto& [id, f] : inflight) detail::complete_request(*f.req, why);
+  for (auto& [id, f] : inflight) {
+    if (f.part) {
+      if (f.part_done) f.part_done(why);  // a put/get part: its request (or chunk) decides
+      continue;
+    }
+    withdraw(f.req);
+    detail::complete_request(*f.req, why);
+  }
   for (auto& req : link.waiting) detail::complete_request(*req, why);
   link.waiting.clear();
   for (auto& req : link.posted) detail::complete_request(*req, why);

@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda/allocation.h"
+#include "cuda/staging.h"
 #include "p2p/control/channel.h"
 #include "p2p/counters.h"
 #include "p2p/domains.h"
@@ -25,10 +27,31 @@
 
 namespace orbite::p2p {
 
+struct StagedOp;
+struct StagedChunk;
+struct StageWindow;
+
+// One range of a put or get as the transports move it: host bytes at `local` (with the region
+// that registers them, for a transport that needs registered memory), the remote region's
+// [remote_offset, +length). `done` is called once, when the range finished or failed.
+struct HostPart {
+  bool put = false;
+  std::shared_ptr<detail::RequestState> req;  // keeps the request (and its buffers) alive
+  std::byte* local = nullptr;
+  const detail::RegionRecord* local_region = nullptr;  // null: an unregistered buffer
+  std::uint64_t local_offset = 0;                      // of `local` in local_region
+  std::uint64_t remote_region = 0;
+  std::uint64_t remote_generation = 0;
+  std::uint64_t remote_offset = 0;
+  std::uint64_t length = 0;
+  std::function<void(const Status&)> done;
+};
+
 class Protocol final : public LaneProtocol, public FrameHandler, public ControlHost {
  public:
   Protocol(const EngineConfig& config, const detail::Identity& self, RegionRegistry& regions,
-           Counters& counters, const MemoryDomains& domains, int lane_index);
+           Counters& counters, const MemoryDomains& domains, int lane_index,
+           std::shared_ptr<cuda::StagingPool> staging);
   ~Protocol() override;
   Protocol(const Protocol&) = delete;
   Protocol& operator=(const Protocol&) = delete;
@@ -123,12 +146,50 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void on_share(Link& link, const FrameHeader& h, PeerEndpoint& ep, std::string_view body);
   void on_data(Link& link, const FrameHeader& h);
   void issue_put_get(Link& link, const ReqPtr& req);
-  void issue_part(Link& link, const ReqPtr& req, const TransferRange& range, bool by_address);
+  // One host range through the endpoint: frames or single copy, or the transport's own
+  // one-sided protocol (RDMA).
+  void issue_host_part(Link& link, PeerEndpoint& ep, HostPart part);
+  void issue_part(Link& link, PeerEndpoint& ep, HostPart part, bool by_address);
   void on_put_or_get(Link& link, const FrameHeader& h, PeerEndpoint& ep, std::string_view body);
   void on_ack(Link& link, const FrameHeader& h, std::string_view body);
   void maybe_complete_part(Link& link, std::uint64_t wire_id);
-  // put/get over a transport that runs them itself (RDMA).
-  void issue_rma(Link& link, const ReqPtr& req, PeerEndpoint& ep);
+
+  // staged.cpp: the requester's staging pipeline
+  void issue_staged_put_get(Link& link, const ReqPtr& req, PeerEndpoint& ep, bool local_staged,
+                            bool remote_staged);
+  void start_staged(std::shared_ptr<StagedOp> op);
+  void advance_staged(StagedOp& op);
+  void advance_chunk(StagedOp& op, StagedChunk& c);
+  void chunk_failed(StagedOp& op, StagedChunk& c, const Status& why);
+  static std::size_t chunk_index(const StagedOp& op, const StagedChunk& c);
+  int progress_staged();
+  void on_stage_reply(Link& link, const FrameHeader& h, std::string_view body);
+  void fail_staged_of(Link& link, const Status& why);
+  // stage_owner.cpp: the owner's windows
+  Status consume_host_readiness(const detail::RegionRecord& r);
+  void on_stage_open(Link& link, const FrameHeader& h, PeerEndpoint& ep, std::string_view body);
+  void on_stage_close(Link& link, const FrameHeader& h);
+  void advance_window(Link& link, StageWindow& w);
+  void end_window(Link& link, StageWindow& w, const Status& outcome, bool reply);
+  Status copy_region(StageWindow& w, cuda::CopyJob::Direction dir);
+  Status publish_window(StageWindow& w);
+  int progress_windows();
+  void fail_windows_of(Link& link);
+  // exposed.cpp: the exposed rendezvous
+  Backing backing_on(TransportId via, MemoryKind kind) const;
+  bool needs_exposure(const Req& req, const PeerEndpoint& ep) const;
+  Result<std::shared_ptr<detail::RegionRecord>> expose(PeerEndpoint& ep, const ReqPtr& req);
+  void withdraw(const ReqPtr& req);
+  void release_withdrawn();
+  void send_exposed_rts(Link& link, PeerEndpoint& ep, const ReqPtr& req, std::uint64_t comm_tag,
+                        std::uint64_t seq);
+  void on_expose_request(Link& link, const FrameHeader& h, PeerEndpoint& ep);
+  void ask_exposure(Link& link, const ReqPtr& recv, const detail::Arrival& a);
+  void on_exposed(Link& link, const FrameHeader& h, PeerEndpoint& ep);
+  void read_exposed(Link& link, PeerEndpoint& ep, const ReqPtr& recv, std::uint64_t sender_id,
+                    std::uint64_t length, std::uint64_t region, std::uint64_t generation,
+                    std::uint32_t staged, std::uint64_t chunk);
+  Status copy_into_device(const ReqPtr& recv, const std::byte* src, std::uint64_t n);
 
   const EngineConfig& config_;
   detail::Identity self_;
@@ -136,6 +197,16 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   Counters& counters_;
   const MemoryDomains& domains_;  // the engine's; outlives every lane
   int lane_index_;
+  // The engine's staging pool (outlives every lane), the staged transfers this lane runs, the
+  // owner windows whose copies outlived their link, and withdrawn exposed regions whose
+  // registrations wait for their last access. advance_staged's guard against re-entry.
+  std::shared_ptr<cuda::StagingPool> staging_;
+  std::vector<std::shared_ptr<StagedOp>> staged_ops_;
+  std::vector<std::shared_ptr<StageWindow>> draining_windows_;
+  std::vector<std::shared_ptr<detail::RegionRecord>> withdrawn_;
+  StagedOp* advancing_ = nullptr;
+  bool again_ = false;
+  std::size_t open_windows_ = 0;  // in every link's windows
   // Member order is destruction order reversed: links (with their endpoints) go before the
   // transports and the control channel, and those before the poller they are registered with.
   Poller poller_;

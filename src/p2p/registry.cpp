@@ -28,11 +28,23 @@ void RegionRegistry::remove(std::uint64_t id) {
   regions_.erase(id);
 }
 
-Result<std::shared_ptr<detail::RegionRecord>> RegionRegistry::authorize(std::uint64_t id,
-                                                                        std::uint64_t generation,
-                                                                        std::uint64_t offset,
-                                                                        std::uint64_t length,
-                                                                        bool write) const {
+Result<std::shared_ptr<detail::RegionRecord>> RegionRegistry::authorize(
+    std::uint64_t id, std::uint64_t generation, std::uint64_t offset, std::uint64_t length,
+    bool write, TransportId via) const {
+  ORBITE_ASSIGN_OR_RETURN(auto r, authorize_staged(id, generation, offset, length, write));
+  if ((r->staged >> static_cast<unsigned>(via) & 1) != 0) {
+    return Status::error(Errc::InvalidArgument,
+                         "region " + std::to_string(id) + " is " +
+                             (r->kind == MemoryKind::Cuda ? "CUDA memory" : "host memory") +
+                             " that " + transport_name(via) +
+                             " carries through the owner's staging (StageOpen), not directly");
+  }
+  return r;
+}
+
+Result<std::shared_ptr<detail::RegionRecord>> RegionRegistry::authorize_staged(
+    std::uint64_t id, std::uint64_t generation, std::uint64_t offset, std::uint64_t length,
+    bool write) const {
   std::shared_ptr<detail::RegionRecord> r;
   {
     std::lock_guard lock(mu_);

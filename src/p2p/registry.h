@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "cuda/allocation.h"
 #include "p2p/transport.h"
 
 namespace orbite::detail {
@@ -26,6 +27,13 @@ struct RegionRecord {
   std::uint64_t length = 0;
   Access access{};
   MemoryKind kind = MemoryKind::Host;
+  // CUDA memory behind the region: the device allocation (kind Cuda), or the pinned host
+  // allocation OrbiTE made (kind Host), shared with the application's views; its readiness is
+  // consumed before any access. Null for other host memory.
+  std::shared_ptr<cuda::Allocation> cuda;
+  std::uint64_t cuda_offset = 0;  // of base in the allocation
+  // Transports that carry this region staged (bit i: TransportId i), decided at registration.
+  std::uint32_t staged = 0;
   // What each transport's memory domain prepared for this registration (null: nothing needed).
   std::array<std::unique_ptr<p2p::DomainRegistration>, p2p::kTransportCount> registrations;
   // Set by unregister: no new access starts. pins counts accesses in progress; unregister
@@ -59,12 +67,22 @@ class RegionRegistry {
   // Makes a prepared record visible to authorize().
   void publish(const std::shared_ptr<detail::RegionRecord>& record);
   void remove(std::uint64_t id);
-  // The live region for an access of [offset, offset+length) with `write` or read rights, or
-  // InvalidArgument naming what is wrong. The caller pins before touching memory.
+  // The live region for an access of [offset, offset+length) with `write` or read rights by
+  // transport `via` itself, or InvalidArgument naming what is wrong (a region `via` carries
+  // staged is reached only through the owner's staging: `via` never touches its bytes). The
+  // caller pins before touching memory.
   Result<std::shared_ptr<detail::RegionRecord>> authorize(std::uint64_t id,
                                                           std::uint64_t generation,
                                                           std::uint64_t offset,
-                                                          std::uint64_t length, bool write) const;
+                                                          std::uint64_t length, bool write,
+                                                          TransportId via) const;
+  // As authorize, for the owner's staging (any transport): the region's own bytes are copied
+  // by the owner, never reached by a transport.
+  Result<std::shared_ptr<detail::RegionRecord>> authorize_staged(std::uint64_t id,
+                                                                 std::uint64_t generation,
+                                                                 std::uint64_t offset,
+                                                                 std::uint64_t length,
+                                                                 bool write) const;
   [[nodiscard]] std::size_t size() const;
   // Marks every region dead (engine close).
   void kill_all();

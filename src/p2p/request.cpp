@@ -69,6 +69,11 @@ std::shared_ptr<RequestState> make_request_state() {
 
 void complete_request(RequestState& req, Status status) {
   if (req.phase.load(std::memory_order_relaxed) != 0) return;
+  if (req.before_complete) {
+    auto finish = std::move(req.before_complete);
+    req.before_complete = nullptr;
+    if (status.ok()) status = finish();
+  }
   if (req.local_pinned) {
     req.local->unpin();
     req.local_pinned = false;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -14,6 +15,9 @@
 
 namespace orbite::p2p {
 class PeerEndpoint;
+}
+namespace orbite::cuda {
+class Allocation;
 }
 
 namespace orbite::detail {
@@ -83,14 +87,27 @@ struct RequestState : MpscNode {
   std::uint64_t length = 0;
   std::uint32_t comm = 0;
   std::int32_t tag = 0;
+  // Device memory behind src (a send) or dst (a receive): its allocation and the buffer's
+  // offset in it. No transport touches it: the exposed rendezvous and staging move its bytes.
+  std::shared_ptr<cuda::Allocation> device;
+  std::uint64_t device_offset = 0;
+  // A send's buffer as a region the receiver reads (the exposed rendezvous); withdrawn before
+  // the send completes.
+  std::shared_ptr<RegionRecord> exposed;
+  // Runs once before a successful completion is published (a small device receive's copy out of
+  // its host bounce); its error fails the request instead.
+  std::function<Status()> before_complete;
 
   // put/get
   std::shared_ptr<RegionRecord> local;  // pinned while the request runs
   bool local_pinned = false;
   std::uint64_t remote_region = 0;
   std::uint64_t remote_generation = 0;
-  // The transports the remote region is published on (bit i: TransportId i).
+  // The transports the remote region is published on, and those that reach it through its
+  // owner's staging (bit i: TransportId i).
   std::uint32_t remote_transports = ~0u;
+  std::uint32_t remote_staged = 0;
+  std::uint64_t remote_chunk = 0;  // the owner's staging chunk (a staged access's most)
   std::vector<TransferRange> ranges;
 
   // Lane-owned progress: the protocol's per-request state (see p2p/peer.h).

@@ -1,8 +1,10 @@
 // put and get: the requester's parts, and the owner's side, which checks every access against its
 // registry before a byte moves. With one-sided access (single copy on shm) the owner copies
 // straight between the requester's memory and the region; otherwise the bytes travel as Data.
+// A range whose local or remote memory a transport carries staged goes through staged.cpp.
 #include "common/strings.h"
 #include "p2p/protocol.h"
+#include "p2p/staged.h"
 
 namespace orbite::p2p {
 
@@ -15,67 +17,103 @@ void Protocol::issue_put_get(Link& link, const ReqPtr& req) {
   if (!routed.ok()) return detail::complete_request(*req, routed.status());
   PeerEndpoint& ep = **routed;
   req->endpoint = &ep;
-  if (ep.caps().rma) return issue_rma(link, req, ep);
-  const bool single = ep.one_sided_usable();
-  // Small ranges travel inline: two small copies beat a syscall.
-  const std::uint64_t inline_max = ep.caps().eager_limit;
   req->parts_left = req->ranges.size();
   if (req->ranges.empty()) return detail::complete_request(*req, {});
-  for (const TransferRange& r : req->ranges) {
-    issue_part(link, req, r, single && r.length > inline_max);
-    if (link.state == PeerLink::State::Failed) return;
+  const auto via = static_cast<std::size_t>(ep.id());
+  std::string why;
+  const MemoryDomain* domain = domains_[via].get();
+  const Backing local =
+      domain != nullptr
+          ? domain->backing(req->local->kind, &why)
+          : (req->local->kind == MemoryKind::Host ? Backing::Native : Backing::Staged);
+  if (local == Backing::Refused) {
+    return detail::complete_request(
+        *req, Status::error(Errc::Unavailable,
+                            std::string(transport_name(ep.id())) + " cannot carry the local " +
+                                (req->local->kind == MemoryKind::Cuda ? "CUDA" : "host") +
+                                " memory: " + why));
   }
-}
-
-void Protocol::issue_rma(Link& link, const ReqPtr& req, PeerEndpoint& ep) {
-  req->parts_left = req->ranges.size();
-  if (req->ranges.empty()) return detail::complete_request(*req, {});
+  const bool remote_staged = (req->remote_staged >> via & 1) != 0;
+  if (local == Backing::Staged || remote_staged) {
+    return issue_staged_put_get(link, req, ep, local == Backing::Staged, remote_staged);
+  }
   const bool put = req->kind == OpKind::Put;
-  const TransportId id = ep.id();
   // A copy: a range that completes at once may complete the request and free its ranges.
   const std::vector<TransferRange> ranges = req->ranges;
   for (const TransferRange& r : ranges) {
-    RmaOp op;
-    op.write = put;
-    op.req = req;
-    op.local_region = req->local.get();
-    op.local_offset = r.local_offset;
-    op.remote_region = req->remote_region;
-    op.remote_generation = req->remote_generation;
-    op.remote_offset = r.remote_offset;
-    op.length = r.length;
+    HostPart part;
+    part.put = put;
+    part.req = req;
+    part.local = req->local->base + r.local_offset;
+    part.local_region = req->local.get();
+    part.local_offset = r.local_offset;
+    part.remote_region = req->remote_region;
+    part.remote_generation = req->remote_generation;
+    part.remote_offset = r.remote_offset;
+    part.length = r.length;
     Req* raw = req.get();
-    op.done = [this, raw, id, put, len = r.length](const Status& st) {
+    part.done = [raw, len = r.length](const Status& st) {
       if (st.ok()) {
         raw->bytes_done.fetch_add(len);
-        TransportCounters& tc = counters_.of(id);
-        bump(put ? tc.bytes_sent : tc.bytes_received, len);
       } else if (raw->first_error.ok()) {
         raw->first_error = st;
       }
       if (--raw->parts_left == 0) detail::complete_request(*raw, raw->first_error);
     };
-    auto done = op.done;
-    if (Status st = ep.start_rma(std::move(op)); !st.ok()) done(st);
+    issue_host_part(link, ep, std::move(part));
     if (link.state == PeerLink::State::Failed) return;
   }
 }
 
-void Protocol::issue_part(Link& link, const ReqPtr& req, const TransferRange& r, bool by_address) {
-  const bool put = req->kind == OpKind::Put;
-  PeerEndpoint& ep = *req->endpoint;
+void Protocol::issue_host_part(Link& link, PeerEndpoint& ep, HostPart part) {
+  if (ep.caps().rma) {
+    RmaOp op;
+    op.write = part.put;
+    op.req = part.req;
+    op.local_region = part.local_region;
+    op.local_buffer = part.local_region == nullptr ? part.local : nullptr;
+    op.local_offset = part.local_region != nullptr ? part.local_offset : 0;
+    op.remote_region = part.remote_region;
+    op.remote_generation = part.remote_generation;
+    op.remote_offset = part.remote_offset;
+    op.length = part.length;
+    const TransportId id = ep.id();
+    op.done = [this, id, put = part.put, len = part.length,
+               done = std::move(part.done)](const Status& st) {
+      if (st.ok()) {
+        TransportCounters& tc = counters_.of(id);
+        bump(put ? tc.bytes_sent : tc.bytes_received, len);
+      }
+      done(st);
+    };
+    auto done = op.done;
+    if (Status st = ep.start_rma(std::move(op)); !st.ok()) done(st);
+    return;
+  }
+  // Small ranges travel inline: two small copies beat a syscall.
+  const bool by_address = ep.one_sided_usable() && part.length > ep.caps().eager_limit;
+  issue_part(link, ep, std::move(part), by_address);
+}
+
+void Protocol::issue_part(Link& link, PeerEndpoint& ep, HostPart part, bool by_address) {
   const std::uint64_t wire_id = next_wire_id_++;
-  std::byte* local = req->local->base + r.local_offset;
-  Inflight f{req, r.local_offset, r.length};
-  f.remote_offset = r.remote_offset;
+  Inflight f{part.req, part.local_offset, part.length};
+  f.remote_offset = part.remote_offset;
   f.by_address = by_address;
+  f.part = true;
+  f.part_put = part.put;
+  f.local = part.local;
+  f.remote_region = part.remote_region;
+  f.remote_generation = part.remote_generation;
+  f.part_done = std::move(part.done);
   link.inflight[wire_id] = std::move(f);
-  send_control(ep, put ? FrameType::Put : FrameType::Get, wire_id, req->remote_region,
-               req->remote_generation, r.remote_offset, r.length,
-               by_address ? addr_bytes(reinterpret_cast<std::uint64_t>(local)) : std::string());
+  send_control(
+      ep, part.put ? FrameType::Put : FrameType::Get, wire_id, part.remote_region,
+      part.remote_generation, part.remote_offset, part.length,
+      by_address ? addr_bytes(reinterpret_cast<std::uint64_t>(part.local)) : std::string());
   if (link.state == PeerLink::State::Failed) return;
-  if (put && !by_address && r.length > 0) {
-    send_data(link, ep, DataTarget::PutSession, wire_id, local, r.length, nullptr, nullptr);
+  if (part.put && !by_address && part.length > 0) {
+    send_data(link, ep, DataTarget::PutSession, wire_id, part.local, part.length, nullptr, nullptr);
   }
 }
 
@@ -87,7 +125,11 @@ void Protocol::on_put_or_get(Link& link, const FrameHeader& h, PeerEndpoint& ep,
     send_control(ep, FrameType::Ack, h.id, static_cast<std::uint64_t>(st.code()),
                  st.ok() ? bytes : 0, 0, 0, st.ok() ? std::string() : st.message());
   };
-  auto region = regions_.authorize(h.a, h.b, h.c, h.d, put);
+  auto region = regions_.authorize(h.a, h.b, h.c, h.d, put, ep.id());
+  if (region.ok()) {
+    // OrbiTE's pinned host memory: its producer's writes first (a wait this lane makes once).
+    if (Status ready = consume_host_readiness(**region); !ready.ok()) region = ready;
+  }
   if (put && addr == 0 && h.d > 0) {
     if (link.sessions.count(h.id) != 0) {
       return protocol_error(link, "put " + std::to_string(h.id) + " opened twice");
@@ -134,17 +176,30 @@ void Protocol::on_put_or_get(Link& link, const FrameHeader& h, PeerEndpoint& ep,
 
 void Protocol::on_ack(Link& link, const FrameHeader& h, std::string_view body) {
   auto it = link.inflight.find(h.id);
-  if (it == link.inflight.end() ||
-      (it->second.req->kind != OpKind::Put && it->second.req->kind != OpKind::Get)) {
+  if (it == link.inflight.end() || !it->second.part) {
     return protocol_error(link,
                           "Ack for request " + std::to_string(h.id) + " matches no put or get");
   }
   if (it->second.by_address && errc_from_wire(h.a) == Errc::Unavailable) {
     // The owner's kernel refused single copy: the same range again, as frames.
-    ReqPtr req = it->second.req;
-    const TransferRange range{it->second.local_offset, it->second.remote_offset, it->second.length};
+    Inflight f = std::move(it->second);
     link.inflight.erase(it);
-    return issue_part(link, req, range, false);
+    HostPart part;
+    part.put = f.part_put;
+    part.req = std::move(f.req);
+    part.local = f.local;
+    part.local_offset = f.local_offset;
+    part.remote_region = f.remote_region;
+    part.remote_generation = f.remote_generation;
+    part.remote_offset = f.remote_offset;
+    part.length = f.length;
+    part.done = std::move(f.part_done);
+    PeerEndpoint* ep = part.req->endpoint;
+    if (ep == nullptr || link.state != PeerLink::State::Established) {
+      return part.done(Status::error(Errc::ConnectionLost,
+                                     "peer " + short_id(link.ep.id) + ": the link failed"));
+    }
+    return issue_part(link, *ep, std::move(part), false);
   }
   it->second.acked = true;
   if (h.a != 0) {
@@ -163,15 +218,11 @@ void Protocol::maybe_complete_part(Link& link, std::uint64_t wire_id) {
   auto it = link.inflight.find(wire_id);
   if (it == link.inflight.end() || !it->second.acked) return;
   Inflight& f = it->second;
-  if (f.ack_status.ok() && f.req->kind == OpKind::Get && f.received < f.length) return;
-  ReqPtr req = f.req;
-  if (f.ack_status.ok()) {
-    req->bytes_done.fetch_add(f.length);
-  } else if (req->first_error.ok()) {
-    req->first_error = f.ack_status;
-  }
+  if (f.ack_status.ok() && !f.part_put && f.received < f.length) return;
+  auto done = std::move(f.part_done);
+  Status status = f.ack_status;
   link.inflight.erase(it);
-  if (--req->parts_left == 0) detail::complete_request(*req, req->first_error);
+  if (done) done(status);
 }
 
 }  // namespace orbite::p2p

@@ -44,9 +44,10 @@ std::string refusal(const RouteRow& row, const RouteQuery& q) {
   if (q.rma && (q.target_transports & (1u << i)) == 0) {
     return "the remote region is not published on " + std::string(transport_name(row.id));
   }
-  if (q.memory == MemoryKind::Cuda ? !caps->cuda_memory : !caps->host_memory) {
+  const bool native = q.memory == MemoryKind::Cuda ? caps->cuda_memory : caps->host_memory;
+  if (!native && (q.carries[i] & (1u << static_cast<unsigned>(q.memory))) == 0) {
     return std::string("it does not carry ") + (q.memory == MemoryKind::Cuda ? "CUDA" : "host") +
-           " memory";
+           " memory, natively or staged";
   }
   return {};
 }

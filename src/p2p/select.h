@@ -16,7 +16,10 @@ namespace orbite::p2p {
 
 struct RouteQuery {
   Transport requested = Transport::Unspec;
+  // The local memory's kind; `carries[i]` says which kinds transport i can carry from this
+  // engine, natively or through staging (bit 1 << MemoryKind), as its memory domain decides.
   MemoryKind memory = MemoryKind::Host;
+  std::array<std::uint8_t, kTransportCount> carries{};
   bool is_self = false;
   bool same_host = false;
   // A put or get (transports that run them without frames qualify), and the transports its

@@ -1,5 +1,7 @@
 #include "p2p/transport.h"
 
+#include "p2p/registry.h"
+
 namespace orbite::p2p {
 
 const char* transport_name(TransportId id) {
@@ -31,6 +33,16 @@ std::optional<TransportId> transport_id_of(Transport t) {
     case Transport::Tcp: return TransportId::Tcp;
   }
   return std::nullopt;
+}
+
+Result<std::unique_ptr<DomainRegistration>> KeylessDomain::register_region(
+    const detail::RegionRecord& region) {
+  if (region.kind != MemoryKind::Host) {
+    return Status::error(Errc::Unavailable, std::string(transport_name(id_)) +
+                                                " registers host memory only; CUDA memory is "
+                                                "staged through the engine's pool");
+  }
+  return std::unique_ptr<DomainRegistration>();
 }
 
 Status KeylessDomain::unpack(std::string_view blob) const {

@@ -75,13 +75,32 @@ struct DomainRegistration {
   virtual ~DomainRegistration() = default;
 };
 
+// How a transport carries memory of one kind: its own DMA or copies reach it (Native: the
+// domain registers it), through the engine's staging pool (Staged: the protocol copies it in
+// chunks to and from owned host buffers before the transport sees them), or not at all
+// (Refused, with the reason the domain gives). The memory kinds of the contract, as UCX's
+// reg_mem_types/access_mem_types and NIXL's getSupportedMems().
+enum class Backing : std::uint8_t { Native, Staged, Refused };
+
 class MemoryDomain {
  public:
   virtual ~MemoryDomain() = default;
   [[nodiscard]] virtual TransportId id() const = 0;
-  // Prepares `region` on this transport before it becomes visible; null when nothing is needed.
+  // How this transport carries memory of `kind` under the engine's policies; `why` says why
+  // not when Refused.
+  [[nodiscard]] virtual Backing backing(MemoryKind kind, std::string* why) const = 0;
+  // Prepares `region` (of a kind this domain backs Native) on this transport before it becomes
+  // visible; null when nothing is needed. A kind it does not register is Unavailable naming it.
   virtual Result<std::unique_ptr<DomainRegistration>> register_region(
       const detail::RegionRecord& region) = 0;
+  // A window [region.base, +length) inside `parent`, a region this domain registered: it shares
+  // the parent's registration (the staging pool's slabs are registered once, and each chunk a
+  // peer reaches through remote staging is such a window). Null when nothing is needed.
+  virtual Result<std::unique_ptr<DomainRegistration>> register_within(
+      const detail::RegionRecord& /*region*/,
+      const std::shared_ptr<const detail::RegionRecord>& /*parent*/) {
+    return std::unique_ptr<DomainRegistration>();
+  }
   // Releases what register_region made. One that fails to release moves to the retained list
   // (never released twice) and the error is returned.
   virtual Status deregister(std::unique_ptr<DomainRegistration> registration) = 0;
@@ -98,14 +117,16 @@ class MemoryDomain {
 };
 
 // A domain for transports that need nothing per registration and no key in the descriptor.
+// Host memory needs nothing (frames and single copy reach it); device memory is staged.
 class KeylessDomain final : public MemoryDomain {
  public:
   explicit KeylessDomain(TransportId id) : id_(id) {}
   [[nodiscard]] TransportId id() const override { return id_; }
-  Result<std::unique_ptr<DomainRegistration>> register_region(
-      const detail::RegionRecord&) override {
-    return std::unique_ptr<DomainRegistration>();
+  [[nodiscard]] Backing backing(MemoryKind kind, std::string*) const override {
+    return kind == MemoryKind::Host ? Backing::Native : Backing::Staged;
   }
+  Result<std::unique_ptr<DomainRegistration>> register_region(
+      const detail::RegionRecord& region) override;
   Status deregister(std::unique_ptr<DomainRegistration>) override { return {}; }
   [[nodiscard]] std::size_t retained() const override { return 0; }
   [[nodiscard]] std::string pack(const detail::RegionRecord&,

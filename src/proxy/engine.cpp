@@ -121,6 +121,9 @@ std::uint64_t MemoryRegion::length() const {
 Access MemoryRegion::access() const {
   return record_ ? record_->access : Access{false, false};
 }
+MemoryKind MemoryRegion::kind() const {
+  return record_ ? record_->kind : MemoryKind::Host;
+}
 
 RemoteRegion MemoryRegion::export_descriptor() const {
   if (!record_) return RemoteRegion();
@@ -133,7 +136,8 @@ RemoteRegion MemoryRegion::export_descriptor() const {
     blobs.emplace_back(static_cast<std::uint8_t>(domain->id()),
                        domain->pack(*record_, record_->registrations[i].get()));
   }
-  return detail::DescriptorCodec::make(*record_, core->self, std::move(blobs));
+  return detail::DescriptorCodec::make(*record_, core->self, std::move(blobs),
+                                       core->config.cuda.staging_chunk_bytes);
 }
 
 Status MemoryRegion::unregister(Duration timeout) {
@@ -199,11 +203,9 @@ namespace {
 
 Status check_registration(const RegistrationRequest& r, std::size_t index) {
   const std::string where = "register_memory[" + std::to_string(index) + "]: ";
-  if (r.kind == MemoryKind::Cuda) {
-    return Status::error(Errc::Unavailable,
-                         where +
-                             "CUDA memory needs the CUDA transport, which this engine does "
-                             "not have yet");
+  if (r.kind != MemoryKind::Host && r.kind != MemoryKind::Cuda) {
+    return Status::error(Errc::InvalidArgument,
+                         where + "memory kind " + std::to_string(static_cast<int>(r.kind)));
   }
   if (r.length == 0) return Status::error(Errc::InvalidArgument, where + "length is 0");
   if (r.data == nullptr) {
@@ -230,6 +232,23 @@ Result<MemoryRegion> TransferEngine::register_memory(void* data, std::uint64_t l
   return std::move(regions[0]);
 }
 
+Result<MemoryRegion> TransferEngine::register_memory(const cuda::CudaMemory& memory,
+                                                     Access access) {
+  if (!memory.valid()) {
+    return Status::error(Errc::InvalidArgument, "register_memory: the CudaMemory view is empty");
+  }
+  // The adoption inside finds this view's allocation: the region shares its owner.
+  return register_memory(memory.data(), memory.size(), MemoryKind::Cuda, access);
+}
+
+Result<MemoryRegion> TransferEngine::register_memory(const cuda::HostMemory& memory,
+                                                     Access access) {
+  if (!memory.valid()) {
+    return Status::error(Errc::InvalidArgument, "register_memory: the HostMemory is empty");
+  }
+  return register_memory(memory.data(), memory.size(), MemoryKind::Host, access);
+}
+
 Result<std::vector<MemoryRegion>> TransferEngine::register_memory(
     std::span<const RegistrationRequest> requests) {
   if (core_->closed.load()) {
@@ -253,17 +272,40 @@ Result<std::vector<MemoryRegion>> TransferEngine::register_memory(
   };
   for (std::size_t n = 0; n < requests.size(); ++n) {
     const auto& r = requests[n];
+    const std::string where = "register_memory[" + std::to_string(n) + "]";
     made.push_back(
         core_->regions.prepare(core_, static_cast<std::byte*>(r.data), r.length, r.kind, r.access));
+    detail::RegionRecord& rec = *made.back();
+    // The CUDA allocation behind it: device memory must be one (adopted, sharing the owner of
+    // views OrbiTE already has); host memory may be OrbiTE's pinned memory (its readiness).
+    if (r.kind == MemoryKind::Cuda) {
+      auto adopted = cuda::Allocation::adopt_device(r.data, r.length, nullptr, &rec.cuda_offset);
+      if (!adopted.ok()) {
+        release();
+        return adopted.status().with_context(where);
+      }
+      rec.cuda = std::move(*adopted);
+    } else {
+      rec.cuda = cuda::find_pinned(r.data, r.length, &rec.cuda_offset);
+    }
     for (const auto& domain : core_->domains) {
       if (!domain) continue;
-      auto reg = domain->register_region(*made.back());
+      const auto i = static_cast<std::size_t>(domain->id());
+      std::string why;
+      switch (domain->backing(r.kind, &why)) {
+        case p2p::Backing::Staged: rec.staged |= 1u << i; continue;
+        case p2p::Backing::Refused:
+          release();
+          return Status::error(Errc::Unavailable,
+                               where + " on " + p2p::transport_name(domain->id()) + ": " + why);
+        case p2p::Backing::Native: break;
+      }
+      auto reg = domain->register_region(rec);
       if (!reg.ok()) {
         release();
-        return reg.status().with_context("register_memory[" + std::to_string(n) + "] on " +
-                                         p2p::transport_name(domain->id()));
+        return reg.status().with_context(where + " on " + p2p::transport_name(domain->id()));
       }
-      made.back()->registrations[static_cast<std::size_t>(domain->id())] = std::move(*reg);
+      rec.registrations[i] = std::move(*reg);
     }
   }
   std::vector<MemoryRegion> out;
@@ -351,6 +393,8 @@ Result<Request> submit_rma(EngineCore& core, OpKind kind, const MemoryRegion& lo
   for (const auto& [id, blob] : detail::DescriptorCodec::blobs(remote)) {
     s->remote_transports |= 1u << id;
   }
+  s->remote_staged = detail::DescriptorCodec::staged(remote);
+  s->remote_chunk = detail::DescriptorCodec::staging_chunk(remote);
   s->ranges.assign(ranges.begin(), ranges.end());
   return core.submit(std::move(s));
 }

@@ -62,6 +62,13 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   ORBITE_ASSIGN_OR_RETURN(core->domains,
                           p2p::make_memory_domains(config, core->self, &core->rdma_note));
   core->built = p2p::built_transports(core->domains);
+  EngineCore* owner = core.get();
+  ORBITE_ASSIGN_OR_RETURN(
+      core->staging.pool,
+      cuda::StagingPool::create(
+          config.rdma.max_staging_bytes, config.cuda.staging_chunk_bytes,
+          [owner](cuda::StagingSlab& slab) { return owner->register_slab(slab); }));
+  core->staging.domains = &core->domains;
 
   auto iface = net::select_interface(config.tcp.interface, prefer_loopback);
   if (!iface.ok()) return iface.status().with_context("tcp.interface");
@@ -81,8 +88,9 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
     auto lane = std::make_unique<Lane>();
     lane->core = core.get();
     lane->index = static_cast<int>(i);
-    lane->protocol = p2p::make_lane_protocol(core->config, core->self, core->regions,
-                                             lane->counters, core->domains, lane->index);
+    lane->protocol =
+        p2p::make_lane_protocol(core->config, core->self, core->regions, lane->counters,
+                                core->domains, lane->index, core->staging.pool);
     ORBITE_RETURN_IF_ERROR(lane->protocol->init());
     lane->wake_fd = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     lane->driver_epfd = net::Fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -175,6 +183,41 @@ Status EngineCore::start_threads() {
 
 EngineCore::~EngineCore() {
   stop_threads();
+}
+
+Status EngineCore::register_slab(cuda::StagingSlab& slab) {
+  // Staging is the transports' own memory: registered natively everywhere, whatever the
+  // policies say about application memory.
+  auto rec = regions.prepare({}, slab.base, slab.length, MemoryKind::Host, Access{true, true});
+  for (const auto& domain : domains) {
+    if (!domain) continue;
+    const auto i = static_cast<std::size_t>(domain->id());
+    auto reg = domain->register_region(*rec);
+    if (!reg.ok()) {
+      for (std::size_t j = 0; j < rec->registrations.size(); ++j) {
+        if (rec->registrations[j])
+          domains[j]->deregister(std::move(rec->registrations[j])).ignore();
+      }
+      return reg.status().with_context("staging slab of " + std::to_string(slab.length) +
+                                       " bytes on " + p2p::transport_name(domain->id()));
+    }
+    rec->registrations[i] = std::move(*reg);
+  }
+  slab.tag = std::move(rec);
+  return {};
+}
+
+EngineCore::Staging::~Staging() {
+  if (!pool || domains == nullptr) return;
+  for (const auto& slab : pool->slabs()) {
+    auto* rec = static_cast<RegionRecord*>(slab->tag.get());
+    if (rec == nullptr) continue;
+    for (std::size_t i = 0; i < rec->registrations.size(); ++i) {
+      if (rec->registrations[i] && (*domains)[i]) {
+        (*domains)[i]->deregister(std::move(rec->registrations[i])).ignore();
+      }
+    }
+  }
 }
 
 Lane& EngineCore::lane_for(const std::string& peer_id) {

@@ -19,6 +19,7 @@
 
 #include "common/mpsc_queue.h"
 #include "common/net.h"
+#include "cuda/staging.h"
 #include "p2p/counters.h"
 #include "p2p/domains.h"
 #include "p2p/endpoint.h"
@@ -85,6 +86,14 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   p2p::MemoryDomains domains;
   std::array<bool, p2p::kTransportCount> built{};
   std::string rdma_note;  // why RDMA is not installed ("" when it is)
+  // The staging pool (rdma.max_staging_bytes, cuda.staging_chunk_bytes). Each slab is registered
+  // once on every memory domain, never published; the holder forgets the registrations after
+  // the lanes (declared below) are gone and before the domains (above) are.
+  struct Staging {
+    std::shared_ptr<cuda::StagingPool> pool;
+    p2p::MemoryDomains* domains = nullptr;
+    ~Staging();
+  } staging;
   std::vector<std::unique_ptr<Lane>> lanes;
   // The monitor waits on its wake eventfd (written by stop_threads) and the RDMA devices' async
   // event fds, and scans the RDMA ports each monitor period.
@@ -111,6 +120,8 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   // Engine-owned memory (the collectives' scratch) for every memory domain: see
   // p2p::MemoryDomain::declare_owned. Thread-safe.
   void declare_owned(std::byte* base, std::uint64_t length);
+  // The staging pool's slab hook: registers a new slab on every memory domain.
+  Status register_slab(cuda::StagingSlab& slab);
   void forget_owned(const std::byte* base);
   MemoryRegion wrap(std::shared_ptr<RegionRecord> r) { return MemoryRegion(std::move(r)); }
   // Tests: every lane's mutex, held until the guards go, so that submissions wait in the queues.

@@ -275,10 +275,10 @@ TEST_P(EngineFaultTest, PeerOfAnotherFrameVersionFailsTheHandshakeClearly) {
     Status st = put->wait(kWait);
     EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
     if (answers) {
-      EXPECT_CONTAINS(st.message(), "frame version 1, this engine speaks 2");
+      EXPECT_CONTAINS(st.message(), "frame version 1, this engine speaks 3");
     } else {
       EXPECT_CONTAINS(st.message(), "before answering the handshake");
-      EXPECT_CONTAINS(st.message(), "speaks version 2");
+      EXPECT_CONTAINS(st.message(), "speaks version 3");
     }
   }
   expect_a_serves_b(77);

@@ -124,15 +124,16 @@ TEST(FrameHeader, RejectsBadMagic) {
 TEST(FrameHeader, RejectsOtherVersions) {
   FrameHeader h;
   h.type = FrameType::Ack;
-  // Version 1 is the handshake before connect blobs: its peers fail the handshake.
-  for (std::uint8_t v : {0, 1, 3, 255}) {
+  // Version 1 is the handshake before connect blobs, version 2 the frames before staging: their
+  // peers fail the handshake.
+  for (std::uint8_t v : {0, 1, 2, 4, 255}) {
     HeaderBytes b = encoded(h);
     b[2] = static_cast<std::byte>(v);
     auto r = decode_header(b.data());
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Errc::Protocol);
     EXPECT_CONTAINS(r.status().message(), "version " + std::to_string(v));
-    EXPECT_CONTAINS(r.status().message(), "speaks 2");
+    EXPECT_CONTAINS(r.status().message(), "speaks 3");
   }
 }
 
@@ -446,7 +447,7 @@ class Registry : public ::testing::Test {
   }
   void expect_refused(std::uint64_t id, std::uint64_t gen, std::uint64_t off, std::uint64_t len,
                       bool write, const std::string& names) {
-    auto r = regions_.authorize(id, gen, off, len, write);
+    auto r = regions_.authorize(id, gen, off, len, write, p2p::TransportId::Tcp);
     ASSERT_FALSE(r.ok()) << "offset " << off << " length " << len;
     EXPECT_EQ(r.status().code(), Errc::InvalidArgument);
     EXPECT_CONTAINS(r.status().message(), names);
@@ -460,7 +461,7 @@ TEST_F(Registry, InRangeAccessIsAuthorized) {
   EXPECT_EQ(regions_.size(), 1U);
   for (auto [off, len] : {std::pair<std::uint64_t, std::uint64_t>{0, 4096}, {4095, 1}, {100, 0}}) {
     for (bool write : {false, true}) {
-      auto r = regions_.authorize(rec->id, rec->generation, off, len, write);
+      auto r = regions_.authorize(rec->id, rec->generation, off, len, write, p2p::TransportId::Tcp);
       ASSERT_TRUE(r.ok()) << r.status().to_string();
       EXPECT_EQ(r->get(), rec.get());
     }
@@ -485,9 +486,13 @@ TEST_F(Registry, OffsetOverflowIsRefused) {
 TEST_F(Registry, RightsAreEnforced) {
   auto read_only = add(Access{true, false});
   auto write_only = add(Access{false, true});
-  EXPECT_TRUE(regions_.authorize(read_only->id, read_only->generation, 0, 8, false).ok());
+  EXPECT_TRUE(
+      regions_.authorize(read_only->id, read_only->generation, 0, 8, false, p2p::TransportId::Tcp)
+          .ok());
   expect_refused(read_only->id, read_only->generation, 0, 8, true, "write (put)");
-  EXPECT_TRUE(regions_.authorize(write_only->id, write_only->generation, 0, 8, true).ok());
+  EXPECT_TRUE(
+      regions_.authorize(write_only->id, write_only->generation, 0, 8, true, p2p::TransportId::Tcp)
+          .ok());
   expect_refused(write_only->id, write_only->generation, 0, 8, false, "read (get)");
 }
 
@@ -604,11 +609,11 @@ TEST(RemoteRegion, TruncatedFlippedOrExtendedBytesAreRejected) {
     EXPECT_CONTAINS(r.status().message(), "not a region descriptor");
   }
   std::string version = bytes;
-  version[4] = 3;
+  version[4] = 4;
   auto r = RemoteRegion::from_bytes(version);
   ASSERT_FALSE(r.ok());
-  EXPECT_CONTAINS(r.status().message(), "descriptor version 3");
-  // A version-2 body read as version 1 is not a descriptor.
+  EXPECT_CONTAINS(r.status().message(), "descriptor version 4");
+  // A version-3 body read as version 1 is not a descriptor.
   version[4] = 1;
   r = RemoteRegion::from_bytes(version);
   ASSERT_FALSE(r.ok());
@@ -631,7 +636,7 @@ void descriptor_prefix(wire::Writer& w, std::uint8_t version, std::uint8_t right
 }
 
 // Version 1 (before per-transport blobs) named its transports by a mask; it still decodes, and
-// re-encodes as version 2 with an empty blob per transport.
+// re-encodes as version 3 with an empty blob per transport.
 TEST(RemoteRegion, VersionOneStillDecodes) {
   std::string v1;
   wire::Writer w(v1);
@@ -646,7 +651,7 @@ TEST(RemoteRegion, VersionOneStillDecodes) {
   EXPECT_FALSE(r->access().write);
   EXPECT_EQ(r->transports(), (std::vector<Transport>{Transport::Tcp, Transport::Shm}));
   const std::string v2 = r->bytes();
-  EXPECT_EQ(static_cast<int>(v2[4]), 2);
+  EXPECT_EQ(static_cast<int>(v2[4]), 3);
   auto again = RemoteRegion::from_bytes(v2);
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_EQ(again->transports(), r->transports());

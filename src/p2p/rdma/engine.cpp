@@ -391,10 +391,36 @@ void RdmaDomain::forget_owned(const std::byte* base) {
   cache_->forget(base);
 }
 
+p2p::Backing RdmaDomain::backing(MemoryKind kind, std::string* why) const {
+  const RdmaConfig& cfg = engine_->config().rdma;
+  if (kind == MemoryKind::Host) {
+    return cfg.host_memory == RdmaHostMemory::Direct ? p2p::Backing::Native : p2p::Backing::Staged;
+  }
+  if (cfg.cuda_memory == RdmaCudaMemory::Staged) return p2p::Backing::Staged;
+  if (why != nullptr) {
+    *why =
+        "rdma.cuda_memory = direct needs a GPU MR (dma-buf or peermem registration), which "
+        "this build does not make yet; it is never replaced by staging";
+  }
+  return p2p::Backing::Refused;
+}
+
+Result<std::unique_ptr<p2p::DomainRegistration>> RdmaDomain::register_within(
+    const detail::RegionRecord& region, const std::shared_ptr<const detail::RegionRecord>& parent) {
+  const MrSet* of = parent != nullptr ? mr_set_of(*parent) : nullptr;
+  if (of == nullptr || region.base < parent->base ||
+      region.base + region.length > parent->base + parent->length) {
+    return Status::error(Errc::Internal, "an RDMA window outside its registered parent");
+  }
+  return std::unique_ptr<p2p::DomainRegistration>(MrSet::view_of(parent));
+}
+
 Result<std::unique_ptr<p2p::DomainRegistration>> RdmaDomain::register_region(
     const detail::RegionRecord& region) {
   if (region.kind != MemoryKind::Host) {
-    return std::unique_ptr<p2p::DomainRegistration>();  // CUDA memory comes with the CUDA work
+    return Status::error(Errc::Unavailable,
+                         "rdma registers host memory only (CUDA memory is staged, or needs "
+                         "GPUDirect registration)");
   }
   auto set = std::make_unique<MrSet>(engine_);
   ORBITE_RETURN_IF_ERROR(

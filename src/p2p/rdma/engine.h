@@ -171,8 +171,14 @@ class RdmaDomain final : public p2p::MemoryDomain {
  public:
   explicit RdmaDomain(std::shared_ptr<RdmaEngine> engine);
   [[nodiscard]] p2p::TransportId id() const override { return p2p::TransportId::Rdma; }
+  // Host memory: Native (RdmaHostMemory::Direct) or Staged; CUDA memory: Staged
+  // (RdmaCudaMemory::Staged), or Refused for Direct until GPUDirect registration exists.
+  [[nodiscard]] p2p::Backing backing(MemoryKind kind, std::string* why) const override;
   Result<std::unique_ptr<p2p::DomainRegistration>> register_region(
       const detail::RegionRecord& region) override;
+  Result<std::unique_ptr<p2p::DomainRegistration>> register_within(
+      const detail::RegionRecord& region,
+      const std::shared_ptr<const detail::RegionRecord>& parent) override;
   Status deregister(std::unique_ptr<p2p::DomainRegistration> registration) override;
   [[nodiscard]] std::size_t retained() const override { return retained_.size(); }
   [[nodiscard]] std::string pack(const detail::RegionRecord& region,

@@ -189,7 +189,8 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
     region = std::move(record);
     receive = std::move(target->keepalive);
   } else {
-    region = regions_.authorize(m.target, m.target_generation, m.offset, m.length, write);
+    region = regions_.authorize(m.target, m.target_generation, m.offset, m.length, write,
+                                p2p::TransportId::Rdma);
   }
   if (!region.ok()) return nack(region.status().code(), region.status().message());
   if (m.length == 0) {

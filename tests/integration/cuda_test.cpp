@@ -1,0 +1,122 @@
+// Device memory between real processes (tests/integration/cuda_probe.cpp) on softcuda, for each
+// transport: put/get and send/recv with device, pinned and host memory on either end, the
+// collectives on device buffers, producer readiness and copy faults. Every run is bounded by
+// orbite-run's --timeout.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../support/subprocess.h"
+
+namespace orbite {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::count_of;
+using testing::Outcome;
+
+constexpr bool kSanitized = ORBITE_SANITIZED;
+
+struct Case {
+  std::string transport;
+  std::string local;
+  std::string remote;
+};
+
+std::string name_of(const Case& c) {
+  return c.transport + "_" + c.local + "_" + c.remote;
+}
+
+Outcome run(const std::string& scenario, const Case& c, int ranks = 2) {
+  std::map<std::string, std::string> env = {{"P2P_TEST_TRANSPORT", c.transport},
+                                            {"CUDA_TEST_LOCAL", c.local},
+                                            {"CUDA_TEST_REMOTE", c.remote},
+                                            {"SOFTCUDA_CONFIG", ""},
+                                            {"LD_LIBRARY_PATH", ORBITE_SOFTCUDA_DIR}};
+#ifdef ORBITE_SOFTVERBS_DIR
+  if (c.transport == "rdma") {
+    env["LD_LIBRARY_PATH"] = std::string(ORBITE_SOFTCUDA_DIR) + ":" + ORBITE_SOFTVERBS_DIR;
+    env["SOFTVERBS_CONFIG"] = "";
+    env["ORBITE_RDMA_ENABLE"] = "on";
+  }
+#endif
+  const std::vector<std::string> args = {ORBITE_RUN_BIN,    "-n",        std::to_string(ranks),
+                                         "--tag-output",    "--timeout", "150",
+                                         "--kill-grace",    "3",         "--",
+                                         ORBITE_CUDA_PROBE, scenario};
+  return testing::run_program(args, 170s, env);
+}
+
+void expect_pass(const std::string& scenario, const Case& c, int ranks = 2, bool route = true) {
+  Outcome o = run(scenario, c, ranks);
+  const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
+  EXPECT_EQ(o.status, 0) << scenario << " " << name_of(c) << shown;
+  EXPECT_EQ(count_of(o.out, ": FAIL "), 0U) << shown;
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_EQ(count_of(o.out, "rank " + std::to_string(r) + ": PASS " + scenario + "\n"), 1U)
+        << "rank " << r << shown;
+    if (route) {
+      EXPECT_EQ(count_of(o.out, "rank " + std::to_string(r) + ": route ok\n"), 1U) << shown;
+    }
+  }
+}
+
+class CudaMemory : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaMemory, PutAndGet) {
+  expect_pass("putget", GetParam());
+}
+
+TEST_P(CudaMemory, SendAndReceive) {
+  expect_pass("sendrecv", GetParam());
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  std::vector<std::string> transports = {"tcp", "shm"};
+#ifdef ORBITE_SOFTVERBS_DIR
+  transports.push_back("rdma");
+#endif
+  for (const std::string& t : transports) {
+    // Device on both ends, and device against host or pinned host memory either way.
+    out.push_back({t, "cuda", "cuda"});
+    if (kSanitized) continue;  // CI time: the sanitizers run device to device on each transport
+    out.push_back({t, "cuda", "host"});
+    out.push_back({t, "host", "cuda"});
+    out.push_back({t, "pinned", "cuda"});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, CudaMemory, ::testing::ValuesIn(cases()),
+                         [](const auto& param_info) { return name_of(param_info.param); });
+
+class CudaEngine : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaEngine, AllReduceOnDeviceBuffers) {
+  expect_pass("allreduce", {GetParam(), "cuda", "cuda"}, 3);
+}
+
+TEST_P(CudaEngine, ReadinessWaitsForTheProducerOnce) {
+  expect_pass("readiness", {GetParam(), "cuda", "host"});
+}
+
+TEST_P(CudaEngine, CopyFaultsReachTheCaller) {
+  expect_pass("copy_faults", {GetParam(), "cuda", "cuda"}, 2, false);
+}
+
+std::vector<std::string> transports() {
+  std::vector<std::string> out = {"tcp", "shm"};
+#ifdef ORBITE_SOFTVERBS_DIR
+  out.push_back("rdma");
+#endif
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, CudaEngine, ::testing::ValuesIn(transports()));
+
+}  // namespace
+}  // namespace orbite
