@@ -6,13 +6,15 @@
 // (reference/gloo_all_reduce_perf.cpp); scripts/compare-mpi.sh runs them side by side.
 //
 //   orbite-run -n 4 build/perf_tests/all_reduce_perf [-b 8] [-e 64M] [-f 2] [-n 100] [-w 10]
-//       [-c 1] [-d float32] [-o sum] [-r 0] [-z 1] [--transport unspec|tcp|shm|rdma] [--json FILE]
+//       [-c 1] [-d float32] [-o sum] [-r 0] [-z 1] [--transport unspec|tcp|shm|rdma]
+//       [--memory host|cuda|pinned] [--json FILE]
 #include <orbite/communicator.h>
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "harness/bench_memory.h"
 #include "harness/coll_driver.h"
 #include "harness/harness.h"
 #include "harness/orbite_bench.h"
@@ -42,10 +44,29 @@ orbite::ReduceOp to_orbite(perf::RedOp op, int rank) {
   return *o;
 }
 
+// --memory cuda|pinned: the sweep's buffers in device or pinned memory (BenchMemory).
+class OrbiteArena final : public perf::CollArena {
+ public:
+  OrbiteArena(const std::string& kind, std::uint64_t bytes, int rank)
+      : memory_(kind, bytes, rank) {}
+  [[nodiscard]] std::byte* data() override { return memory_.data(); }
+  [[nodiscard]] bool host_accessible() const override { return !memory_.device(); }
+  void write(std::uint64_t offset, const std::byte* src, std::uint64_t bytes) override {
+    memory_.write(offset, src, bytes);
+  }
+  void read(std::uint64_t offset, std::byte* dst, std::uint64_t bytes) override {
+    memory_.read(offset, dst, bytes);
+  }
+
+ private:
+  perf::BenchMemory memory_;
+};
+
 class OrbiteBackend final : public perf::CollBackend {
  public:
-  OrbiteBackend(Communicator& comm, const perf::CollSetup& setup)
+  OrbiteBackend(Communicator& comm, const perf::CollSetup& setup, std::string memory)
       : comm_(comm),
+        memory_(std::move(memory)),
         coll_(setup.coll),
         type_(to_orbite(setup.coll_options.type, comm.rank())),
         op_(to_orbite(setup.coll_options.op, comm.rank())),
@@ -66,6 +87,11 @@ class OrbiteBackend final : public perf::CollBackend {
   void wait(int slot) override {
     perf::wait_ok(comm_.rank(), slots_[static_cast<std::size_t>(slot)], what_);
     slots_[static_cast<std::size_t>(slot)] = Request();
+  }
+
+  std::unique_ptr<perf::CollArena> make_arena(std::uint64_t bytes) override {
+    if (memory_ == "host") return nullptr;
+    return std::make_unique<OrbiteArena>(memory_, bytes, comm_.rank());
   }
 
   void barrier() override {
@@ -110,6 +136,7 @@ class OrbiteBackend final : public perf::CollBackend {
   }
 
   Communicator& comm_;
+  std::string memory_;  // --memory
   perf::Coll coll_;
   orbite::DataType type_;
   orbite::ReduceOp op_;
@@ -130,6 +157,8 @@ int run_coll_perf(const char* coll_name, int argc, char** argv) {
                             "Run under a launcher: orbite-run -n 4 " +
                             name + " [flags]",
                         {}};
+  std::string memory = "host";
+  program.extra.push_back(perf::memory_flag(&memory));
   program.transport_help =
       "unspec (default): shared memory between same-host ranks, tcp\n"
       "otherwise; tcp: shared memory disabled (shm.enable=false);\n"
@@ -160,8 +189,9 @@ int run_coll_perf(const char* coll_name, int argc, char** argv) {
     if (!comm.config().shm.enable) perf::fatal(comm.rank(), "--transport shm: shm.enable is false");
   }
 
-  OrbiteBackend backend(comm, setup);
+  OrbiteBackend backend(comm, setup, memory);
   perf::RunInfo info{.program = name, .implementation = "orbite", .transport = transport};
+  info.notes.push_back(perf::memory_note(memory));
   const int status = perf::run_coll_sweep(backend, setup, std::move(info), [&comm] {
     return std::vector<std::pair<std::string, std::string>>{
         {"engine (rank 0)", perf::describe_engine(comm.engine())}};

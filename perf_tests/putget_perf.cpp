@@ -4,7 +4,8 @@
 // the same loops with MPI_Put/MPI_Get; scripts/compare-mpi.sh runs both and prints the ratios.
 //
 //   orbite-run -n 2 build/perf_tests/putget_perf [-b 8] [-e 64M] [-f 2] [-n 100] [-w 10]
-//       [-c 1] [--transport unspec|tcp|shm|rdma] [--window 16] [--json FILE]
+//       [-c 1] [--transport unspec|tcp|shm|rdma] [--window 16] [--memory host|cuda|pinned]
+//       [--json FILE]
 //
 // Ranks beyond 1 only join the final barrier.
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <orbite/communicator.h>
 #include <orbite/transfer.h>
 
+#include "harness/bench_memory.h"
 #include "harness/harness.h"
 #include "harness/orbite_bench.h"
 
@@ -54,7 +56,8 @@ struct Point {
 
 class PutGetBench {
  public:
-  PutGetBench(Communicator& comm, const perf::Options& options, int window)
+  PutGetBench(Communicator& comm, const perf::Options& options, int window,
+              const std::string& memory)
       : comm_(comm),
         engine_(comm.engine()),
         o_(options),
@@ -64,8 +67,8 @@ class PutGetBench {
         topt_(perf::transfer_options(options)),
         ctl_(perf::control_options(options)),
         exclusive_ranges_(topt_.transport == orbite::Transport::Rdma),
-        buffer_(largest_) {
-    region_ = perf::value_or_die(rank_, engine_.register_memory(buffer_.data(), largest_),
+        buffer_(memory, largest_, rank_) {
+    region_ = perf::value_or_die(rank_, buffer_.register_with(engine_),
                                  "register_memory of " + std::to_string(largest_) + " bytes");
     reqs_.reserve(static_cast<std::size_t>(window_));
     if (rank_ == 1) {
@@ -108,7 +111,7 @@ class PutGetBench {
       perf::recv_word(comm_, 0, kTagPutsDone, ctl_, "waiting for rank 0's puts");
       if (o_.check) {
         for (int k = 0; k < n_slots; ++k) p.wrong += check(size, k, 0, "put");
-        for (int k = 0; k < n_slots; ++k) perf::fill_pattern(slot(size, k), {1, size, key(k)});
+        for (int k = 0; k < n_slots; ++k) buffer_.fill(offset(size, k), size, {1, size, key(k)});
       }
       // Doubles as "the target holds the get pattern".
       perf::send_word(comm_, p.wrong, 0, kTagTargetReady, ctl_, "sending the put check result");
@@ -118,7 +121,7 @@ class PutGetBench {
 
     // What each slot of a put carries; the timed puts move these bytes.
     if (o_.check) {
-      for (int k = 0; k < n_slots; ++k) perf::fill_pattern(slot(size, k), {0, size, key(k)});
+      for (int k = 0; k < n_slots; ++k) buffer_.fill(offset(size, k), size, {0, size, key(k)});
     }
     p.put_lat_us = latency(Op::Put, size, lat_warm, p.lat_iters);
     stream(Op::Put, size, bw_warm);
@@ -147,8 +150,8 @@ class PutGetBench {
     return static_cast<int>(
         std::clamp<std::uint64_t>(largest_ / size, 1, static_cast<std::uint64_t>(window_)));
   }
-  std::span<std::byte> slot(std::uint64_t size, int k) const {
-    return buffer_.span(static_cast<std::uint64_t>(k) * size, size);
+  static std::uint64_t offset(std::uint64_t size, int k) {
+    return static_cast<std::uint64_t>(k) * size;
   }
   static std::uint64_t key(int k) { return static_cast<std::uint64_t>(k); }
 
@@ -202,7 +205,7 @@ class PutGetBench {
   }
 
   std::uint64_t check(std::uint64_t size, int k, int writer, const char* what) {
-    perf::Mismatch m = perf::check_pattern(slot(size, k), {writer, size, key(k)});
+    perf::Mismatch m = buffer_.check(offset(size, k), size, {writer, size, key(k)});
     if (m.wrong > 0) {
       perf::report_error(rank_, std::string(what) + " of " + std::to_string(size) +
                                     " bytes into slot " + std::to_string(k) + ": " +
@@ -220,7 +223,7 @@ class PutGetBench {
   orbite::TransferOptions topt_;  // the puts and gets
   orbite::TransferOptions ctl_;   // the handshakes between the ranks (send/recv)
   bool exclusive_ranges_;         // concurrent operations on one range are refused, not raced
-  perf::Buffer buffer_;
+  perf::BenchMemory buffer_;
   orbite::MemoryRegion region_;
   orbite::RemoteRegion remote_;
   std::vector<Request> reqs_;
@@ -255,6 +258,7 @@ std::string describe_rails(const std::vector<orbite::NicLoad>& before,
 int main(int argc, char** argv) {
   int window = 16;
   int rails = 0;
+  std::string memory = "host";
   bool verbose = false;
   perf::ExtraFlag verbose_flag;
   verbose_flag.name = "--verbose";
@@ -274,7 +278,7 @@ int main(int argc, char** argv) {
                       &window, 1, 1024),
        perf::int_flag("--rails", "RDMA NICs to spread over: the first N (rdma.device_mask); 0: all",
                       &rails, 0, 64),
-       verbose_flag}};
+       verbose_flag, perf::memory_flag(&memory)}};
   program.rdma = true;
   perf::Options o = perf::parse_options(argc, argv, program, perf::launcher_rank() <= 0);
 
@@ -306,7 +310,7 @@ int main(int argc, char** argv) {
   for (const std::string& transport : perf::transports_to_measure(o, comm, rank == 0 ? 1 : 0)) {
     o.transport = transport;
     if (rank >= 2) continue;
-    PutGetBench bench(comm, o, window);
+    PutGetBench bench(comm, o, window, memory);
     std::optional<perf::Report> report;
     if (rank == 0) {
       perf::RunInfo info{
@@ -321,7 +325,8 @@ int main(int argc, char** argv) {
                     "bytes / time (rdma: where fewer than W slots fit, each round of slots is "
                     "waited before reuse, since a grant refuses an overlapping one)",
                     "iterations shrink above 2G moved per point (at least 3); the JSON rows "
-                    "hold the counts"}};
+                    "hold the counts",
+                    perf::memory_note(memory)}};
       report.emplace(std::move(info), o, perf::putget_columns());
       report->print_header();
     }

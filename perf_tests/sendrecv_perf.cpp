@@ -3,7 +3,8 @@
 // same loops with Open MPI; scripts/compare-mpi.sh runs both and prints the ratios.
 //
 //   orbite-run -n 2 build/perf_tests/sendrecv_perf [-b 8] [-e 64M] [-f 2] [-n 100] [-w 10]
-//       [-c 1] [--transport unspec|tcp|shm|rdma] [--window 16] [--json FILE]
+//       [-c 1] [--transport unspec|tcp|shm|rdma] [--window 16] [--memory host|cuda|pinned]
+//       [--json FILE]
 //
 // Ranks beyond 1 only join the final barrier, so the binary runs under any launcher size.
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include <orbite/communicator.h>
 
+#include "harness/bench_memory.h"
 #include "harness/harness.h"
 #include "harness/orbite_bench.h"
 
@@ -49,7 +51,8 @@ struct Point {
 
 class SendRecvBench {
  public:
-  SendRecvBench(Communicator& comm, const perf::Options& options, int window)
+  SendRecvBench(Communicator& comm, const perf::Options& options, int window,
+                const std::string& memory)
       : comm_(comm),
         o_(options),
         window_(window),
@@ -60,8 +63,8 @@ class SendRecvBench {
     std::uint64_t largest = sizes.back();
     std::uint64_t recv_bytes = 0;
     for (std::uint64_t s : sizes) recv_bytes = std::max(recv_bytes, s * recv_slots(s, window_));
-    send_ = perf::Buffer(largest);
-    recv_ = perf::Buffer(recv_bytes);
+    send_ = perf::BenchMemory(memory, largest, rank_);
+    recv_ = perf::BenchMemory(memory, recv_bytes, rank_);
     reqs_.reserve(static_cast<std::size_t>(window_));
   }
 
@@ -74,9 +77,9 @@ class SendRecvBench {
     p.bw_iters = perf::scaled_iters(o_.iters, window_bytes, perf::kMinTimedIters);
 
     // Every timed message carries pattern 0, so -c checks what the timed loops delivered.
-    if (o_.check) perf::fill_pattern(send_.span(0, size), {rank_, size, 0});
+    if (o_.check) send_.fill(0, size, {rank_, size, 0});
     p.lat_us = latency(size, lat_warm, p.lat_iters);
-    if (o_.check) p.wrong += check(recv_.span(0, size), 0, "ping-pong message");
+    if (o_.check) p.wrong += check(0, size, 0, "ping-pong message");
 
     // The warm-up ends with an acknowledgement, so the timed stream starts with both ranks in
     // step even with -w 0.
@@ -88,8 +91,7 @@ class SendRecvBench {
       if (rank_ == 1) {
         int used = std::min(window_, recv_slots(size, window_));
         for (int k = 0; k < used; ++k) {
-          p.wrong +=
-              check(recv_.span(static_cast<std::uint64_t>(k) * size, size), 0, "streamed message");
+          p.wrong += check(static_cast<std::uint64_t>(k) * size, size, 0, "streamed message");
         }
       }
       p.wrong += verify(size);
@@ -196,7 +198,7 @@ class SendRecvBench {
     std::uint64_t wrong = 0;
     if (rank_ == 0) {
       for (int k = 0; k < used; ++k) {
-        perf::fill_pattern(send_.span(0, size), {0, size, 1 + static_cast<std::uint64_t>(k)});
+        send_.fill(0, size, {0, size, 1 + static_cast<std::uint64_t>(k)});
         Request s = post_send(send_.data(), size, kTagVerify);
         complete(s, "isend", size);
       }
@@ -209,18 +211,19 @@ class SendRecvBench {
     }
     complete_window("irecv", size);
     for (int k = 0; k < used; ++k) {
-      wrong += check(recv_.span(static_cast<std::uint64_t>(k) * size, size),
-                     1 + static_cast<std::uint64_t>(k), "verification message");
+      wrong += check(static_cast<std::uint64_t>(k) * size, size, 1 + static_cast<std::uint64_t>(k),
+                     "verification message");
     }
     return wrong;
   }
 
-  std::uint64_t check(std::span<const std::byte> got, std::uint64_t iteration, const char* what) {
-    perf::Mismatch m = perf::check_pattern(got, {peer_, got.size(), iteration});
+  std::uint64_t check(std::uint64_t offset, std::uint64_t size, std::uint64_t iteration,
+                      const char* what) {
+    perf::Mismatch m = recv_.check(offset, size, {peer_, size, iteration});
     if (m.wrong > 0) {
       perf::report_error(rank_, std::string(what) + " " + std::to_string(iteration) + " of " +
-                                    std::to_string(got.size()) + " bytes from rank " +
-                                    std::to_string(peer_) + ": " + perf::describe(m, got.size()));
+                                    std::to_string(size) + " bytes from rank " +
+                                    std::to_string(peer_) + ": " + perf::describe(m, size));
     }
     return m.wrong;
   }
@@ -231,8 +234,8 @@ class SendRecvBench {
   int rank_;
   int peer_;
   orbite::TransferOptions topt_;
-  perf::Buffer send_;
-  perf::Buffer recv_;
+  perf::BenchMemory send_;
+  perf::BenchMemory recv_;
   std::vector<Request> reqs_;
 };
 
@@ -240,12 +243,14 @@ class SendRecvBench {
 
 int main(int argc, char** argv) {
   int window = 16;
+  std::string memory = "host";
   perf::Program program{
       "sendrecv_perf",
       "Ping-pong latency and streaming bandwidth between ranks 0 and 1 with OrbiTE isend/irecv.\n"
       "Run under a launcher: orbite-run -n 2 sendrecv_perf [flags]",
       {perf::int_flag("--window", "messages in flight per streaming iteration (default 16)",
-                      &window, 1, 1024)}};
+                      &window, 1, 1024),
+       perf::memory_flag(&memory)}};
   program.rdma = true;
   perf::Options o = perf::parse_options(argc, argv, program, perf::launcher_rank() <= 0);
 
@@ -261,7 +266,7 @@ int main(int argc, char** argv) {
   for (const std::string& transport : perf::transports_to_measure(o, comm, rank == 0 ? 1 : 0)) {
     o.transport = transport;
     if (rank >= 2) continue;
-    SendRecvBench bench(comm, o, window);
+    SendRecvBench bench(comm, o, window, memory);
     std::optional<perf::Report> report;
     if (rank == 0) {
       perf::RunInfo info{
@@ -274,7 +279,8 @@ int main(int argc, char** argv) {
                     "algbw: W isends per iteration, waited together; a 1-byte ack ends the "
                     "stream; bytes / time",
                     "iterations shrink above 2G moved per point (at least 3); the JSON rows "
-                    "hold the counts"}};
+                    "hold the counts",
+                    perf::memory_note(memory)}};
       report.emplace(std::move(info), o, perf::sendrecv_columns());
       report->print_header();
     }

@@ -103,7 +103,13 @@ class Sweep {
       const CollShape shape = coll_shape(setup_.coll, size, elem_, ranks_);
       arena = std::max(arena, slot_bytes(shape) * static_cast<std::uint64_t>(slots(shape)));
     }
-    arena_ = Buffer(arena);
+    device_ = backend.make_arena(arena);
+    if (device_) {
+      base_ = device_->data();
+    } else {
+      host_ = Buffer(arena);
+      base_ = host_.data();
+    }
   }
 
   Measured measure(const CollShape& shape, bool in_place) {
@@ -142,7 +148,7 @@ class Sweep {
   // Slot s's buffers: send then receive; in place, one buffer at the slot's start, aliased as
   // NCCL defines it (communicator.h).
   CollCall make_call(const CollShape& shape, int slot, bool in_place) {
-    std::byte* base = arena_.data() + static_cast<std::uint64_t>(slot) * slot_bytes(shape);
+    std::byte* base = base_ + static_cast<std::uint64_t>(slot) * slot_bytes(shape);
     CollCall call;
     call.count = shape.count;
     call.in_place = in_place;
@@ -179,26 +185,36 @@ class Sweep {
   }
 
   // One untimed call on fresh inputs and a poisoned output, then every result element against
-  // the host reference. Returns the wrong elements of all ranks.
+  // the host reference. Returns the wrong elements of all ranks. Memory the CPU cannot touch is
+  // prepared and checked in a host mirror of slot 0 (where `call` lies), copied in and out.
   std::uint64_t check(const CollShape& shape, const CollCall& call, bool in_place) {
     const std::uint64_t n = static_cast<std::uint64_t>(ranks_);
     const std::uint64_t send_elems = shape.send_bytes / elem_;
-    auto* send = const_cast<std::byte*>(call.send);
+    const bool mirrored = device_ && !device_->host_accessible();
+    const std::uint64_t span = slot_bytes(shape);
+    Buffer mirror = mirrored ? Buffer(span) : Buffer();
+    auto host = [&](const std::byte* p) {
+      return mirrored ? mirror.data() + (p - base_) : const_cast<std::byte*>(p);
+    };
+    std::byte* send = host(call.send);
+    std::byte* recv = host(call.recv);
     if (!in_place) {
       fill_input(spec_, rank_, send, 0, send_elems);
-      poison(call.recv, shape.recv_bytes);
+      poison(recv, shape.recv_bytes);
     } else if (setup_.coll == Coll::AllGather) {
-      poison(call.recv, shape.recv_bytes);
+      poison(recv, shape.recv_bytes);
       fill_input(spec_, rank_, send, 0, shape.count);
     } else if (setup_.coll == Coll::Broadcast && rank_ != c_.root) {
-      poison(call.recv, shape.recv_bytes);
+      poison(recv, shape.recv_bytes);
     } else {
       fill_input(spec_, rank_, send, 0, send_elems);
     }
+    if (mirrored) device_->write(0, mirror.data(), span);
     b_.run(call);
+    if (mirrored) device_->read(0, mirror.data(), span);
     std::uint64_t wrong = 0;
     if (setup_.coll != Coll::Reduce || rank_ == c_.root) {
-      const std::byte* result = in_place ? b_.in_place_result(call) : call.recv;
+      const std::byte* result = host(in_place ? b_.in_place_result(call) : call.recv);
       const ElemMismatch m = check_result(spec_, rank_, shape.count, result);
       if (m.wrong > 0) {
         const bool gathered = setup_.coll == Coll::AllGather || setup_.coll == Coll::AllToAll;
@@ -220,7 +236,11 @@ class Sweep {
   int ranks_;
   std::size_t elem_;
   CheckSpec spec_;
-  Buffer arena_;
+  // The buffers: the backend's (device_, which may be device memory) or host_. base_ points at
+  // whichever it is.
+  std::unique_ptr<CollArena> device_;
+  Buffer host_;
+  std::byte* base_ = nullptr;
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -93,6 +94,19 @@ struct CollCall {
   bool in_place = false;
 };
 
+// Where the sweep's buffers live when the backend supplies them (OrbiTE's --memory cuda|pinned);
+// otherwise page-aligned host memory. Memory the CPU cannot touch (device memory) is filled and
+// checked through write/read, outside the timed loops.
+class CollArena {
+ public:
+  virtual ~CollArena() = default;
+  [[nodiscard]] virtual std::byte* data() = 0;
+  [[nodiscard]] virtual bool host_accessible() const = 0;
+  // Only called when !host_accessible().
+  virtual void write(std::uint64_t offset, const std::byte* src, std::uint64_t bytes) = 0;
+  virtual void read(std::uint64_t offset, std::byte* dst, std::uint64_t bytes) = 0;
+};
+
 // What an implementation provides. The collective, type, op and root of the run are fixed when
 // it is made; every call below is collective over all ranks except rank() and size().
 class CollBackend {
@@ -109,6 +123,11 @@ class CollBackend {
     run(call);
   }
   virtual void wait(int slot) { (void)slot; }
+  // The sweep's buffers (`bytes` of them, page-aligned); nullptr: host memory of the driver's.
+  virtual std::unique_ptr<CollArena> make_arena(std::uint64_t bytes) {
+    (void)bytes;
+    return nullptr;
+  }
   virtual void barrier() = 0;
   virtual double max_over_ranks(double value) = 0;
   virtual double sum_over_ranks(double value) = 0;

@@ -27,3 +27,12 @@ if(TARGET softverbs)
   target_compile_definitions(cuda_test PRIVATE ORBITE_SOFTVERBS_DIR="$<TARGET_FILE_DIR:softverbs>")
   add_dependencies(cuda_test softverbs)
 endif()
+
+# The sweeps with --memory cuda (acceptance of issue 23): putget_perf where the references are
+# built, sendrecv_perf and all_reduce_perf always.
+target_compile_definitions(cuda_test PRIVATE ORBITE_PERF_DIR="${PROJECT_BINARY_DIR}/perf_tests")
+add_dependencies(cuda_test sendrecv_perf all_reduce_perf)
+if(TARGET putget_perf)
+  target_compile_definitions(cuda_test PRIVATE ORBITE_HAVE_PUTGET_PERF=1)
+  add_dependencies(cuda_test putget_perf)
+endif()

@@ -118,5 +118,49 @@ std::vector<std::string> transports() {
 
 INSTANTIATE_TEST_SUITE_P(Transports, CudaEngine, ::testing::ValuesIn(transports()));
 
+// The benchmarks' --memory cuda: device buffers filled and checked through the driver, every
+// byte right, on each transport (the acceptance commands, on small sizes).
+Outcome run_perf(const std::string& transport, int ranks, std::vector<std::string> bench) {
+  std::map<std::string, std::string> env = {{"SOFTCUDA_CONFIG", ""},
+                                            {"LD_LIBRARY_PATH", ORBITE_SOFTCUDA_DIR}};
+#ifdef ORBITE_SOFTVERBS_DIR
+  env["LD_LIBRARY_PATH"] = std::string(ORBITE_SOFTCUDA_DIR) + ":" + ORBITE_SOFTVERBS_DIR;
+  env["SOFTVERBS_CONFIG"] = "";
+#endif
+  std::vector<std::string> args = {
+      ORBITE_RUN_BIN, "-n", std::to_string(ranks), "--timeout", "150", "--kill-grace", "3", "--"};
+  bench[0] = std::string(ORBITE_PERF_DIR) + "/" + bench[0];
+  args.insert(args.end(), bench.begin(), bench.end());
+  for (const char* a : {"--memory", "cuda", "-c", "1", "-n", "2", "-w", "1"}) {
+    args.push_back(a);
+  }
+  args.push_back("--transport");
+  args.push_back(transport);
+  return testing::run_program(args, 170s, env);
+}
+
+TEST_P(CudaEngine, PointToPointSweepOnDeviceMemory) {
+  if (kSanitized) GTEST_SKIP() << "sanitizer presets run no benchmark (docs/testing.md)";
+#ifdef ORBITE_HAVE_PUTGET_PERF
+  const std::string bench = "putget_perf";
+#else
+  const std::string bench = "sendrecv_perf";
+#endif
+  Outcome o = run_perf(GetParam(), 2, {bench, "--sizes", "8,70000,1048576"});
+  const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
+  ASSERT_EQ(o.status, 0) << shown;
+  EXPECT_EQ(count_of(o.out, "# check: 0 wrong bytes, OK"), 1U) << shown;
+  EXPECT_EQ(count_of(o.out, "memory: cuda"), 1U) << shown;
+}
+
+TEST(CudaPerf, AllReduceSweepOnDeviceMemoryFourRanks) {
+  if (kSanitized) GTEST_SKIP() << "sanitizer presets run no benchmark (docs/testing.md)";
+  Outcome o = run_perf("unspec", 4, {"all_reduce_perf", "--sizes", "8,65536,1048576"});
+  const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
+  ASSERT_EQ(o.status, 0) << shown;
+  EXPECT_EQ(count_of(o.out, "# check: 0 wrong elements, OK"), 1U) << shown;
+  EXPECT_EQ(count_of(o.out, "memory: cuda"), 1U) << shown;
+}
+
 }  // namespace
 }  // namespace orbite
