@@ -42,7 +42,8 @@ Result<HostTopology> discover_host_topology(const EngineConfig& config) {
       std::vector<topo::CudaDevice> list;
       for (const auto& d : *cuda) {
         if (auto pci = topo::PciAddress::parse(d.pci_bus_id)) {
-          list.push_back(topo::CudaDevice{d.ordinal, *pci, d.name});
+          list.push_back(topo::CudaDevice{d.ordinal, *pci, d.name,
+                                          d.numa_node >= 0 ? d.numa_node : topo::kUnknownNuma});
         }
       }
       input.cuda = std::move(list);

@@ -213,7 +213,10 @@ std::vector<GpuInfo> join_gpus(hwloc_topology_t t, const DiscoveryInput& in) {
       g = *it;
       matched[static_cast<std::size_t>(it - from_hwloc.begin())] = true;
     } else {
-      g.pci.address = c.pci;  // hwloc without PCI data (a container): no path, NUMA unknown
+      // hwloc without PCI data (a container) or a device it cannot see: no path; the NUMA node
+      // is the driver's where it reports one.
+      g.pci.address = c.pci;
+      g.numa = c.numa;
     }
     g.ordinal = c.ordinal;
     g.cuda_visible = true;

@@ -117,6 +117,9 @@ struct CudaDevice {
   int ordinal = 0;
   PciAddress pci;
   std::string name;
+  // The host NUMA node the driver reports, used only when hwloc does not see the GPU (a
+  // container without PCI data, or softcuda's configured devices).
+  int numa = kUnknownNuma;
 };
 
 struct DiscoveryInput {

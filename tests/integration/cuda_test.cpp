@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -160,6 +163,56 @@ TEST(CudaPerf, AllReduceSweepOnDeviceMemoryFourRanks) {
   ASSERT_EQ(o.status, 0) << shown;
   EXPECT_EQ(count_of(o.out, "# check: 0 wrong elements, OK"), 1U) << shown;
   EXPECT_EQ(count_of(o.out, "memory: cuda"), 1U) << shown;
+}
+
+// orbite-info lists the driver's devices (CUDA_VISIBLE_DEVICES applied) with their PCI bus IDs
+// and NIC tiers: a GPU on the NIC's NUMA node has it in tier 1 (no shared PCI bridge: softcuda's
+// devices are not in hwloc's tree), one elsewhere in tier 2.
+TEST(OrbiteInfo, ListsCudaDevicesWithBusIdsAndNicTiers) {
+#ifndef ORBITE_SOFTVERBS_DIR
+  GTEST_SKIP() << "softverbs is not built: no NIC to rank";
+#else
+  testing::TempDir dir;
+  const std::string verbs = dir.path() + "/softverbs.json";
+  std::ofstream(verbs) << R"({"devices": [{"bind": "127.0.0.1", "numa_node": 0,
+                                          "pci_bus_id": "0000:17:00.0"}]})";
+  const std::string info =
+      (std::filesystem::path(ORBITE_RUN_BIN).parent_path() / "orbite-info").string();
+  std::map<std::string, std::string> env = {
+      {"LD_LIBRARY_PATH", std::string(ORBITE_SOFTCUDA_DIR) + ":" + ORBITE_SOFTVERBS_DIR},
+      {"SOFTVERBS_CONFIG", verbs},
+      {"SOFTCUDA_CONFIG",
+       R"({"devices": [{"pci_bus_id": "0000:4E:00.0", "numa_node": 0, "memory_gib": 80},
+                       {"pci_bus_id": "0000:CB:00.0", "numa_node": 7, "memory_gib": 40}]})"}};
+  Outcome o = testing::run_program({info, "--json"}, 60s, env);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  auto doc = nlohmann::json::parse(o.out);
+  ASSERT_EQ(doc["cuda_devices"].size(), 2U) << o.out;
+  const auto& gpu0 = doc["cuda_devices"][0];
+  EXPECT_EQ(gpu0["pci_bus_id"], "0000:4E:00.0");
+  EXPECT_EQ(gpu0["numa_node"], 0);
+  EXPECT_EQ(gpu0["memory_bytes"], 80ULL << 30);
+  EXPECT_EQ(gpu0["nic_tiers"], nlohmann::json::parse(R"([[], ["soft_0"], []])")) << o.out;
+  const auto& gpu1 = doc["cuda_devices"][1];
+  EXPECT_EQ(gpu1["pci_bus_id"], "0000:CB:00.0");
+  EXPECT_EQ(gpu1["nic_tiers"], nlohmann::json::parse(R"([[], [], ["soft_0"]])")) << o.out;
+
+  // The driver's numbering: CUDA_VISIBLE_DEVICES=1 leaves the second device, as cuda:0.
+  env["CUDA_VISIBLE_DEVICES"] = "1";
+  o = testing::run_program({info}, 60s, env);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("CUDA devices: 1 "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("cuda:0   0000:CB:00.0"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("tier 0: -; tier 1: -; tier 2: soft_0"), std::string::npos) << o.out;
+
+  // The table the GPU gate dumps: every required entry point resolved on softcuda.
+  o = testing::run_program({info, "--cuda-entry-points"}, 60s, env);
+  EXPECT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("\ncuMemAlloc "), std::string::npos) << o.out;
+  EXPECT_EQ(count_of(o.out, " yes       ok\n") + count_of(o.out, " no        ok\n"),
+            count_of(o.out, "\n") - 1)
+      << o.out;
+#endif
 }
 
 }  // namespace

@@ -215,6 +215,29 @@ TEST(TopoDiscovery, CudaListGivesOrdinalsAndHidesTheOthers) {
   EXPECT_EQ(table.lookup(Location::cuda(2)).location, Location::any());
 }
 
+// A device the driver lists and hwloc does not see (a container, softcuda's configured GPUs) keeps
+// its bus ID and takes the driver's NUMA node, which places it for tier 1; hwloc's NUMA node wins
+// where hwloc sees the device.
+TEST(TopoDiscovery, DriverNumaPlacesAGpuHwlocDoesNotSee) {
+  DiscoveryInput in;
+  in.cuda = std::vector<CudaDevice>{{0, *PciAddress::parse("0000:77:00.0"), "ghost", 1},
+                                    {1, *PciAddress::parse("0000:db:00.0"), "H100", 2}};
+  const Inventory inv = load(kXe8640, in);
+  ASSERT_GE(inv.gpus.size(), 2U);
+  EXPECT_EQ(inv.gpus[0].pci.address.to_string(), "0000:77:00.0");
+  EXPECT_EQ(inv.gpus[0].numa, 1);
+  EXPECT_EQ(inv.gpus[1].numa, 5) << "hwloc's NUMA node, not the driver's";
+  const PriorityTable table = discovered_priorities(inv);
+  const LocationTiers& ghost = *table.find(Location::cuda(0));
+  EXPECT_TRUE(ghost.tiers[0].empty()) << "no PCI path, so no shared bridge";
+  std::vector<std::string> numa1;
+  for (const auto& n : inv.nics) {
+    if (n.numa == 1) numa1.push_back(n.name);
+  }
+  ASSERT_FALSE(numa1.empty()) << "the fixture has a NIC on NUMA node 1";
+  EXPECT_EQ(tier_names(inv, ghost)[1], numa1);
+}
+
 TEST(TopoFilters, WhitelistWinsPrefixesAndPorts) {
   NicFilter f;
   EXPECT_TRUE(filter_allows(f, "mlx5_0"));
