@@ -271,6 +271,9 @@ struct State {
   std::vector<std::thread> engines;
   bool stopping = false;
   std::uint64_t pending_ops = 0;
+  // Bumped (under mu) whenever work is enqueued or finished; read without mu by a synchronising
+  // thread that spins a little before it sleeps (engine.cpp's wait_op).
+  std::atomic<std::uint64_t> work_epoch{0};
   std::uint64_t copies = 0, copy_bytes = 0;
   std::uint64_t event_syncs = 0, stream_syncs = 0, ctx_syncs = 0;
   ExecFaults faults;

@@ -57,6 +57,9 @@ class LaneProtocol {
   virtual bool prepare_sleep() = 0;
   virtual void end_sleep() = 0;
   [[nodiscard]] virtual bool busy() const = 0;
+  // Device copies (staging) are in flight: no fd announces their end, so an idle worker naps
+  // (tens of microseconds) instead of sleeping until a socket or doorbell wakes it.
+  [[nodiscard]] virtual bool copies_pending() const = 0;
   // Fails every request and closes every connection.
   virtual void shutdown(const Status& why) = 0;
 };

@@ -329,6 +329,11 @@ void Protocol::end_sleep() {
   }
 }
 
+bool Protocol::copies_pending() const {
+  return !staged_ops_.empty() || !draining_windows_.empty() || !withdrawn_.empty() ||
+         open_windows_ > 0;
+}
+
 bool Protocol::busy() const {
   if (control_->busy()) return true;
   // Staged transfers and windows wait for copies no fd announces: keep passing.

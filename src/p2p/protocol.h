@@ -70,6 +70,7 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void end_sleep() override;
   // Requests or sessions in flight, output queued, or connections being made.
   [[nodiscard]] bool busy() const override;
+  [[nodiscard]] bool copies_pending() const override;
   void shutdown(const Status& why) override;
 
   // FrameHandler

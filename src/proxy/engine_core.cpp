@@ -264,6 +264,7 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
   auto last_work = std::chrono::steady_clock::time_point();
   auto last_yield = last_work;
   unsigned idle = 0;
+  bool copying = false;  // device copies in flight on the lane (read under its mutex)
   while (phase.load(std::memory_order_acquire) == 0) {
     int work = 0;
     if (lane.mu.try_lock()) {
@@ -276,6 +277,7 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
         work = lane.progress_once();
         if (work > 0 || phase.load(std::memory_order_acquire) != 0) break;
       }
+      copying = lane.protocol->copies_pending();
       lane.mu.unlock();
     }
     if (phase.load(std::memory_order_acquire) != 0) break;
@@ -284,7 +286,13 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
       continue;
     }
     if ((++idle & 15) != 0) {
-      cpu_relax();
+      // Waiting on device copies, whose threads (softcuda's copy engine, the driver's) need the
+      // core more than this loop does.
+      if (copying) {
+        ::sched_yield();
+      } else {
+        cpu_relax();
+      }
       continue;
     }
     const auto now = std::chrono::steady_clock::now();

@@ -1,6 +1,7 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,12 +22,31 @@ constexpr std::uint64_t kSocketPollPeriod = 256;
 // How long after a user thread's last wait() the worker still leaves progress to user threads.
 constexpr std::int64_t kUserDrivingWindowNs = 2'000'000;
 
+// A nap while device copies are in flight: a chunk's copy takes tens of microseconds, and its
+// end wakes nothing.
+constexpr long kCopyNapNs = 20'000;
+
 // A worker's sleep; a failed wait (other than a signal) is logged and ends the sleep early.
 // Returns whether an fd was ready.
 bool sleep_on(int epfd, epoll_event* ev, int timeout_ms) {
   const int n = ::epoll_wait(epfd, ev, 1, timeout_ms);
   if (n < 0 && errno != EINTR) {
     ORBITE_LOG(Error, Proxy) << "epoll_wait failed: " << std::strerror(errno);
+  }
+  return n > 0;
+}
+
+// The same with a timeout below a millisecond (epoll_pwait2, Linux 5.11); where the kernel lacks
+// it, a yield and a poll that does not block.
+bool nap_on(int epfd, epoll_event* ev, long timeout_ns) {
+  const timespec timeout{0, timeout_ns};
+  const int n = ::epoll_pwait2(epfd, ev, 1, &timeout, nullptr);
+  if (n < 0 && errno == ENOSYS) {
+    ::sched_yield();
+    return sleep_on(epfd, ev, 0);
+  }
+  if (n < 0 && errno != EINTR) {
+    ORBITE_LOG(Error, Proxy) << "epoll_pwait2 failed: " << std::strerror(errno);
   }
   return n > 0;
 }
@@ -112,6 +132,7 @@ void Lane::sleep_once() {
     sleep_on(driver_epfd.get(), ev, 1);
   } else {
     int timeout_ms = -1;
+    bool nap = false;
     {
       std::unique_lock lock(mu, std::try_to_lock);
       if (!lock.owns_lock()) return;
@@ -122,12 +143,14 @@ void Lane::sleep_once() {
         return;
       }
       const bool busy = protocol->busy();
+      nap = protocol->copies_pending();
       if (core->config.progress_mode == ProgressMode::Polling)
         timeout_ms = 1;
       else if (busy)
         timeout_ms = 100;  // connection deadlines and the like
     }
-    if (sleep_on(protocol->epoll_fd(), ev, timeout_ms)) {
+    if (nap ? nap_on(protocol->epoll_fd(), ev, kCopyNapNs)
+            : sleep_on(protocol->epoll_fd(), ev, timeout_ms)) {
       socket_woke.store(true, std::memory_order_relaxed);
     }
     sleeping.store(false, std::memory_order_relaxed);
@@ -154,6 +177,12 @@ void Lane::wait(const std::atomic<int>& phase, Duration timeout) {
 }
 
 void Lane::run() {
+  // The naps while device copies run are tens of microseconds: the default timer slack (50 us)
+  // would more than double them.
+  if (::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL) != 0) {
+    ORBITE_LOG(Warn, Proxy) << "lane " << index
+                            << ": prctl(PR_SET_TIMERSLACK) failed: " << std::strerror(errno);
+  }
   int idle = 0;
   const bool polling = core->config.progress_mode == ProgressMode::Polling;
   while (!core->stopping.load(std::memory_order_acquire)) {
