@@ -18,6 +18,8 @@
 // CUresult name (CUDA_ERROR_LAUNCH_FAILED) or number; the default is CUDA_ERROR_UNKNOWN.
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "internal.h"
@@ -25,9 +27,18 @@
 namespace softcuda {
 namespace {
 
+// A "fail" armed before the entry point's first call: its call sites are function-local
+// statics, made at that call, which arm themselves from here.
+struct PendingFault {
+  std::int64_t nth = 0;
+  std::int64_t every = 0;
+  int error = 0;
+};
+
 struct SiteTable {
   std::mutex mu;
   std::vector<CallSite*> sites;
+  std::map<std::string, PendingFault> pending;  // by base name
 };
 SiteTable& sites() {
   static SiteTable* t = new SiteTable;  // never destroyed: call sites are statics
@@ -60,9 +71,24 @@ const ErrorName kErrors[] = {
 
 }  // namespace
 
+static bool exported(const std::string& base) {
+  static const std::set<std::string> names = {
+#define SC_SYMBOL(name, version, variant, symbol) #name,
+#include "exports.inc"
+#undef SC_SYMBOL
+  };
+  return names.count(base) != 0;
+}
+
 CallSite::CallSite(const char* n) : name(n) {
   std::lock_guard<std::mutex> g(sites().mu);
   sites().sites.push_back(this);
+  auto it = sites().pending.find(base_name(n));
+  if (it != sites().pending.end()) {
+    fail_error.store(it->second.error);
+    fail_nth.store(it->second.nth);
+    fail_every.store(it->second.every);
+  }
 }
 
 CUresult CallSite::hit() {
@@ -163,7 +189,7 @@ std::string arm_call_fault(const std::vector<std::string>& a) {
     err = error_from_name(a[count_at + 1], &ok);
     if (!ok) return "error: fail: '" + a[count_at + 1] + "' is not a CUresult";
   }
-  int armed = 0;
+  if (!exported(a[1])) return "error: fail: the driver exports no entry point named '" + a[1] + "'";
   std::lock_guard<std::mutex> g(sites().mu);
   for (CallSite* s : sites().sites) {
     if (base_name(s->name) != a[1]) continue;
@@ -171,9 +197,9 @@ std::string arm_call_fault(const std::vector<std::string>& a) {
     s->fail_error.store(static_cast<int>(err));
     s->fail_nth.store(every ? 0 : n);
     s->fail_every.store(every ? n : 0);
-    ++armed;
   }
-  if (armed == 0) return "error: fail: no emulated entry point is named '" + a[1] + "'";
+  // Call sites not made yet (no call so far) arm themselves at their first call.
+  sites().pending[a[1]] = PendingFault{every ? 0 : n, every ? n : 0, static_cast<int>(err)};
   return "ok";
 }
 
@@ -250,6 +276,11 @@ std::string run_control(const std::string& command) {
   if (a[0] == "fail") return arm_call_fault(a);
   if (a[0] == "clear") {
     std::lock_guard<std::mutex> g(sites().mu);
+    if (a.size() > 1) {
+      sites().pending.erase(a[1]);
+    } else {
+      sites().pending.clear();
+    }
     for (CallSite* s : sites().sites) {
       if (a.size() > 1 && base_name(s->name) != a[1]) continue;
       s->fail_nth.store(0);

@@ -27,6 +27,9 @@ Known& known() {
 struct Retained {
   std::mutex mu;
   std::vector<RetainedResource> list;
+  // What retained allocations still referenced (copies' staging, producers' inputs, adopted
+  // memory's owners): never released, so nothing reuses memory a device may still touch.
+  std::vector<std::shared_ptr<void>> kept;
 };
 Retained& retained() {
   static Retained* r = new Retained;
@@ -222,6 +225,22 @@ Result<std::shared_ptr<Allocation>> Allocation::adopt_device(const void* ptr, st
   return out;
 }
 
+void Allocation::keep_forever(const std::string& why) {
+  retain(describe(), why);
+  struct Kept {
+    std::vector<std::shared_ptr<void>> owners;
+    std::deque<std::shared_ptr<CopyJob>> queued;
+    std::shared_ptr<CopyJob> running;
+    std::vector<std::pair<std::shared_ptr<CopyJob>, std::shared_ptr<void>>> parked;
+    std::shared_ptr<void> producer_owner;
+  };
+  auto kept =
+      std::make_shared<Kept>(Kept{std::move(owners_), std::move(queued_), std::move(running_),
+                                  std::move(parked_), std::move(producer_owner_)});
+  std::lock_guard<std::mutex> g(retained().mu);
+  retained().kept.push_back(std::move(kept));
+}
+
 Allocation::~Allocation() {
   {
     std::lock_guard<std::mutex> g(known().mu);
@@ -234,13 +253,13 @@ Allocation::~Allocation() {
   std::lock_guard<std::mutex> g(mu_);
   ContextScope scope(a, n.ctx);
   if (scope.result() != CUDA_SUCCESS) {
-    retain(describe(), "its context could not be made current: " + result_name(scope.result()));
+    keep_forever("its context could not be made current: " + result_name(scope.result()));
     return;
   }
   // A producer still writing into it, or a copy of OrbiTE's in flight: wait for them first.
   if (recorded_ > consumed_ && n.ready != nullptr) {
     if (CUresult rc = a->cuEventSynchronize_(n.ready); rc != CUDA_SUCCESS) {
-      retain(describe(), "its producer generation could not be waited for: " + result_name(rc));
+      keep_forever("its producer generation could not be waited for: " + result_name(rc));
       return;  // the producer's inputs stay with it
     }
     consumed_ = recorded_;
@@ -248,12 +267,12 @@ Allocation::~Allocation() {
   }
   if (n.stream != nullptr && (running_ || !queued_.empty() || !parked_.empty())) {
     if (CUresult rc = a->cuStreamSynchronize_(n.stream); rc != CUDA_SUCCESS) {
-      retain(describe(), "its copies could not be drained: " + result_name(rc));
+      keep_forever("its copies could not be drained: " + result_name(rc));
       return;
     }
   }
   if (!fence_.ok()) {
-    retain(describe(), fence_.message());  // its stream, events and memory are never touched again
+    keep_forever(fence_.message());  // its stream, events and memory are never touched again
     return;
   }
   bool kept = false;
@@ -264,7 +283,7 @@ Allocation::~Allocation() {
     const CUresult rc = kind_ == Kind::Device ? a->cuMemFree_(reinterpret_cast<CUdeviceptr>(base_))
                                               : a->cuMemFreeHost_(base_);
     if (rc != CUDA_SUCCESS) {
-      retain(describe(), "freeing it failed: " + result_name(rc));
+      keep_forever("freeing it failed: " + result_name(rc));
       return;  // its context reference stays too
     }
   }
@@ -322,21 +341,23 @@ bool driver_in_process() {
 
 }  // namespace
 
-Result<std::optional<DeviceView>> device_view_of(const void* p, std::uint64_t length) {
-  // Nothing of an empty range is ever touched: it may stay "host".
-  if (p == nullptr || length == 0 || !driver_in_process()) return std::optional<DeviceView>();
+bool is_device_memory(const void* p) {
+  if (p == nullptr || !driver_in_process()) return false;
   auto loaded = api();
-  if (!loaded.ok()) return std::optional<DeviceView>();  // a driver OrbiTE cannot use: host
+  if (!loaded.ok()) return false;  // a driver OrbiTE cannot use: host
   const Api* a = *loaded;
   unsigned type = 0;
   bool managed = false;
   CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
   void* data[] = {&type, &managed};
-  if (a->cuPointerGetAttributes_(2, attrs, data, reinterpret_cast<CUdeviceptr>(p)) !=
-          CUDA_SUCCESS ||
-      type != CU_MEMORYTYPE_DEVICE || managed) {
-    return std::optional<DeviceView>();
-  }
+  return a->cuPointerGetAttributes_(2, attrs, data, reinterpret_cast<CUdeviceptr>(p)) ==
+             CUDA_SUCCESS &&
+         type == CU_MEMORYTYPE_DEVICE && !managed;
+}
+
+Result<std::optional<DeviceView>> device_view_of(const void* p, std::uint64_t length) {
+  // Nothing of an empty range is ever touched: it may stay "host".
+  if (length == 0 || !is_device_memory(p)) return std::optional<DeviceView>();
   DeviceView v;
   ORBITE_ASSIGN_OR_RETURN(v.alloc, Allocation::adopt_device(p, length, nullptr, &v.offset));
   return std::optional<DeviceView>(std::move(v));

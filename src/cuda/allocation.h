@@ -28,11 +28,13 @@ enum class Kind : std::uint8_t { Device, PinnedHost };
 // allocation run one at a time: the one completion event then says which finished (the guide's
 // one stream and one event per allocation, with generations).
 struct CopyJob {
-  enum class Direction : std::uint8_t { ToDevice, ToHost };
+  // Fill: cuMemsetD8 of `fill_value` over the range (no host side), in line with the copies.
+  enum class Direction : std::uint8_t { ToDevice, ToHost, Fill };
   Direction direction = Direction::ToHost;
   std::uint64_t offset = 0;   // in the allocation
   std::byte* host = nullptr;  // the host side (pinned staging for asynchronous copies)
   std::uint64_t length = 0;
+  std::uint8_t fill_value = 0;
   // 0 queued, 1 submitted, 2 finished (status is set before, with release order).
   std::atomic<int> state{0};
   Status status;
@@ -83,7 +85,8 @@ class Allocation {
   // Keeps `keep` (staging a timed-out copy still uses) until the job finished; for good when it
   // never does.
   void park(std::shared_ptr<CopyJob> job, std::shared_ptr<void> keep);
-  // cuMemsetD8 on the allocation's stream, waited.
+  // cuMemsetD8 on the allocation's stream, as a job in line with the copies, waited until
+  // `deadline` (Timeout: it goes on).
   Status memset(std::uint64_t offset, std::uint64_t length, std::uint8_t value, Deadline deadline);
   // Non-ok once an unproven record, wait or drain fenced the allocation.
   [[nodiscard]] Status fenced() const;
@@ -98,6 +101,9 @@ class Allocation {
   Status start_next();                     // with mu_ held
   Status drain(const std::string& after);  // with mu_ held
   void drop_finished_parked();             // with mu_ held
+  // Retains the allocation (retained_resources() names it and `why`) and keeps what its members
+  // reference for the rest of the process, as the destructor gives up on it.
+  void keep_forever(const std::string& why);
 
   const Kind kind_;
   const int ordinal_;
@@ -128,6 +134,9 @@ struct DeviceView {
 // managed: the CPU reaches them) and whenever no CUDA driver is loaded in this process, which
 // costs no driver call. Device memory is adopted as by from_raw_parts (no owner), so its range
 // must lie in one allocation.
+// Whether p is device memory (not host, pinned or managed) of a CUDA driver loaded in this
+// process; false without one, at no driver call.
+bool is_device_memory(const void* p);
 Result<std::optional<DeviceView>> device_view_of(const void* p, std::uint64_t length);
 
 // OrbiTE's pinned host allocation that holds [p, p + length), or null (memory of any other

@@ -78,6 +78,9 @@ Status Allocation::start_next() {
       if (job->direction == CopyJob::Direction::ToDevice) {
         call = "cuMemcpyHtoDAsync";
         rc = n.api->cuMemcpyHtoDAsync_(device, job->host, job->length, n.stream);
+      } else if (job->direction == CopyJob::Direction::Fill) {
+        call = "cuMemsetD8Async";
+        rc = n.api->cuMemsetD8Async_(device, job->fill_value, job->length, n.stream);
       } else {
         call = "cuMemcpyDtoHAsync";
         rc = n.api->cuMemcpyDtoHAsync_(job->host, device, job->length, n.stream);
@@ -184,40 +187,17 @@ Status Allocation::memset(std::uint64_t offset, std::uint64_t length, std::uint8
                                                     std::to_string(offset) + ", +" +
                                                     std::to_string(length) + ") is outside it");
   }
-  // In line with the copies: after the one in flight, as a job of its own kind.
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      if (!fence_.ok()) return fence_;
-      if (!running_ && queued_.empty() && recorded_ == consumed_) {
-        Native& n = *native_;
-        ContextScope scope(n.api, n.ctx);
-        CUresult rc = scope.result();
-        if (rc == CUDA_SUCCESS && n.stream == nullptr) {
-          rc = n.api->cuStreamCreate_(&n.stream, CU_STREAM_NON_BLOCKING);
-          if (rc == CUDA_SUCCESS) rc = n.api->cuEventCreate_(&n.done, CU_EVENT_DISABLE_TIMING);
-        }
-        if (rc == CUDA_SUCCESS) {
-          rc = n.api->cuMemsetD8Async_(reinterpret_cast<CUdeviceptr>(base_) + offset, value, length,
-                                       n.stream);
-        }
-        if (rc == CUDA_SUCCESS) rc = n.api->cuStreamSynchronize_(n.stream);
-        if (rc != CUDA_SUCCESS) {
-          const Status failed = driver_error(rc, describe() + ": cuMemsetD8Async");
-          const Status drained = n.stream != nullptr ? drain(failed.message()) : Status();
-          return drained.ok() ? failed : drained;
-        }
-        return {};
-      }
-    }
-    advance();
-    if (deadline.expired()) {
-      return Status::error(Errc::Timeout, describe() + ": copies ahead of the fill did not finish");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-    // A pending producer generation is waited for like any first access.
-    if (auto ready = poll_ready(); !ready.ok()) return ready.status();
-  }
+  // In line with the copies (after the one in flight, and after a pending producer), without
+  // holding the allocation's lock while it runs.
+  auto job = std::make_shared<CopyJob>();
+  job->direction = CopyJob::Direction::Fill;
+  job->offset = offset;
+  job->length = length;
+  job->fill_value = value;
+  ORBITE_RETURN_IF_ERROR(submit(job));
+  Status st = wait(*job, deadline);
+  if (st.code() == Errc::Timeout) park(job, nullptr);
+  return st;
 }
 
 }  // namespace orbite::cuda

@@ -58,6 +58,10 @@ Status Allocation::fenced() const {
   return {};
 }
 
+bool is_device_memory(const void*) {
+  return false;
+}
+
 Result<std::optional<DeviceView>> device_view_of(const void*, std::uint64_t) {
   return std::optional<DeviceView>();
 }

@@ -167,11 +167,14 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void on_stage_reply(Link& link, const FrameHeader& h, std::string_view body);
   void fail_staged_of(Link& link, const Status& why);
   // stage_owner.cpp: the owner's windows
-  Status consume_host_readiness(const detail::RegionRecord& r);
   void on_stage_open(Link& link, const FrameHeader& h, PeerEndpoint& ep, std::string_view body);
   void on_stage_close(Link& link, const FrameHeader& h);
   void advance_window(Link& link, StageWindow& w);
   void end_window(Link& link, StageWindow& w, const Status& outcome, bool reply);
+  // Whether a device copy or an access under way still uses the window's chunk.
+  bool window_in_use(StageWindow& w);
+  // Deregisters the window and returns its chunk (retained when its copy is unproven).
+  void release_window(StageWindow& w);
   Status copy_region(StageWindow& w, cuda::CopyJob::Direction dir);
   Status publish_window(StageWindow& w);
   int progress_windows();

@@ -1,5 +1,7 @@
 #include "p2p/registry.h"
 
+#include <thread>
+
 namespace orbite::p2p {
 
 std::shared_ptr<detail::RegionRecord> RegionRegistry::prepare(std::weak_ptr<void> engine,
@@ -39,7 +41,23 @@ Result<std::shared_ptr<detail::RegionRecord>> RegionRegistry::authorize(
                              " that " + transport_name(via) +
                              " carries through the owner's staging (StageOpen), not directly");
   }
+  // A transport reaches the bytes once this returns: its producer's writes first.
+  ORBITE_RETURN_IF_ERROR(consume_pinned_readiness(*r, Deadline::after(kProducerBound)));
   return r;
+}
+
+Status consume_pinned_readiness(const detail::RegionRecord& r, Deadline deadline) {
+  if (!r.cuda || r.cuda->kind() != cuda::Kind::PinnedHost) return {};
+  // Polled, never a blocking synchronisation: the caller stays bounded by the deadline.
+  for (;;) {
+    ORBITE_ASSIGN_OR_RETURN(const bool pending, r.cuda->poll_ready());
+    if (!pending) return {};
+    if (deadline.expired()) {
+      return Status::error(Errc::Timeout,
+                           r.cuda->describe() + ": its producer's recorded work has not finished");
+    }
+    std::this_thread::yield();
+  }
 }
 
 Result<std::shared_ptr<detail::RegionRecord>> RegionRegistry::authorize_staged(

@@ -58,6 +58,14 @@ struct RegionRecord {
 
 namespace orbite::p2p {
 
+// How long an access of pinned host memory waits for its producer's recorded work.
+inline constexpr Duration kProducerBound = std::chrono::seconds(60);
+
+// OrbiTE's pinned host memory (cuda::allocate_pinned_host) with a producer generation recorded
+// on it: waits for that generation once, polling (never a blocking synchronisation) until
+// `deadline`; Timeout while it runs. Any other memory returns at once.
+Status consume_pinned_readiness(const detail::RegionRecord& r, Deadline deadline);
+
 class RegionRegistry {
  public:
   // A record with its id, not yet visible to peers: the transports prepare it first.
@@ -70,7 +78,8 @@ class RegionRegistry {
   // The live region for an access of [offset, offset+length) with `write` or read rights by
   // transport `via` itself, or InvalidArgument naming what is wrong (a region `via` carries
   // staged is reached only through the owner's staging: `via` never touches its bytes). The
-  // caller pins before touching memory.
+  // caller pins before touching memory. OrbiTE's pinned host memory with a recorded producer
+  // generation is waited for first (consume_pinned_readiness, up to kProducerBound).
   Result<std::shared_ptr<detail::RegionRecord>> authorize(std::uint64_t id,
                                                           std::uint64_t generation,
                                                           std::uint64_t offset,

@@ -19,6 +19,11 @@ void Protocol::issue_put_get(Link& link, const ReqPtr& req) {
   req->endpoint = &ep;
   req->parts_left = req->ranges.size();
   if (req->ranges.empty()) return detail::complete_request(*req, {});
+  // Local pinned host memory: its producer's writes first (a wait made once).
+  if (Status ready = consume_pinned_readiness(*req->local, Deadline::after(kProducerBound));
+      !ready.ok()) {
+    return detail::complete_request(*req, ready);
+  }
   const auto via = static_cast<std::size_t>(ep.id());
   std::string why;
   const MemoryDomain* domain = domains_[via].get();
@@ -126,10 +131,6 @@ void Protocol::on_put_or_get(Link& link, const FrameHeader& h, PeerEndpoint& ep,
                  st.ok() ? bytes : 0, 0, 0, st.ok() ? std::string() : st.message());
   };
   auto region = regions_.authorize(h.a, h.b, h.c, h.d, put, ep.id());
-  if (region.ok()) {
-    // OrbiTE's pinned host memory: its producer's writes first (a wait this lane makes once).
-    if (Status ready = consume_host_readiness(**region); !ready.ok()) region = ready;
-  }
   if (put && addr == 0 && h.d > 0) {
     if (link.sessions.count(h.id) != 0) {
       return protocol_error(link, "put " + std::to_string(h.id) + " opened twice");

@@ -14,11 +14,6 @@ namespace orbite::p2p {
 using detail::PeerLink;
 using WPhase = StageWindow::Phase;
 
-Status Protocol::consume_host_readiness(const detail::RegionRecord& r) {
-  if (!r.cuda || r.cuda->kind() != cuda::Kind::PinnedHost) return {};
-  return r.cuda->wait_ready();
-}
-
 void Protocol::on_stage_open(Link& link, const FrameHeader& h, PeerEndpoint& ep,
                              std::string_view body) {
   if (body.size() != 1 || (body[0] != 0 && body[0] != 1)) {
@@ -65,6 +60,10 @@ void Protocol::on_stage_close(Link& link, const FrameHeader& h) {
         link, "StageClose for stage " + std::to_string(h.id) + " matches no open window");
   }
   StageWindow& w = *it->second;
+  if (w.phase == WPhase::Draining || w.phase == WPhase::CopyIn) {
+    // A requester closes once; a second close must not end a window accesses may still hold.
+    return protocol_error(link, "StageClose for stage " + std::to_string(h.id) + " closed twice");
+  }
   if (w.phase != WPhase::Ready) {
     // Closed before it was ready (the requester gave up): it ends without an answer.
     return end_window(link, w, Status(), false);
@@ -79,8 +78,34 @@ void Protocol::on_stage_close(Link& link, const FrameHeader& h) {
 
 void Protocol::end_window(Link& link, StageWindow& w, const Status& outcome, bool reply) {
   if (w.window) {
+    // No new access reaches it; one under way keeps it (below).
     regions_.remove(w.window->id);
     w.window->dead.store(true, std::memory_order_seq_cst);
+  }
+  if (reply && link.state == PeerLink::State::Established) {
+    send_control(*w.ep, FrameType::StageDone, w.id, static_cast<std::uint64_t>(outcome.code()), 0,
+                 0, 0, outcome.ok() ? std::string() : outcome.message());
+  }
+  w.phase = WPhase::Done;
+  if (window_in_use(w)) {
+    // A copy or an access still uses its chunk: the window stays (its region pinned, its chunk
+    // lent) until they finished.
+    draining_windows_.push_back(link.windows[w.id]);
+  } else {
+    release_window(w);
+  }
+  open_windows_--;
+  link.windows.erase(w.id);
+}
+
+bool Protocol::window_in_use(StageWindow& w) {
+  if (w.copy) w.region->cuda->advance();
+  if (w.copy && !w.copy->finished()) return true;
+  return w.window && w.window->pins.load(std::memory_order_seq_cst) > 0;
+}
+
+void Protocol::release_window(StageWindow& w) {
+  if (w.window) {
     for (std::size_t i = 0; i < w.window->registrations.size(); ++i) {
       if (w.window->registrations[i] && domains_[i]) {
         domains_[i]->deregister(std::move(w.window->registrations[i])).ignore();
@@ -88,24 +113,12 @@ void Protocol::end_window(Link& link, StageWindow& w, const Status& outcome, boo
     }
     w.window.reset();
   }
-  if (reply && link.state == PeerLink::State::Established) {
-    send_control(*w.ep, FrameType::StageDone, w.id, static_cast<std::uint64_t>(outcome.code()), 0,
-                 0, 0, outcome.ok() ? std::string() : outcome.message());
+  if (w.copy && w.copy->status.code() == Errc::Unquiesced && w.lease) {
+    w.lease->retain(w.copy->status.message());
   }
-  if (w.copy && !w.copy->finished()) {
-    // Its copy still runs: the window stays (its region pinned) until the copy finished.
-    w.phase = WPhase::Done;
-    draining_windows_.push_back(link.windows[w.id]);
-  } else {
-    if (w.copy && w.copy->status.code() == Errc::Unquiesced && w.lease) {
-      w.lease->retain(w.copy->status.message());
-    }
-    w.lease.reset();
-    w.region->unpin();
-    w.phase = WPhase::Done;
-  }
-  open_windows_--;
-  link.windows.erase(w.id);
+  w.copy.reset();
+  w.lease.reset();
+  w.region->unpin();
 }
 
 void Protocol::advance_window(Link& link, StageWindow& w) {
@@ -170,7 +183,8 @@ void Protocol::advance_window(Link& link, StageWindow& w) {
 Status Protocol::copy_region(StageWindow& w, cuda::CopyJob::Direction dir) {
   detail::RegionRecord& r = *w.region;
   if (r.kind == MemoryKind::Host) {
-    ORBITE_RETURN_IF_ERROR(consume_host_readiness(r));
+    // Timeout: the producer still runs; a later pass looks again.
+    ORBITE_RETURN_IF_ERROR(consume_pinned_readiness(r, Deadline::after(Duration::zero())));
     std::byte* at = r.base + w.offset;
     if (dir == cuda::CopyJob::Direction::ToHost) {
       std::memcpy(w.lease->data(), at, w.length);
@@ -226,16 +240,11 @@ int Protocol::progress_windows() {
   }
   for (auto it = draining_windows_.begin(); it != draining_windows_.end();) {
     StageWindow& w = **it;
-    if (w.copy) w.region->cuda->advance();
-    if (w.copy && !w.copy->finished()) {
+    if (window_in_use(w)) {
       ++it;
       continue;
     }
-    if (w.copy && w.copy->status.code() == Errc::Unquiesced && w.lease) {
-      w.lease->retain(w.copy->status.message());
-    }
-    w.lease.reset();
-    w.region->unpin();
+    release_window(w);
     it = draining_windows_.erase(it);
     ++work;
   }

@@ -115,16 +115,25 @@ void Protocol::advance_staged(StagedOp& op) {
 void Protocol::chunk_failed(StagedOp& op, StagedChunk& c, const Status& why) {
   if (op.first_error.ok()) op.first_error = why;
   c.error = why;
+  // A device copy of the chunk still runs: the chunk (and so the request) ends only when it
+  // finished, since a copy out writes into the caller's memory, which the failed request hands
+  // back. A later pass looks again.
+  if (c.copy && !c.copy->finished()) {
+    op.local.device->advance();
+    if (!c.copy->finished()) {
+      c.draining = true;
+      return;
+    }
+  }
+  c.draining = false;
   // The owner still holds a window for it: tell it, without committing anything.
   if (c.opened && op.link->state == PeerLink::State::Established) {
     send_control(*op.ep, FrameType::StageClose, c.stage_id, 0);
   }
   c.opened = false;
   if (c.stage_id != 0) op.link->stage_waits.erase(c.stage_id);
-  // A copy still running keeps its chunk until it finished (or for good when unproven).
-  if (c.copy && !c.copy->finished() && c.lease) {
-    op.local.device->park(c.copy, c.lease);
-  } else if (c.copy && c.copy->status.code() == Errc::Unquiesced && c.lease) {
+  // An unproven copy keeps its chunk for good.
+  if (c.copy && c.copy->status.code() == Errc::Unquiesced && c.lease) {
     c.lease->retain(c.copy->status.message());
   }
   c.copy.reset();
@@ -134,6 +143,7 @@ void Protocol::chunk_failed(StagedOp& op, StagedChunk& c, const Status& why) {
 }
 
 void Protocol::advance_chunk(StagedOp& op, StagedChunk& c) {
+  if (c.draining) return chunk_failed(op, c, c.error);
   for (;;) {
     if (c.phase == Phase::Done || c.waiting) return;
     if (!op.first_error.ok() && c.phase != Phase::Close) {

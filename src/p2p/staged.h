@@ -55,8 +55,9 @@ struct StagedChunk {
   std::uint64_t stage_id = 0;
   std::uint64_t window = 0;
   std::uint64_t window_generation = 0;
-  bool waiting = false;  // for the peer's StageReady/StageDone, or for the host part
-  bool opened = false;   // the owner holds a window for it (a StageClose is owed)
+  bool waiting = false;   // for the peer's StageReady/StageDone, or for the host part
+  bool opened = false;    // the owner holds a window for it (a StageClose is owed)
+  bool draining = false;  // failed, its device copy still running: it ends when that finished
   Status error;
 };
 

@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "cuda/allocation.h"
 #include "p2p/descriptor.h"
 #include "p2p/select.h"
 #include "proxy/engine_core.h"
@@ -218,6 +219,13 @@ Status check_registration(const RegistrationRequest& r, std::size_t index) {
   }
   if (!r.access.read && !r.access.write) {
     return Status::error(Errc::InvalidArgument, where + "access grants neither read nor write");
+  }
+  // Host memory is touched by the CPU and the kernel: device memory there would crash or EFAULT.
+  if (r.kind == MemoryKind::Host && cuda::is_device_memory(r.data)) {
+    return Status::error(Errc::InvalidArgument,
+                         where +
+                             "kind Host, but data is CUDA device memory: register it as "
+                             "MemoryKind::Cuda (or a cuda::CudaMemory)");
   }
   return {};
 }

@@ -3,6 +3,7 @@
 // environment of their own:
 //   init <CUresult name>
 //   device <ordinal> <PCI bus id> <uuid> numa=<host numa id> dma_buf=<0|1> vmm=<0|1>
+//   alloc <n> <CUresult name>     (three cuMemAlloc calls on device 0's primary context)
 #include <cuda.h>
 
 #include <cstdio>
@@ -30,5 +31,19 @@ int main() {
                 static_cast<unsigned char>(u.bytes[0]), static_cast<unsigned char>(u.bytes[15]),
                 numa, dmabuf, vmm);
   }
+  CUdevice d = 0;
+  CUcontext ctx = nullptr;
+  if (count == 0 || cuDeviceGet(&d, 0) != CUDA_SUCCESS ||
+      cuDevicePrimaryCtxRetain(&ctx, d) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+    return 0;
+  }
+  for (int n = 1; n <= 3; ++n) {
+    CUdeviceptr p = 0;
+    const CUresult a = cuMemAlloc(&p, 4096);
+    cuGetErrorName(a, &name);
+    std::printf("alloc %d %s\n", n, name != nullptr ? name : "?");
+    if (a == CUDA_SUCCESS) cuMemFree(p);
+  }
+  cuDevicePrimaryCtxRelease(d);
   return 0;
 }

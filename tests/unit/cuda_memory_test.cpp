@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 #include <orbite/cuda.h>
+#include <orbite/transfer.h>
 #include <softcuda/control.h>
 
 #include <atomic>
@@ -356,6 +357,26 @@ TEST_F(CudaMemoryTest, DeviceViewsOfPointers) {
   EXPECT_EQ(10u, (*d)->offset);
   auto past = cuda::device_view_of(static_cast<char*>(mem->data()) + 1 * kMiB - 10, 100);
   EXPECT_EQ(Errc::InvalidArgument, past.status().code());
+}
+
+// Host registrations are touched by the CPU and the kernel: device memory is refused there, with
+// the kind to use named, and nothing is registered.
+TEST_F(CudaMemoryTest, DeviceMemoryRegisteredAsHostIsRefused) {
+  auto engine = TransferEngine::create(EngineConfig{});
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto mem = cuda::CudaMemory::allocate(0, 1 * kMiB);
+  ASSERT_TRUE(mem.ok());
+  auto as_host = (*engine)->register_memory(static_cast<char*>(mem->data()) + 64, 4096);
+  ASSERT_EQ(Errc::InvalidArgument, as_host.status().code());
+  EXPECT_NE(as_host.status().message().find("register_memory[0]: kind Host, but data is CUDA "
+                                            "device memory: register it as MemoryKind::Cuda"),
+            std::string::npos)
+      << as_host.status().to_string();
+  auto as_cuda = (*engine)->register_memory(*mem);
+  ASSERT_TRUE(as_cuda.ok()) << as_cuda.status().to_string();
+  EXPECT_EQ(MemoryKind::Cuda, as_cuda->kind());
+  std::vector<char> host(4096);
+  EXPECT_TRUE((*engine)->register_memory(host.data(), host.size()).ok());
 }
 
 TEST_F(CudaMemoryTest, StagingPoolLendsBoundedChunksAndRunsTheSlabHook) {
