@@ -206,6 +206,13 @@ struct EngineStats {
   std::uint64_t unexpected_bytes_peak = 0;
   // Worker passes that found nothing to do, and sleeps on epoll/eventfd.
   std::uint64_t worker_idle_sleeps = 0;
+  // The staging pool (device memory, and host memory a transport carries staged): chunks lent so
+  // far, the most lent at once, chunks kept for good (a copy that could not be proven finished),
+  // and the bytes of the slabs made (bounded by rdma.max_staging_bytes).
+  std::uint64_t staging_loans = 0;
+  std::uint64_t staging_lent_peak = 0;
+  std::uint64_t staging_retained = 0;
+  std::uint64_t staging_slab_bytes = 0;
   // Per transport, indexed by Transport (Unspec stays zero; Nvlink is the CUDA IPC transport).
   std::array<TransportStats, 5> transports{};
   [[nodiscard]] const TransportStats& of(Transport t) const {

@@ -118,7 +118,9 @@ inline std::string describe_engine(const TransferEngine& engine) {
          std::to_string(s.rendezvous_messages) + ", single-copy bytes " +
          std::to_string(s.single_copy_bytes) + ", failed requests " +
          std::to_string(s.requests_failed) + ", unexpected bytes peak " +
-         std::to_string(s.unexpected_bytes_peak);
+         std::to_string(s.unexpected_bytes_peak) + ", staging loans " +
+         std::to_string(s.staging_loans) + " (peak " + std::to_string(s.staging_lent_peak) +
+         " chunks lent)";
 }
 
 // What each transport carried between two snapshots of rank 0's engine, for the summary: the

@@ -451,6 +451,13 @@ EngineStats TransferEngine::stats() const {
   EngineStats s;
   s.requests_submitted = core_->submitted.load(std::memory_order_relaxed);
   s.regions_registered = core_->regions.size();
+  if (core_->staging.pool) {
+    const cuda::StagingStats st = core_->staging.pool->stats();
+    s.staging_loans = st.loans;
+    s.staging_lent_peak = st.lent_peak;
+    s.staging_retained = st.retained;
+    s.staging_slab_bytes = st.slab_bytes;
+  }
   // Each lane counts its own peers; the engine's figures are their sums (the unexpected-bytes
   // peak is the sum of the lanes' peaks, an upper bound of the engine's).
   for (const auto& lane : core_->lanes) {

@@ -335,6 +335,8 @@ void check_route(Context& c) {
         "route: " + std::string(to_string(t)) + " carried no byte");
   check(others == 0, "route: " + std::to_string(others) + " frames on other transports");
   std::printf("rank %d: route ok\n", c.rank);
+  std::printf("rank %d: staging loans %llu\n", c.rank,
+              static_cast<unsigned long long>(s.staging_loans));
 }
 
 }  // namespace

@@ -46,7 +46,8 @@ std::string name_of(const Case& c) {
   return c.transport + "_" + c.local + "_" + c.remote;
 }
 
-Outcome run(const std::string& scenario, const Case& c, int ranks = 2) {
+Outcome run(const std::string& scenario, const Case& c, int ranks = 2,
+            const std::map<std::string, std::string>& extra_env = {}) {
   std::map<std::string, std::string> env = {{"P2P_TEST_TRANSPORT", c.transport},
                                             {"CUDA_TEST_LOCAL", c.local},
                                             {"CUDA_TEST_REMOTE", c.remote},
@@ -59,6 +60,7 @@ Outcome run(const std::string& scenario, const Case& c, int ranks = 2) {
     env["ORBITE_RDMA_ENABLE"] = "on";
   }
 #endif
+  for (const auto& [k, v] : extra_env) env[k] = v;
   const std::vector<std::string> args = {ORBITE_RUN_BIN,    "-n",        std::to_string(ranks),
                                          "--tag-output",    "--timeout", "150",
                                          "--kill-grace",    "3",         "--",
@@ -66,8 +68,9 @@ Outcome run(const std::string& scenario, const Case& c, int ranks = 2) {
   return testing::run_program(args, 170s, env);
 }
 
-void expect_pass(const std::string& scenario, const Case& c, int ranks = 2, bool route = true) {
-  Outcome o = run(scenario, c, ranks);
+Outcome expect_pass(const std::string& scenario, const Case& c, int ranks = 2, bool route = true,
+                    const std::map<std::string, std::string>& extra_env = {}) {
+  Outcome o = run(scenario, c, ranks, extra_env);
   const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
   EXPECT_EQ(o.status, 0) << scenario << " " << name_of(c) << shown;
   EXPECT_EQ(count_of(o.out, ": FAIL "), 0U) << shown;
@@ -78,6 +81,14 @@ void expect_pass(const std::string& scenario, const Case& c, int ranks = 2, bool
       EXPECT_EQ(count_of(o.out, "rank " + std::to_string(r) + ": route ok\n"), 1U) << shown;
     }
   }
+  return o;
+}
+
+// The staging pool's loans a rank reported (its engine's EngineStats), or -1.
+long long staging_loans(const Outcome& o, int rank) {
+  const std::string key = "rank " + std::to_string(rank) + ": staging loans ";
+  const auto at = o.out.find(key);
+  return at == std::string::npos ? -1 : std::stoll(o.out.substr(at + key.size()));
 }
 
 class CudaMemory : public ::testing::TestWithParam<Case> {};
@@ -123,6 +134,22 @@ TEST_P(CudaEngine, ReadinessWaitsForTheProducerOnce) {
 TEST_P(CudaEngine, CopyFaultsReachTheCaller) {
   if (system_driver()) GTEST_SKIP() << "fault injection needs softcuda";
   expect_pass("copy_faults", {GetParam(), "cuda", "cuda"}, 2, false);
+}
+
+// RdmaHostMemory::Staged: host memory on both ends, and the bytes still go through the private
+// staging on each side (its loans counted), over RDMA; the default (direct) lends none.
+TEST(CudaStaging, RdmaHostMemoryStagedGoesThroughStaging) {
+#ifndef ORBITE_SOFTVERBS_DIR
+  GTEST_SKIP() << "softverbs is not built";
+#else
+  const Outcome staged = expect_pass("putget", {"rdma", "host", "host"}, 2, true,
+                                     {{"ORBITE_RDMA_HOST_MEMORY", "staged"}});
+  EXPECT_GT(staging_loans(staged, 0), 0) << staged.out;
+  EXPECT_GT(staging_loans(staged, 1), 0) << staged.out;
+  const Outcome direct = expect_pass("putget", {"rdma", "host", "host"});
+  EXPECT_EQ(staging_loans(direct, 0), 0) << direct.out;
+  EXPECT_EQ(staging_loans(direct, 1), 0) << direct.out;
+#endif
 }
 
 std::vector<std::string> transports() {
