@@ -11,6 +11,15 @@
 namespace orbite::detail {
 
 Status attach_device_buffer(RequestState& s, const void* data, std::uint64_t bytes, bool send) {
+  // OrbiTE's pinned host memory with a recorded producer generation: the producer's writes
+  // first (a send reads them; a receive must not land under them), waited once, on the caller's
+  // thread.
+  std::uint64_t pinned_offset = 0;
+  if (bytes > 0) {
+    if (auto pinned = cuda::find_pinned(data, bytes, &pinned_offset)) {
+      ORBITE_RETURN_IF_ERROR(pinned->wait_ready());
+    }
+  }
   ORBITE_ASSIGN_OR_RETURN(auto view, cuda::device_view_of(data, bytes));
   if (!view) return {};
   if (bytes > kDeviceBounceBytes) {

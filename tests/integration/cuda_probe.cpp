@@ -224,6 +224,57 @@ std::string kernels_ptx() {
   return ss.str();
 }
 
+// Pinned host memory handed to isend: its producer (a delayed kernel into device memory, then a
+// copy into the pinned buffer on the same stream) has finished before a byte of it is sent.
+void pinned_send_readiness(Context& c) {
+  constexpr std::uint64_t kBytes = 256 * 1024 * 4;
+  constexpr int kTag = 77;
+  std::vector<std::uint32_t> got(kBytes / 4, 0);
+  if (c.rank == 1) {
+    Request r = accepted(c.comm.irecv(got.data(), kBytes, 0, kTag, c.options), "irecv pinned");
+    wait_ok(r, "receive of the pinned producer's buffer");
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != 0xfeedf00du) {
+        fail("pinned word " + std::to_string(i) + " is " + std::to_string(got[i]) +
+             ": the send did not wait for the producer");
+      }
+    }
+    return;
+  }
+  auto pinned = cuda::allocate_pinned_host(kBytes);
+  check_ok(pinned.status(), "allocate_pinned_host");
+  std::memset(pinned->data(), 5, kBytes);  // stale bytes the producer overwrites
+  CUcontext ctx = nullptr;
+  CUdevice dev = 0;
+  check(cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+            cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS &&
+            cuCtxSetCurrent(ctx) == CUDA_SUCCESS,
+        "primary context");
+  const std::string ptx = kernels_ptx();
+  CUmodule mod = nullptr;
+  CUfunction fn = nullptr;
+  CUstream stream = nullptr;
+  CUdeviceptr scratch = 0;
+  check(cuModuleLoadData(&mod, ptx.c_str()) == CUDA_SUCCESS &&
+            cuModuleGetFunction(&fn, mod, "orbite_delay_fill_u32") == CUDA_SUCCESS &&
+            cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+            cuMemAlloc(&scratch, kBytes) == CUDA_SUCCESS,
+        "producer");
+  std::uint32_t value = 0xfeedf00du;
+  std::uint64_t words = kBytes / 4, delay = 200'000'000;  // 200 ms: the send is posted first
+  void* params[] = {&scratch, &value, &words, &delay};
+  check(cuLaunchKernel(fn, 64, 1, 1, 256, 1, 1, 0, stream, params, nullptr) == CUDA_SUCCESS &&
+            cuMemcpyDtoHAsync(pinned->data(), scratch, kBytes, stream) == CUDA_SUCCESS,
+        "launch and copy into pinned memory");
+  check_ok(pinned->record_producer_stream(stream), "record_producer_stream (pinned)");
+  Request s = accepted(c.comm.isend(pinned->data(), kBytes, 1, kTag, c.options), "isend pinned");
+  wait_ok(s, "send of the pinned producer's buffer");
+  cuMemFree(scratch);
+  cuStreamDestroy(stream);
+  cuModuleUnload(mod);
+  cuDevicePrimaryCtxRelease(dev);
+}
+
 void readiness(Context& c) {
   constexpr std::uint64_t kWords = 256 * 1024;
   TransferEngine& e = c.comm.engine();
@@ -282,6 +333,7 @@ void readiness(Context& c) {
   }
   barrier(c, "checked");
   check_ok(region->unregister(), "unregister");
+  pinned_send_readiness(c);
 }
 
 void copy_faults(Context& c) {
