@@ -255,6 +255,30 @@ SC_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdev
   return CUDA_SUCCESS;
 }
 
+namespace {
+
+// Host pages the CPU reaches (pinned or managed memory), as an allocation of context c: its
+// address is its own shadow. Null when the pages cannot be mapped. With state().mu held.
+std::shared_ptr<Allocation> host_pages(MemKind kind, size_t bytes, unsigned flags, Context* c) {
+  void* m =
+      mmap(nullptr, page_round(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  auto a = std::make_shared<Allocation>();
+  a->kind = kind;
+  a->base = reinterpret_cast<std::uintptr_t>(m);
+  a->size = bytes;
+  a->mapped_size = page_round(bytes);
+  a->ctx = c;
+  a->device = c->device->ordinal;
+  a->buffer_id = state().next_id++;
+  a->flags = flags;
+  a->shadow = static_cast<std::byte*>(m);
+  a->host_mapping = true;
+  return a;
+}
+
+}  // namespace
+
 SC_API CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
   SC_ENTER("cuMemAllocManaged");
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -267,20 +291,8 @@ SC_API CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int 
   if (bytes > d.config.memory_bytes - d.used_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
   if (CUresult rc = oom_check(bytes); rc != CUDA_SUCCESS) return rc;
   // Managed memory is reachable by the CPU too: ordinary pages.
-  void* m =
-      mmap(nullptr, page_round(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  auto a = std::make_shared<Allocation>();
-  a->kind = MemKind::Managed;
-  a->base = reinterpret_cast<std::uintptr_t>(m);
-  a->size = bytes;
-  a->mapped_size = page_round(bytes);
-  a->ctx = c;
-  a->device = d.ordinal;
-  a->buffer_id = st.next_id++;
-  a->flags = flags;
-  a->shadow = static_cast<std::byte*>(m);
-  a->host_mapping = true;
+  auto a = host_pages(MemKind::Managed, bytes, flags, c);
+  if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
   d.used_bytes += bytes;
   st.live_bytes += bytes;
   *dptr = a->base;
@@ -303,21 +315,9 @@ SC_API CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) {
   Context* c = nullptr;
   if (CUresult rc = need_ctx(&c); rc != CUDA_SUCCESS) return rc;
   if (CUresult rc = oom_check(bytes); rc != CUDA_SUCCESS) return rc;
-  void* m =
-      mmap(nullptr, page_round(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  auto a = std::make_shared<Allocation>();
-  a->kind = MemKind::HostAlloc;
-  a->base = reinterpret_cast<std::uintptr_t>(m);
-  a->size = bytes;
-  a->mapped_size = page_round(bytes);
-  a->ctx = c;
-  a->device = c->device->ordinal;
-  a->buffer_id = st.next_id++;
-  a->flags = flags;
-  a->shadow = static_cast<std::byte*>(m);
-  a->host_mapping = true;
-  *pp = m;
+  auto a = host_pages(MemKind::HostAlloc, bytes, flags, c);
+  if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+  *pp = reinterpret_cast<void*>(a->base);
   st.allocations.emplace(a->base, std::move(a));
   return CUDA_SUCCESS;
 }

@@ -161,6 +161,9 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void start_staged(std::shared_ptr<StagedOp> op);
   void advance_staged(StagedOp& op);
   void advance_chunk(StagedOp& op, StagedChunk& c);
+  // The chunk's device copy in `dir` (submitted at the first call, then polled): true once it
+  // finished, false while it runs, an error when it could not be submitted or failed.
+  Result<bool> chunk_device_copy(StagedOp& op, StagedChunk& c, cuda::CopyJob::Direction dir);
   void chunk_failed(StagedOp& op, StagedChunk& c, const Status& why);
   static std::size_t chunk_index(const StagedOp& op, const StagedChunk& c);
   int progress_staged();

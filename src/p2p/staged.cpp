@@ -142,6 +142,25 @@ void Protocol::chunk_failed(StagedOp& op, StagedChunk& c, const Status& why) {
   c.phase = Phase::Done;
 }
 
+Result<bool> Protocol::chunk_device_copy(StagedOp& op, StagedChunk& c,
+                                         cuda::CopyJob::Direction dir) {
+  if (!c.copy) {
+    auto job = std::make_shared<cuda::CopyJob>();
+    job->direction = dir;
+    job->offset = op.local.device_offset + c.local_at;
+    job->host = c.lease->data();
+    job->length = c.length;
+    ORBITE_RETURN_IF_ERROR(op.local.device->submit(job));
+    c.copy = std::move(job);
+  }
+  op.local.device->advance();
+  if (!c.copy->finished()) return false;
+  // A failed copy stays with the chunk: chunk_failed retains its lease when it is unproven.
+  if (!c.copy->status.ok()) return c.copy->status;
+  c.copy.reset();
+  return true;
+}
+
 void Protocol::advance_chunk(StagedOp& op, StagedChunk& c) {
   if (c.draining) return chunk_failed(op, c, c.error);
   for (;;) {
@@ -171,21 +190,9 @@ void Protocol::advance_chunk(StagedOp& op, StagedChunk& c) {
           c.phase = Phase::Open;
           break;
         }
-        if (!c.copy) {
-          c.copy = std::make_shared<cuda::CopyJob>();
-          c.copy->direction = cuda::CopyJob::Direction::ToHost;
-          c.copy->offset = op.local.device_offset + c.local_at;
-          c.copy->host = c.lease->data();
-          c.copy->length = c.length;
-          if (Status st = op.local.device->submit(c.copy); !st.ok()) {
-            c.copy.reset();
-            return chunk_failed(op, c, st);
-          }
-        }
-        op.local.device->advance();
-        if (!c.copy->finished()) return;
-        if (!c.copy->status.ok()) return chunk_failed(op, c, c.copy->status);
-        c.copy.reset();
+        auto copied = chunk_device_copy(op, c, cuda::CopyJob::Direction::ToHost);
+        if (!copied.ok()) return chunk_failed(op, c, copied.status());
+        if (!*copied) return;
         c.phase = Phase::Open;
         break;
       }
@@ -279,21 +286,9 @@ void Protocol::advance_chunk(StagedOp& op, StagedChunk& c) {
           c.phase = Phase::Done;
           break;
         }
-        if (!c.copy) {
-          c.copy = std::make_shared<cuda::CopyJob>();
-          c.copy->direction = cuda::CopyJob::Direction::ToDevice;
-          c.copy->offset = op.local.device_offset + c.local_at;
-          c.copy->host = c.lease->data();
-          c.copy->length = c.length;
-          if (Status st = op.local.device->submit(c.copy); !st.ok()) {
-            c.copy.reset();
-            return chunk_failed(op, c, st);
-          }
-        }
-        op.local.device->advance();
-        if (!c.copy->finished()) return;
-        if (!c.copy->status.ok()) return chunk_failed(op, c, c.copy->status);
-        c.copy.reset();
+        auto copied = chunk_device_copy(op, c, cuda::CopyJob::Direction::ToDevice);
+        if (!copied.ok()) return chunk_failed(op, c, copied.status());
+        if (!*copied) return;
         op.bytes += c.length;
         c.lease.reset();
         c.phase = Phase::Done;
