@@ -18,9 +18,36 @@ State& state() {
   return *s;
 }
 
+namespace {
+// The calling thread's context stack. A program may call the driver from the destructors that
+// run at its exit, after this thread's thread_local objects are gone (OrbiTE frees pinned memory
+// then), so the stack lives on the heap behind trivially destructible thread_locals, and a stack
+// made that late is kept, reachable, for the rest of the process.
+thread_local std::vector<Context*>* tls_stack = nullptr;
+thread_local bool tls_stack_gone = false;
+struct StackOwner {
+  ~StackOwner() {
+    delete tls_stack;
+    tls_stack = nullptr;
+    tls_stack_gone = true;
+  }
+};
+thread_local StackOwner tls_stack_owner;
+}  // namespace
+
 std::vector<Context*>& ctx_stack() {
-  thread_local std::vector<Context*> stack;
-  return stack;
+  if (tls_stack == nullptr) {
+    tls_stack = new std::vector<Context*>();
+    if (tls_stack_gone) {
+      static std::mutex mu;
+      static auto* late = new std::vector<std::vector<Context*>*>();
+      std::lock_guard<std::mutex> g(mu);
+      late->push_back(tls_stack);
+    } else {
+      (void)&tls_stack_owner;  // its destructor frees the stack at this thread's exit
+    }
+  }
+  return *tls_stack;
 }
 
 Context* current_ctx() {
