@@ -190,7 +190,6 @@ SC_API CUresult cuInit(unsigned int flags) {
     }
   }
   if (first) {
-    start_engines();
     for (const std::string& f : st.config.faults) {
       const std::string r = run_control(f);
       if (r.rfind("ok", 0) != 0)
@@ -402,6 +401,7 @@ SC_API CUresult cuDeviceComputeCapability(int* major, int* minor, CUdevice dev) 
 SC_API CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   SC_ENTER("cuDevicePrimaryCtxRetain");
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  start_engines();
   State& st = state();
   std::lock_guard<std::mutex> g(st.mu);
   Device* d = device_of(dev);
@@ -479,6 +479,7 @@ SC_API CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
 SC_API CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   SC_ENTER("cuCtxCreate");
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  start_engines();
   State& st = state();
   std::lock_guard<std::mutex> g(st.mu);
   Device* d = device_of(dev);

@@ -72,6 +72,8 @@ void finish(State& st, const std::shared_ptr<Op>& op, CUresult r, bool sticky) {
 void engine_thread() {
   State& st = state();
   std::unique_lock<std::mutex> lock(st.mu);
+  st.engines_running++;
+  st.cv.notify_all();
   for (;;) {
     std::shared_ptr<Op> op = pick(st);
     if (!op) {
@@ -119,11 +121,16 @@ void engine_thread() {
 
 void start_engines() {
   State& st = state();
-  std::lock_guard<std::mutex> g(st.mu);
+  std::unique_lock<std::mutex> lock(st.mu);
+  if (!st.engines.empty() || !st.initialized) return;
   for (int i = 0; i < st.config.copy_engines; ++i) {
     st.engines.emplace_back(engine_thread);
     st.engines.back().detach();  // they live as long as the process
   }
+  // Fully started before anything relies on them, and before a short-lived process can exit
+  // with a thread still being created (which LeakSanitizer's exit-time scan does not survive).
+  const int n = static_cast<int>(st.engines.size());
+  st.cv.wait(lock, [&] { return st.engines_running == n; });
 }
 
 Stream* new_stream(Context* ctx, unsigned flags, int priority) {

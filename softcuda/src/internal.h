@@ -269,6 +269,7 @@ struct State {
   std::map<Function*, std::unique_ptr<Function>> functions;
   // Copy engine.
   std::vector<std::thread> engines;
+  int engines_running = 0;  // engine threads that entered their loop
   bool stopping = false;
   std::uint64_t pending_ops = 0;
   // Bumped (under mu) whenever work is enqueued or finished; read without mu by a synchronising
@@ -329,7 +330,9 @@ CUresult resolve_host(const void* p, std::uint64_t len, Span* out);
 CUresult resolve_any(std::uintptr_t p, std::uint64_t len, Span* out);  // unified addressing
 
 // Streams and events (engine.cpp). With mu held unless stated:
-void start_engines();  // at cuInit
+// Starts the copy engine threads once, at the first context (no context, no work: a process
+// that only queries devices has no thread of softcuda's), and returns once they run.
+void start_engines();
 // The stream a handle names: 0 and CU_STREAM_LEGACY/PER_THREAD resolve on the calling thread
 // (`ptds`: the entry point is a per-thread-default-stream variant).
 CUresult resolve_stream(CUstream h, bool ptds, Stream** out);
