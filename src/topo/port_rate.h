@@ -8,10 +8,13 @@
 
 namespace orbite::topo {
 
-// TENT's validity range for a port rate; anything outside it (including 0 = unknown) is replaced
-// by default_bandwidth_gbps.
-inline constexpr double kMinPortGbps = 10.0;
-inline constexpr double kMaxPortGbps = 800.0;
+// The validity range for a port rate: every rate port_rate_gbps() can decode, SDR 1x (2.5) to
+// XDR 12x (2400). Anything outside it (including 0 = unknown) is replaced by
+// default_bandwidth_gbps. TENT's range is [10, 800]: a real 1x SDR or DDR link (2.5, 5) then
+// seeded at 400, and the estimates' clamp (at least 0.1 x seed, 40 Gb/s) kept them far above what
+// the link carries, so selection never learnt it (issue 24, defect 0).
+inline constexpr double kMinPortGbps = 2.5;
+inline constexpr double kMaxPortGbps = 2400.0;
 
 // ibv_port_attr carries two speed encodings. XDR (256) does not fit the 8-bit active_speed, so
 // the 32-bit active_speed_ex wins whenever the provider filled it in (non-zero).

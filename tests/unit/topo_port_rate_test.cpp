@@ -33,10 +33,12 @@ TEST(PortRate, DecodesSpeedAndWidthCodes) {
 }
 
 TEST(PortRate, EffectiveRateFallsBackOutsideTheValidRange) {
-  // {reported, expected} with the default 400; 1600 is XDR 8x.
-  const std::pair<double, double> cases[] = {{0.0, 400.0},   {5.0, 400.0},         {10.0, 10.0},
-                                             {200.0, 200.0}, {800.0, 800.0},       {1600.0, 400.0},
-                                             {-1.0, 400.0},  {std::nan(""), 400.0}};
+  // {reported, expected} with the default 400: every decodable rate, SDR 1x (2.5) to XDR 12x
+  // (2400), is its own seed.
+  const std::pair<double, double> cases[] = {
+      {0.0, 400.0},     {2.4, 400.0},    {2.5, 2.5},     {5.0, 5.0},
+      {10.0, 10.0},     {200.0, 200.0},  {800.0, 800.0}, {1600.0, 1600.0},
+      {2400.0, 2400.0}, {2401.0, 400.0}, {-1.0, 400.0},  {std::nan(""), 400.0}};
   for (const auto& [reported, expected] : cases) {
     EXPECT_DOUBLE_EQ(effective_rate_gbps(reported, 400.0), expected) << reported;
   }
@@ -53,8 +55,8 @@ TEST(PortRate, TrackerKeepsTheLastValueWhenAQueryFails) {
   EXPECT_DOUBLE_EQ(tracker.effective_gbps(), 200.0);
   EXPECT_TRUE(tracker.update(0.0));  // unknown rate: back to the default
   EXPECT_DOUBLE_EQ(tracker.effective_gbps(), 400.0);
-  EXPECT_FALSE(tracker.update(900.0));  // out of range: still the default
-  EXPECT_DOUBLE_EQ(tracker.reported_gbps(), 900.0);
+  EXPECT_FALSE(tracker.update(2500.0));  // out of range: still the default
+  EXPECT_DOUBLE_EQ(tracker.reported_gbps(), 2500.0);
 }
 
 }  // namespace

@@ -449,10 +449,10 @@ TEST(Selector, TransmitMeterSamplesEveryTenMillisecondsAndDropsLongIntervals) {
 TEST(Selector, LinkRateChangesReseedBothEstimates) {
   SelectorConfig config;
   config.default_bandwidth_gbps = 400.0;
-  auto s = make(flat(3), inventory({{kUnknownNuma, 0.0}, {kUnknownNuma, 1600.0}, {}}), config);
+  auto s = make(flat(3), inventory({{kUnknownNuma, 0.0}, {kUnknownNuma, 3200.0}, {}}), config);
   EXPECT_DOUBLE_EQ(stat(*s, 0).effective_gbps, 400.0);  // unknown
   EXPECT_DOUBLE_EQ(stat(*s, 1).effective_gbps, 400.0);  // out of range
-  EXPECT_DOUBLE_EQ(stat(*s, 1).link_gbps, 1600.0);
+  EXPECT_DOUBLE_EQ(stat(*s, 1).link_gbps, 3200.0);
 
   DeviceLease lease = pick(*s, 1'000'000'000, {Location::any(), mask_of({2})});
   lease.complete(0, true, milliseconds(40));
@@ -469,9 +469,9 @@ TEST(Selector, LinkRateChangesReseedBothEstimates) {
   EXPECT_DOUBLE_EQ(n.effective_gbps, 200.0);
   EXPECT_DOUBLE_EQ(n.selection_Bps, 25e9);
   EXPECT_DOUBLE_EQ(n.transmit_Bps, 25e9);
-  s->set_link_rate(2, 900.0);
+  s->set_link_rate(2, 2500.0);
   n = stat(*s, 2);
-  EXPECT_DOUBLE_EQ(n.link_gbps, 900.0);
+  EXPECT_DOUBLE_EQ(n.link_gbps, 2500.0);
   EXPECT_DOUBLE_EQ(n.effective_gbps, 400.0);
   EXPECT_DOUBLE_EQ(n.selection_Bps, kGbps400);
   EXPECT_DOUBLE_EQ(n.transmit_Bps, kGbps400);
