@@ -93,10 +93,13 @@ struct RdmaStats {
   // Message QPs rebuilt on another rail because theirs paused (with no frame in flight).
   std::uint64_t message_qp_moves = 0;
   // Budgets in use now (creating, closing and retained resources included).
-  std::uint64_t endpoints_in_use = 0;     // of rdma.max_endpoints
-  std::uint64_t grants_in_use = 0;        // of rdma.max_grants
-  std::uint64_t direct_bytes_in_use = 0;  // of rdma.max_direct_bytes
-  std::uint64_t retained = 0;             // native objects whose destroy failed, kept for good
+  std::uint64_t endpoints_in_use = 0;  // of rdma.max_endpoints
+  std::uint64_t grants_in_use = 0;     // of rdma.max_grants
+  // rdma.max_direct_bytes bounds each role on its own: the requester's loans and the ranges this
+  // engine granted as the source (one pool for both let two ranks' crossed messages deadlock).
+  std::uint64_t direct_bytes_in_use = 0;   // requester loans, of rdma.max_direct_bytes
+  std::uint64_t granted_bytes_in_use = 0;  // granted ranges, of rdma.max_direct_bytes
+  std::uint64_t retained = 0;              // native objects whose destroy failed, kept for good
   RdmaQpLimits last_connected_qp;
   RdmaMrCacheStats mr_cache;
 };

@@ -155,7 +155,9 @@ void visit_rdma(V& v, C& r) {
   v.field("max_grants", r.max_grants, UInt{1, kU32Max}, "Whole-parent grant reservations.");
   v.field("max_send_wr", r.max_send_wr, UInt{1, 65536}, "Unresolved send WRs per QP.");
   v.field("max_cqes", r.max_cqes, UInt{1, 4194304}, "Capacity of each CQ.");
-  v.field("max_direct_bytes", r.max_direct_bytes, Bytes{1, 1ULL << 50}, "Active direct loans.");
+  v.field("max_direct_bytes", r.max_direct_bytes, Bytes{1, 1ULL << 50},
+          "Active direct loans; bounds the requester's loans and the ranges granted as the "
+          "source, each on its own.");
   v.field("max_staging_bytes", r.max_staging_bytes, Bytes{1, 1ULL << 50},
           "Bound on the engine's staging pool, all slabs together: the pinned chunks through "
           "which device memory (and rdma.host_memory = \"staged\" host memory) moves.");

@@ -221,7 +221,7 @@ void scenario_rdma_bytes(RdmaContext& r) {
               sz(s.windows_invalidated));
     check(s.windows_revoked == 0 && s.receipt_mismatches == 0 && s.grant_nacks == 0,
           "a grant was revoked, refused or mismatched");
-    check(s.grants_in_use == 0 && s.direct_bytes_in_use == 0, "grant budgets still charged");
+    check(s.grants_in_use == 0 && s.granted_bytes_in_use == 0, "grant budgets still charged");
   }
   std::printf("rank %d: route ok\n", r.c.rank);
 }
@@ -556,6 +556,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"tampered", {scenario_rdma_tampered, {}}},
       {"concurrent", {scenario_rdma_concurrent, {}}},
       {"deferred", {scenario_rdma_deferred, {}}},
+      {"crossed_messages", {scenario_rdma_crossed_messages, {}}},
       {"forged_rendezvous", {scenario_rdma_forged_rendezvous, {{0, "forge_rendezvous"}}}},
       {"cache_miss", {scenario_rdma_cache_miss, {{1, "retire_source_once"}}}},
       {"key_history", {scenario_rdma_key_history, {}}},

@@ -59,6 +59,8 @@ void scenario_rdma_unregister_busy(RdmaContext& r);
 void scenario_rdma_failed_post(RdmaContext& r);
 void scenario_rdma_cache_miss(RdmaContext& r);
 void scenario_rdma_key_history(RdmaContext& r);
+// Budgets (rdma_probe_budgets.cpp).
+void scenario_rdma_crossed_messages(RdmaContext& r);
 // Two rails (rdma_probe_rails.cpp).
 void scenario_rdma_rails(RdmaContext& r);
 void scenario_rdma_port_down(RdmaContext& r);

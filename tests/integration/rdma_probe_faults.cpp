@@ -55,7 +55,7 @@ void scenario_rdma_error_cqe(RdmaContext& r) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     check_pattern(mine.bytes.data(), kLength, kSentinelSeed, "the sentinel after the failure");
     const RdmaStats s = engine.rdma_stats();
-    check(s.grants_in_use == 0 && s.direct_bytes_in_use == 0,
+    check(s.grants_in_use == 0 && s.granted_bytes_in_use == 0,
           "the source's charges were not returned");
     signal_peer(r.c, 0, 61);
   }

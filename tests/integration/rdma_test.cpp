@@ -135,6 +135,12 @@ TEST(Rdma, GrantRequestsBeyondTheConnectionsSendQueueWaitAtTheSourceInsteadOfFai
   expect_pass(run_ranks("deferred", {{"ORBITE_RDMA_MAX_SEND_WR", "2"}}), "deferred");
 }
 
+// Issue 24, defect 1: each side's loan held the whole budget its peer's grant needed.
+TEST(Rdma, CrossedMessagesThatEachNeedTheWholeDirectBudgetBothArrive) {
+  expect_pass(run_ranks("crossed_messages", {{"ORBITE_RDMA_MAX_DIRECT_BYTES", "1MiB"}}),
+              "crossed_messages");
+}
+
 TEST(Rdma, ARendezvousGrantRequestForAnUnmatchedReceiveIsRefusedAndBothSidesFail) {
   expect_pass(run_ranks("forged_rendezvous", {}), "forged_rendezvous");
 }

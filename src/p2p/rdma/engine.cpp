@@ -111,6 +111,7 @@ RdmaEngine::RdmaEngine(const EngineConfig& config, const IbvApi& api, Discovery 
       endpoints_("max_endpoints", config.rdma.max_endpoints),
       grants_("max_grants", config.rdma.max_grants),
       direct_bytes_("max_direct_bytes", config.rdma.max_direct_bytes),
+      granted_bytes_("max_direct_bytes (granted ranges)", config.rdma.max_direct_bytes),
       selector_(std::move(selector)) {
   std::random_device rd;
   incarnation_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
@@ -286,6 +287,7 @@ RdmaStats RdmaEngine::stats() const {
   s.endpoints_in_use = endpoints_.used();
   s.grants_in_use = grants_.used();
   s.direct_bytes_in_use = direct_bytes_.used();
+  s.granted_bytes_in_use = granted_bytes_.used();
   {
     std::lock_guard lock(counters_.last_qp_mu);
     s.last_connected_qp = counters_.last_connected_qp;

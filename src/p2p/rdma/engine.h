@@ -79,7 +79,11 @@ class RdmaEngine {
   RdmaCounters& counters() { return counters_; }
   Budget& endpoints() { return endpoints_; }
   Budget& grants() { return grants_; }
-  Budget& direct_bytes() { return direct_bytes_; }
+  // rdma.max_direct_bytes, once per role. The requester's loan waits for a peer's grant; a grant
+  // waits only for a requester that already holds its loan. One pool for both made a cycle: two
+  // ranks each lending their whole budget to a message for the other could grant neither.
+  Budget& direct_bytes() { return direct_bytes_; }    // requester loans, admission to parent end
+  Budget& granted_bytes() { return granted_bytes_; }  // source grants, Reserving to READY
   // The rails' bandwidth-aware selection (thread-safe): every parent's slices take its lease.
   topo::DeviceSelector& selector() { return *selector_; }
   // Per NIC: both estimates, rates, charged/posted/completed/allocated bytes. Allocates.
@@ -122,6 +126,7 @@ class RdmaEngine {
   Budget endpoints_;
   Budget grants_;
   Budget direct_bytes_;
+  Budget granted_bytes_;
   std::atomic<std::uint64_t> nic_epoch_{0};
   std::atomic<std::uint64_t> next_grant_id_{0};
   std::atomic<std::uint64_t> next_link_{0};

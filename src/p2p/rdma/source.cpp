@@ -274,7 +274,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   if (Status st = engine_->grants().take(1, engine_->counters().budget_exhausted); !st.ok()) {
     return nack(st.code(), st.message());
   }
-  if (Status st = engine_->direct_bytes().take(m.length, engine_->counters().budget_exhausted);
+  if (Status st = engine_->granted_bytes().take(m.length, engine_->counters().budget_exhausted);
       !st.ok()) {
     engine_->grants().give(1);
     return nack(st.code(), st.message());
@@ -283,7 +283,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
       range_locks().try_lock(reinterpret_cast<std::uintptr_t>(r.base + m.offset), m.length, write);
   if (lock == 0) {
     engine_->grants().give(1);
-    engine_->direct_bytes().give(m.length);
+    engine_->granted_bytes().give(m.length);
     if (to_receive) {
       // Receives posted into one buffer (osu_bw's window does this) take their writes one after
       // another: the grant waits here (FIFO, retried every pass) until the other access ends,
@@ -300,7 +300,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   if (!r.pin()) {
     range_locks().unlock(lock);
     engine_->grants().give(1);
-    engine_->direct_bytes().give(m.length);
+    engine_->granted_bytes().give(m.length);
     return nack(Errc::InvalidArgument,
                 "region " + std::to_string(m.target) + " is being unregistered");
   }
@@ -542,7 +542,7 @@ void RdmaLane::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outco
     range_locks().unlock(g.lock);
     g.region->unpin();
     engine_->grants().give(1);
-    engine_->direct_bytes().give(length);
+    engine_->granted_bytes().give(length);
   }
   if (to_receive) {
     // READY: every receipt is verified, so the bytes are in the receive (or it fails).
