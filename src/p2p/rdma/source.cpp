@@ -147,19 +147,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
       return protocol_error(peer, "a second GrantRequest for parent " + std::to_string(m.parent));
     }
   }
-  // The segments must tile the range exactly, in order, with the slices counted once.
-  std::uint64_t at = m.offset;
-  std::uint32_t slices = 0;
-  for (const SegmentRequest& s : m.segments) {
-    if (s.offset != at || s.length == 0 || s.slices == 0 || s.first_slice != slices) {
-      return protocol_error(peer, "GrantRequest segments do not tile the requested range");
-    }
-    at += s.length;
-    slices += s.slices;
-  }
-  if (at != m.offset + m.length || slices != m.slices || (m.length == 0) != m.segments.empty()) {
-    return protocol_error(peer, "GrantRequest segments do not cover the requested range");
-  }
+  if (Status st = check_tiling(m); !st.ok()) return protocol_error(peer, st.message());
   const bool to_receive = (m.op & kOpToReceive) != 0;
   const bool write = (m.op & ~kOpToReceive) == kOpWrite;
   ORBITE_LOG(Debug, Rdma) << "GrantRequest: parent " << m.parent

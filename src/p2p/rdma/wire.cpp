@@ -1,5 +1,8 @@
 #include "p2p/rdma/wire.h"
 
+#include <limits>
+#include <string>
+
 #include "common/wire.h"
 
 namespace orbite::rdma {
@@ -241,6 +244,38 @@ std::string encode(const GrantRequest& m) {
   }
   return out;
 }
+Status check_tiling(const GrantRequest& m) {
+  auto refused = [&](const std::string& why) {
+    return Status::error(Errc::Protocol, "GrantRequest for [" + std::to_string(m.offset) + ", +" +
+                                             std::to_string(m.length) + "): " + why);
+  };
+  if (m.length > std::numeric_limits<std::uint64_t>::max() - m.offset) {
+    return refused("the range wraps around the address space");
+  }
+  if ((m.length == 0) != m.segments.empty()) {
+    return refused("segments do not cover the requested range");
+  }
+  const std::uint64_t end = m.offset + m.length;
+  std::uint64_t at = m.offset;
+  std::uint32_t slices = 0;
+  for (std::size_t i = 0; i < m.segments.size(); ++i) {
+    const SegmentRequest& s = m.segments[i];
+    // end - at cannot wrap (at never passes end), so neither can at + s.length below.
+    if (s.offset != at || s.length == 0 || s.length > end - at || s.slices == 0 ||
+        s.first_slice != slices) {
+      return refused("segment " + std::to_string(i) + " [" + std::to_string(s.offset) + ", +" +
+                     std::to_string(s.length) + "), slices " + std::to_string(s.first_slice) + "+" +
+                     std::to_string(s.slices) + ", does not tile the requested range");
+    }
+    at += s.length;
+    slices += s.slices;
+  }
+  if (at != end || slices != m.slices) {
+    return refused("segments do not cover the requested range");
+  }
+  return {};
+}
+
 Result<GrantRequest> decode_grant_request(std::string_view body) {
   wire::Reader r(body);
   GrantRequest m;

@@ -169,6 +169,9 @@ Result<QpConnect> decode_qp_connect(std::string_view body);
 Result<QpAccept> decode_qp_accept(std::string_view body);
 Result<QpRetire> decode_qp_retire(std::string_view body);
 Result<GrantRequest> decode_grant_request(std::string_view body);
+// The segments tile [offset, offset + length) exactly, in order, each inside it, with the slices
+// counted once; no sum can wrap (a peer's lengths are not trusted). Protocol naming the segment.
+Status check_tiling(const GrantRequest& m);
 Result<Grant> decode_grant(std::string_view body);
 Result<GrantNack> decode_grant_nack(std::string_view body);
 Result<GrantAck> decode_grant_ack(std::string_view body);
