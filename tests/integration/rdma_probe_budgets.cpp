@@ -1,5 +1,5 @@
 // orbite-rdma-probe's budget scenarios (see rdma_probe.cpp): crossed messages that each need the
-// whole rdma.max_direct_bytes.
+// whole rdma.max_direct_bytes; QP slots beyond the link's width.
 #include <cstdio>
 
 #include "rdma_probe.h"
@@ -32,6 +32,59 @@ void scenario_rdma_crossed_messages(RdmaContext& r) {
         "charges left: " + sz(s.direct_bytes_in_use) + " lent, " + sz(s.granted_bytes_in_use) +
             " granted");
   barrier(r.c, "crossed: checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// connect_slot: rank 0 (hook forge_connect_slot) names a QP slot one link width past the real
+// one in every QpConnect of its parents. The source refuses each before creating anything
+// (issue 24, defect 3: any slot below 1024 was accepted and charged the engine-wide endpoint
+// and CQ budgets): the put fails naming the slot, nothing lands, rank 1's endpoints in use do not
+// move, and messages over RDMA (the message slot) still flow.
+
+void scenario_rdma_connect_slot(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 256 * kKiB;
+  auto [mine, remote] = setup_region(r, kLength, 0xC0, 0xC1);
+  TransferEngine& engine = r.c.comm.engine();
+  Context over_rdma{r.c.comm, r.rdma, r.c.rank, r.c.size};
+  Bytes note(100);
+  // Message QPs both ways first, so that the count below sees only the forged connects.
+  if (r.c.rank == 0) {
+    fill_pattern(note.data(), note.size(), 7);
+    send(over_rdma, note.data(), note.size(), 1, 91, "the message before");
+    check(recv(over_rdma, note.data(), note.size(), 1, 92, "the reply") == note.size(), "reply");
+  } else {
+    check(recv(over_rdma, note.data(), note.size(), 0, 91, "the message before") == note.size(),
+          "message");
+    check_pattern(note.data(), note.size(), 7, "the message before");
+    send(over_rdma, note.data(), note.size(), 0, 92, "the reply");
+  }
+  barrier(r.c, "connect_slot: message QPs up");
+  const std::uint64_t endpoints_before = engine.rdma_stats().endpoints_in_use;
+  barrier(r.c, "connect_slot: counted");
+  if (r.c.rank == 0) {
+    Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "forged put");
+    const Status st = q.wait(kWait);
+    std::printf("rank 0: the put with a forged slot: %s\n", st.to_string().c_str());
+    check(st.code() == Errc::InvalidArgument &&
+              st.message().find("QpConnect slot") != std::string::npos &&
+              st.message().find("beyond this link's") != std::string::npos,
+          "the forged slot's put: " + st.to_string());
+    signal_peer(r.c, 1, 93);
+  } else {
+    await_peer(r.c, 0, 93);
+    check_pattern(mine.bytes.data(), kLength, 0xC0, "the region behind the refused connects");
+    const std::uint64_t after = engine.rdma_stats().endpoints_in_use;
+    check(after == endpoints_before, "the refused connects charged endpoints: " +
+                                         sz(endpoints_before) + " before, " + sz(after) + " after");
+  }
+  barrier(r.c, "connect_slot: checked");
+  if (r.c.rank == 0) {
+    send(over_rdma, note.data(), note.size(), 1, 94, "the message after");
+  } else {
+    check(recv(over_rdma, note.data(), note.size(), 0, 94, "the message after") == note.size(),
+          "the message after");
+  }
+  barrier(r.c, "connect_slot: done");
 }
 
 }  // namespace orbite::probe

@@ -141,6 +141,11 @@ TEST(Rdma, CrossedMessagesThatEachNeedTheWholeDirectBudgetBothArrive) {
               "crossed_messages");
 }
 
+// Issue 24, defect 3: any slot below 1024 was accepted, each charging engine-wide budgets.
+TEST(Rdma, AQpConnectBeyondTheLinksWidthIsRefusedAndChargesNothing) {
+  expect_pass(run_ranks("connect_slot", {}), "connect_slot");
+}
+
 TEST(Rdma, ARendezvousGrantRequestForAnUnmatchedReceiveIsRefusedAndBothSidesFail) {
   expect_pass(run_ranks("forged_rendezvous", {}), "forged_rendezvous");
 }

@@ -120,6 +120,7 @@ TestHooks TestHooks::from_env() {
   h.retire_source_once = has("retire_source_once");
   h.forge_nic_table = has("forge_nic_table");
   h.forge_rendezvous = has("forge_rendezvous");
+  h.forge_connect_slot = has("forge_connect_slot");
   return h;
 }
 

@@ -49,10 +49,11 @@ struct TestHooks {
   bool retire_source_once = false;     // source: the first GrantRequest finds its QP retired
   bool forge_nic_table = false;        // NicTables rename this engine's first NIC
   bool forge_rendezvous = false;       // a rendezvous GrantRequest names a receive never matched
+  bool forge_connect_slot = false;     // QpConnects name a slot one link width past the real one
   [[nodiscard]] bool any() const {
     return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
            kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table ||
-           forge_rendezvous;
+           forge_rendezvous || forge_connect_slot;
   }
   static TestHooks from_env();
 };

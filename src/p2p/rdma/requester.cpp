@@ -254,7 +254,7 @@ void RdmaLane::connect_parent(PeerRdma& peer, Parent& p) {
     slot.builder = next_builder_++;
     QpConnect m;
     m.builder = slot.builder;
-    m.slot = s.slot;
+    m.slot = s.slot + (hooks_.forge_connect_slot ? peer.width : 0);
     m.qp_incarnation = q.incarnation;
     m.qp = QpEndpointInfo{q.qp->qp_num,
                           q.psn,

@@ -34,6 +34,16 @@ void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
   for (std::size_t c = 0; c < contexts.size(); ++c) {
     if (contexts[c]->nic_id == m.qp.remote_nic && cqs_[c]) context = c;
   }
+  // The link's width bounds the slots a peer may open here: every one charges the engine-wide
+  // endpoint and CQ budgets, which one peer must not spend for everyone.
+  if (m.slot >= peer.width && m.slot != kMessageSlot) {
+    return refuse(Status::error(Errc::InvalidArgument,
+                                "QpConnect slot " + std::to_string(m.slot) +
+                                    " is beyond this link's " + std::to_string(peer.width) +
+                                    " QP slots (the smaller rdma.num_lanes of the two engines) and "
+                                    "is not the message slot " +
+                                    std::to_string(kMessageSlot)));
+  }
   const NicRecord* nic = peer.nic(m.qp.nic_id);
   if (context == contexts.size() || nic == nullptr) {
     return refuse(Status::error(
