@@ -8,6 +8,7 @@
 //   gid DEV INDEX GID|delete  rate         DEV GBPS
 //   delay DEV MICROSECONDS    fail_wr      DEV QPN|* NTH [STATUS]
 //   fail_post DEV QPN|* NTH ERRNO [at=K|null]
+//   fail_destroy DEV QPN|* NTH ERRNO
 //   drop DEV QPN              disable|enable DEV mw|send_inv
 //   mw_strict DEV on|off      mw_index_limit DEV N (0: none)
 #include <arpa/inet.h>
@@ -103,14 +104,15 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
   for (std::string w; in >> w;) words.push_back(w);
   if (words.empty()) return "empty command";
   c->verb = words[0];
-  static const char* const verbs[] = {"port",    "gid",       "rate",      "delay",
-                                      "fail_wr", "fail_post", "drop",      "show",
-                                      "disable", "enable",    "mw_strict", "mw_index_limit"};
+  static const char* const verbs[] = {
+      "port", "gid",  "rate",    "delay",  "fail_wr",   "fail_post",     "fail_destroy",
+      "drop", "show", "disable", "enable", "mw_strict", "mw_index_limit"};
   bool known = false;
   for (const char* v : verbs) known = known || c->verb == v;
   if (!known) {
     return "unknown command '" + c->verb +
-           "' (port, gid, rate, delay, fail_wr, fail_post, drop, show, disable, enable, "
+           "' (port, gid, rate, delay, fail_wr, fail_post, fail_destroy, drop, show, disable, "
+           "enable, "
            "mw_strict, mw_index_limit)";
   }
   if (words.size() < 2) return c->verb + ": missing device";
@@ -164,6 +166,12 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
     if (a.size() == 4 && parse_at(a[3]) == -2) {
       return "fail_post: '" + a[3] + "' is not at=K or null";
     }
+  } else if (c->verb == "fail_destroy") {
+    if (auto e = want(3, 3, "QPN|* NTH ERRNO"); !e.empty()) return e;
+    uint32_t qpn = 0;
+    if (!parse_qpn(a[0], &qpn)) return "fail_destroy: QP number '" + a[0] + "' is not valid";
+    if (!parse_u64(a[1], &u) || u == 0) return "fail_destroy: NTH '" + a[1] + "' must be >= 1";
+    if (parse_errno(a[2]) == 0) return "fail_destroy: '" + a[2] + "' is not an errno value";
   } else if (c->verb == "drop") {
     if (auto e = want(1, 1, "QPN"); !e.empty()) return e;
     uint32_t qpn = 0;
@@ -302,6 +310,13 @@ int execute_command(const std::string& command, std::string* reply) {
     std::lock_guard lock(st.fault_mu);
     st.post_faults.push_back(f);
     st.have_post_faults = true;
+  } else if (c.verb == "fail_destroy") {
+    DestroyFault f;
+    parse_qpn(a[0], &f.qpn);
+    f.countdown = std::stoull(a[1]);
+    f.err = parse_errno(a[2]);
+    std::lock_guard lock(st.fault_mu);
+    st.destroy_faults.push_back(f);
   } else if (c.verb == "drop") {
     uint32_t qpn = 0;
     parse_qpn(a[0], &qpn);

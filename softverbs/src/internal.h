@@ -305,6 +305,14 @@ struct PostFault {
   int at = -1;
 };
 
+// A fault armed by "fail_destroy": the countdown-th ibv_destroy_qp call on QP qpn (0: any QP of
+// the device) fails with err and leaves the QP as it was.
+struct DestroyFault {
+  uint32_t qpn = 0;
+  uint64_t countdown = 1;
+  int err = EBUSY;
+};
+
 // What can change while a device is in use, shared by every context opened on it in this
 // process: the port, the GID table, the rate (and its token bucket) and the armed faults.
 struct DeviceState {
@@ -331,9 +339,10 @@ struct DeviceState {
   std::atomic<bool> have_wr_faults{false};
   std::vector<PostFault> post_faults;  // guarded by fault_mu
   std::atomic<bool> have_post_faults{false};
-  std::vector<Device*> open;  // contexts to notify of port and GID changes
-  std::string ifname;         // interface holding the bind address ("" until found)
-  int link_fd = -1;           // a socket in the device's namespace, for SIOCGIFFLAGS
+  std::vector<DestroyFault> destroy_faults;  // guarded by fault_mu
+  std::vector<Device*> open;                 // contexts to notify of port and GID changes
+  std::string ifname;                        // interface holding the bind address ("" until found)
+  int link_fd = -1;                          // a socket in the device's namespace, for SIOCGIFFLAGS
   bool link_probed = false;
   TokenBucket bucket;
 
@@ -358,6 +367,8 @@ int device_socket(const DeviceConfig& cfg, int type);
 int take_wr_fault(DeviceState& st, uint32_t qpn);
 // An armed fail_post fault for a post_send call on qpn, or false.
 bool take_post_fault(DeviceState& st, uint32_t qpn, PostFault* out);
+// An armed fail_destroy fault for an ibv_destroy_qp call on qpn: its errno, or 0.
+int take_destroy_fault(DeviceState& st, uint32_t qpn);
 // Validates a control command (without running it); "" when it is well formed.
 std::string check_command(const std::string& command);
 // Runs a control command; 0 with "ok..." in reply, or an errno value with "error: ...".

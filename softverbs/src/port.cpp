@@ -217,6 +217,19 @@ int take_wr_fault(DeviceState& st, uint32_t qpn) {
   return -1;
 }
 
+int take_destroy_fault(DeviceState& st, uint32_t qpn) {
+  std::lock_guard lock(st.fault_mu);
+  for (size_t i = 0; i < st.destroy_faults.size(); ++i) {
+    DestroyFault& f = st.destroy_faults[i];
+    if (f.qpn != 0 && f.qpn != qpn) continue;
+    if (--f.countdown > 0) continue;
+    const int err = f.err;
+    st.destroy_faults.erase(st.destroy_faults.begin() + static_cast<ptrdiff_t>(i));
+    return err;
+  }
+  return 0;
+}
+
 bool take_post_fault(DeviceState& st, uint32_t qpn, PostFault* out) {
   if (!st.have_post_faults.load(std::memory_order_relaxed)) return false;
   std::lock_guard lock(st.fault_mu);

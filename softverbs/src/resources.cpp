@@ -466,6 +466,7 @@ int ibv_destroy_qp(ibv_qp* ibqp) {
   std::shared_ptr<Qp> qp = qp_of(ibqp);
   Device* dev = qp->dev;
   if (qp_has_bound_window(*dev, ibqp->qp_num)) return EBUSY;
+  if (const int err = take_destroy_fault(*dev->st, ibqp->qp_num); err != 0) return err;
   {
     std::lock_guard lock(dev->qp_mu);
     dev->qps.erase(ibqp->qp_num);

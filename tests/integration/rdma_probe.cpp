@@ -541,7 +541,9 @@ struct Entry {
   std::function<void(RdmaContext&)> run;
   // ORBITE_RDMA_TEST_HOOKS per rank (before the engine exists).
   std::map<int, std::string> hooks;
-  bool direct = false;  // started by the test without orbite-run (killed peers); closes itself
+  // The scenario closes the engine itself: started by the test without orbite-run (killed
+  // peers), or expecting close to report what it retained.
+  bool direct = false;
 };
 
 const std::map<std::string, Entry>& scenarios() {
@@ -558,6 +560,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"deferred", {scenario_rdma_deferred, {}}},
       {"crossed_messages", {scenario_rdma_crossed_messages, {}}},
       {"connect_slot", {scenario_rdma_connect_slot, {{0, "forge_connect_slot"}}}},
+      {"failed_destroy", {scenario_rdma_failed_destroy, {}, true}},
       {"forged_rendezvous", {scenario_rdma_forged_rendezvous, {{0, "forge_rendezvous"}}}},
       {"cache_miss", {scenario_rdma_cache_miss, {{1, "retire_source_once"}}}},
       {"key_history", {scenario_rdma_key_history, {}}},

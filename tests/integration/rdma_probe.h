@@ -62,6 +62,7 @@ void scenario_rdma_key_history(RdmaContext& r);
 // Budgets (rdma_probe_budgets.cpp).
 void scenario_rdma_crossed_messages(RdmaContext& r);
 void scenario_rdma_connect_slot(RdmaContext& r);
+void scenario_rdma_failed_destroy(RdmaContext& r);
 // Two rails (rdma_probe_rails.cpp).
 void scenario_rdma_rails(RdmaContext& r);
 void scenario_rdma_port_down(RdmaContext& r);

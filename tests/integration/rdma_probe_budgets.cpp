@@ -1,5 +1,5 @@
 // orbite-rdma-probe's budget scenarios (see rdma_probe.cpp): crossed messages that each need the
-// whole rdma.max_direct_bytes; QP slots beyond the link's width.
+// whole rdma.max_direct_bytes; QP slots beyond the link's width; a QP whose destruction fails.
 #include <cstdio>
 
 #include "rdma_probe.h"
@@ -85,6 +85,58 @@ void scenario_rdma_connect_slot(RdmaContext& r) {
           "the message after");
   }
   barrier(r.c, "connect_slot: done");
+}
+
+// ---------------------------------------------------------------------------------------------
+// failed_destroy: rank 0's put fails on an error completion (fail_wr), which retires its QP, and
+// softverbs fails that QP's ibv_destroy_qp (fail_destroy). The QP still exists, so it keeps its
+// endpoint charge (issue 24, defect 5: the charges came back while the QP lived on) and counts
+// as retained; a later put builds a new QP beside it and succeeds. Closing rank 0's engine then
+// reports Unquiesced naming the retained resource; rank 1 closes cleanly.
+
+void scenario_rdma_failed_destroy(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 256 * kKiB;
+  auto [mine, remote] = setup_region(r, kLength, 0xD0, 0xD1);
+  TransferEngine& engine = r.c.comm.engine();
+  if (r.c.rank == 0) {
+    Request warm = accepted(engine.get(mine.region, 0, remote, 0, 1, r.rdma), "warm-up get");
+    wait_ok(warm, "warm-up get");
+    const RdmaStats before = engine.rdma_stats();
+    softverbs("fail_destroy soft_0 * 1 EIO");
+    softverbs("fail_wr soft_0 * 1 REM_OP_ERR");
+    Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
+    check(q.wait(kWait).code() != Errc::Timeout, "the failed put never completed");
+    check(q.status() && !q.status()->ok(), "the put with a failed WR succeeded");
+    check(eventually([&] { return engine.rdma_stats().retained > before.retained; }),
+          "the QP whose destruction failed was not retained");
+    const RdmaStats after = engine.rdma_stats();
+    std::printf("rank 0: endpoints in use %llu before, %llu after; retained %llu\n",
+                static_cast<unsigned long long>(before.endpoints_in_use),
+                static_cast<unsigned long long>(after.endpoints_in_use),
+                static_cast<unsigned long long>(after.retained));
+    check(after.endpoints_in_use == before.endpoints_in_use,
+          "the retained QP's endpoint charge was returned: " + sz(before.endpoints_in_use) +
+              " before, " + sz(after.endpoints_in_use) + " after");
+    check(after.qps_destroyed == before.qps_destroyed, "a QP counted as destroyed");
+    fill_pattern(mine.bytes.data(), kLength, 0xD2);
+    Request again = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "again");
+    wait_ok(again, "the put after the retained QP");
+    check(engine.rdma_stats().endpoints_in_use == before.endpoints_in_use + 1,
+          "the new QP beside the retained one is not charged once");
+    signal_peer(r.c, 1, 95);
+  } else {
+    await_peer(r.c, 0, 95);
+    check_pattern(mine.bytes.data(), kLength, 0xD2, "the put after the retained QP");
+  }
+  barrier(r.c, "failed_destroy: checked");
+  const Status closed = engine.close(std::chrono::seconds(30));
+  if (r.c.rank == 0) {
+    check(
+        closed.code() == Errc::Unquiesced && closed.message().find("retained") != std::string::npos,
+        "close with a retained QP: " + closed.to_string());
+  } else {
+    check_ok(closed, "engine close");
+  }
 }
 
 }  // namespace orbite::probe

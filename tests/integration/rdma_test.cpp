@@ -146,6 +146,11 @@ TEST(Rdma, AQpConnectBeyondTheLinksWidthIsRefusedAndChargesNothing) {
   expect_pass(run_ranks("connect_slot", {}), "connect_slot");
 }
 
+// Issue 24, defect 5: a failed ibv_destroy_qp returned the charges of a QP that still existed.
+TEST(Rdma, AFailedQpDestructionKeepsItsCharges) {
+  expect_pass(run_ranks("failed_destroy", {}), "failed_destroy");
+}
+
 TEST(Rdma, ARendezvousGrantRequestForAnUnmatchedReceiveIsRefusedAndBothSidesFail) {
   expect_pass(run_ranks("forged_rendezvous", {}), "forged_rendezvous");
 }

@@ -199,6 +199,20 @@ TEST_F(Control, ErrorCompletionOnTheNthWr) {
   EXPECT_EQ(qp_state(), IBV_QPS_ERR);
 }
 
+// An armed fail_destroy fails that one ibv_destroy_qp call and leaves the QP as it was (OrbiTE's
+// test of a failed native teardown keeping its charges); the next call destroys it.
+TEST_F(Control, AFailedDestroyLeavesTheQpUsable) {
+  make_qp();
+  to_rts();
+  run("fail_destroy soft_0 " + std::to_string(qp_->qp_num) + " 1 EIO");
+  EXPECT_EQ(ibv_destroy_qp(qp_), EIO);
+  EXPECT_EQ(qp_state(), IBV_QPS_RTS);
+  ASSERT_EQ(write(0, 64, 7), 0);
+  const ibv_wc wc = poll();
+  EXPECT_EQ(wc.wr_id, 7u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+}
+
 TEST_F(Control, DroppedConnectionFailsTheInFlightWr) {
   big_region();
   make_qp();
@@ -323,6 +337,8 @@ TEST_F(Control, BadCommandsNameTheFieldAndChangeNothing) {
       {"mw_strict soft_0 maybe", EINVAL, "'maybe' is not on or off"},
       {"mw_index_limit soft_0 many", EINVAL, "'many' is not 0..8388608"},
       {"mw_index_limit soft_0 8388609", EINVAL, "'8388609'"},
+      {"fail_destroy soft_0 * 0 EIO", EINVAL, "NTH '0'"},
+      {"fail_destroy soft_0 * 1 nope", EINVAL, "'nope' is not an errno value"},
       {"drop soft_0 1234", ENOENT, "no QP 1234"},
       {"reboot soft_0", EINVAL, "unknown command 'reboot'"},
       {"", EINVAL, "empty command"},

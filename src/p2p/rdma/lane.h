@@ -366,6 +366,8 @@ class RdmaLane final : public p2p::LaneTransport {
   std::vector<ibv_mw*> parked_windows_;  // every key of their index used: never bound again
   // Grants whose windows could not be revoked: their locks, pins and charges are kept for good.
   std::vector<GrantState> retained_grants_;
+  // QPs whose ibv_destroy_qp failed, with their endpoint and CQ charges, kept for good.
+  std::vector<std::unique_ptr<Qp>> retained_qps_;
   std::unordered_map<detail::PeerLink*, std::unique_ptr<PeerRdma>> peers_;
   std::unordered_map<detail::PeerLink*, std::uint64_t> offered_;  // link incarnations offered
   std::uint64_t next_parent_ = 1;
@@ -374,9 +376,8 @@ class RdmaLane final : public p2p::LaneTransport {
   std::vector<ibv_wc> wcs_;
   // Message QPs' receiving ends exist: frames may arrive at any time, so passes poll the CQs.
   std::size_t message_sources_ = 0;
-  std::uint64_t sent_nic_epoch_ = 0;
-  bool retrying_deferred_ = false;  // progress() is re-running deferred GrantRequests  // the
-                                    // engine's nic_epoch() whose table the peers have
+  std::uint64_t sent_nic_epoch_ = 0;  // the engine's nic_epoch() whose table the peers have
+  bool retrying_deferred_ = false;    // progress() is re-running deferred GrantRequests
   std::array<std::byte, kFrameSlotBytes> frame_stage_{};  // an inline frame, assembled
   std::vector<std::pair<WrRecord, bool>> resolved_;       // on_send_cqe(): one completion's records
   std::vector<std::uint64_t> granted_;                    // progress(): parents to post for, reused

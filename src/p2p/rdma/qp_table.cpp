@@ -121,17 +121,20 @@ void RdmaLane::destroy_retired() {
       continue;
     }
     if (q != nullptr) {
+      if (q->message && q->role == QpRole::Source) --message_sources_;
       if (const int rc = engine_->api().destroy_qp(q->qp); rc != 0) {
+        // The QP still exists: it keeps its endpoint charge, its CQ entries and its handle (a
+        // late completion naming the handle finds no QP rather than another one), for good.
         engine_->retain(q->ctx->name + ": ibv_destroy_qp failed: " + std::strerror(rc));
+        retained_qps_.push_back(std::move(qps_[q->handle]));
       } else {
         add(engine_->counters().qps_destroyed);
+        q->cqs->send_reserved -= q->sq.outstanding() + q->sq.room();
+        q->cqs->recv_reserved -= q->recv_depth;
+        engine_->endpoints().give(1);
+        free_handles_.push_back(q->handle);
+        qps_[q->handle].reset();
       }
-      q->cqs->send_reserved -= q->sq.outstanding() + q->sq.room();
-      q->cqs->recv_reserved -= q->recv_depth;
-      if (q->message && q->role == QpRole::Source) --message_sources_;
-      engine_->endpoints().give(1);
-      free_handles_.push_back(q->handle);
-      qps_[q->handle].reset();
     }
     retired_.erase(retired_.begin() + static_cast<std::ptrdiff_t>(i));
   }
