@@ -23,6 +23,10 @@ inline constexpr std::size_t kFrameHeaderBytes = 48;
 inline constexpr std::uint32_t kMaxFramePayload = 16u << 20;
 // Text payloads (errors, handshakes) are much smaller.
 inline constexpr std::uint32_t kMaxControlPayload = 4096;
+// Rendezvous announcements (Rts) a receiver keeps unmatched per peer; one more is a protocol error
+// that fails the link (eager messages are bounded by credit instead). 64 Ki entries of about
+// 150 bytes: a peer cannot grow a receiver's queue without bound.
+inline constexpr std::size_t kMaxUnexpectedRts = std::size_t{1} << 16;
 
 enum class FrameType : std::uint8_t {
   Hello = 1,       // payload: Handshake; opens a connection (or adds a stream to one)

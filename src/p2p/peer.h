@@ -151,6 +151,7 @@ struct PeerLink {
   std::map<std::uint64_t, Arrival> reorder;
   std::deque<std::shared_ptr<RequestState>> posted;
   std::deque<Arrival> unexpected;
+  std::size_t unexpected_rts = 0;  // the Rts among `unexpected`, at most kMaxUnexpectedRts
   std::unordered_map<std::uint64_t, Inflight> inflight;
   std::unordered_map<std::uint64_t, PutSession> sessions;
   // Staging (p2p/staged.h): the requester's chunks waiting for the peer's StageReady or

@@ -263,6 +263,7 @@ void Protocol::issue_recv(Link& link, const ReqPtr& req) {
       if (it->endpoint == nullptr) return recv_on_failed(link, req);
       detail::Arrival a = std::move(*it);
       link.unexpected.erase(it);
+      if (a.type != FrameType::Eager) --link.unexpected_rts;
       if (a.type == FrameType::Eager)
         consume_eager(link, req, a);
       else
@@ -291,6 +292,7 @@ void Protocol::recv_on_failed(Link& link, const ReqPtr& req) {
     if (it->comm != req->comm || it->tag != req->tag) continue;
     detail::Arrival a = std::move(*it);
     link.unexpected.erase(it);
+    if (a.type != FrameType::Eager) --link.unexpected_rts;
     drop(counters_.unexpected_bytes, a.data.size());
     Status result;
     if (a.type != FrameType::Eager) {
@@ -424,6 +426,12 @@ void Protocol::deliver_arrival(Link& link, detail::Arrival&& a) {
   for (;;) {
     link.recv_seq++;
     if (!try_match_arrival(link, a)) {
+      if (a.type != FrameType::Eager && link.unexpected_rts >= kMaxUnexpectedRts) {
+        return protocol_error(link, "more than " + std::to_string(kMaxUnexpectedRts) +
+                                        " rendezvous announcements (Rts) wait for receives: the "
+                                        "peer exceeded the unmatched-Rts limit");
+      }
+      if (a.type != FrameType::Eager) ++link.unexpected_rts;
       if (a.type == FrameType::Eager) {
         const auto now = bump(counters_.unexpected_bytes, a.data.size());
         if (now > counters_.unexpected_peak.load(std::memory_order_relaxed)) {

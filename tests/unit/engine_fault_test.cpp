@@ -323,6 +323,33 @@ TEST_P(EngineFaultTest, BadTransportControlFailsThatPeerOnly) {
   }
 }
 
+// Issue 24, defect 7: rendezvous announcements that no receive matches were queued without a
+// count limit. One past p2p::kMaxUnexpectedRts fails that peer's link, naming the limit.
+TEST_P(EngineFaultTest, UnmatchedRendezvousAnnouncementsAreBounded) {
+  auto fake = connected_fake();
+  ASSERT_NE(fake, nullptr);
+  const auto errors = a_->stats().protocol_errors;
+  Request get = get_from_fake(*fake);
+  ASSERT_TRUE(get.valid());
+  std::string frames;
+  frames.reserve((p2p::kMaxUnexpectedRts + 1) * p2p::kFrameHeaderBytes);
+  for (std::uint64_t seq = 0; seq <= p2p::kMaxUnexpectedRts; ++seq) {
+    FrameHeader h;
+    h.type = FrameType::Rts;
+    h.id = 1000 + seq;
+    h.a = p2p::pack_comm_tag(0, 5);  // a tag no receive is posted for
+    h.b = seq;
+    h.c = 1 << 20;
+    frames += FakePeer::frame(h);
+  }
+  ASSERT_TRUE(fake->send_bytes(frames).ok());
+  Status st = get.wait(kWait);
+  EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
+  EXPECT_CONTAINS(st.message(), "more than 65536 rendezvous announcements (Rts) wait for receives");
+  EXPECT_EQ(a_->stats().protocol_errors, errors + 1);
+  expect_a_serves_b(40);
+}
+
 TEST_P(EngineFaultTest, ClosedEngineCancelsNewWork) {
   Guarded dst(64);
   MemoryRegion dst_r = must_register(*b_, dst.data(), 64);
