@@ -100,6 +100,8 @@ struct RdmaStats {
   std::uint64_t direct_bytes_in_use = 0;   // requester loans, of rdma.max_direct_bytes
   std::uint64_t granted_bytes_in_use = 0;  // granted ranges, of rdma.max_direct_bytes
   std::uint64_t retained = 0;              // native objects whose destroy failed, kept for good
+  // Registered slots of receipts in flight (used where the QP cannot send 141 bytes inline).
+  std::uint64_t receipt_slots_in_use = 0;
   RdmaQpLimits last_connected_qp;
   RdmaMrCacheStats mr_cache;
 };

@@ -303,7 +303,8 @@ bool parse_file(const char* path, std::vector<DeviceConfig>* out, std::string* e
         !f.text("port_state", &state) || !f.text("netns", &d.netns) ||
         !f.texts("faults", &d.faults) || !f.texts("gids", &gids) ||
         !f.boolean("mw_strict", &d.mw_strict) ||
-        !f.count("mw_index_limit", kMwIndexCount, &d.mw_index_limit)) {
+        !f.count("mw_index_limit", kMwIndexCount, &d.mw_index_limit) ||
+        !f.count("max_inline_data", 256, &d.max_inline_data)) {
       return false;
     }
     if (jd.contains("port_state") && !parse_state(state, &d.port_state)) {

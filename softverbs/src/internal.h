@@ -43,6 +43,7 @@ struct DeviceConfig {
   std::vector<std::string> faults;  // control commands applied when the device is first used
   bool mw_strict = true;            // a window's bind keeps its index bits (mw.cpp)
   uint32_t mw_index_limit = 0;      // window indices per context (0: kMwIndexCount)
+  uint32_t max_inline_data = 256;   // inline bytes a send WR may carry (ibv_create_qp's cap)
 };
 
 // Every opened context runs one NIC, which listens on bind:(port_base + slot) with the first

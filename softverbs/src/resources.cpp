@@ -328,13 +328,14 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   const ibv_qp_cap& c = init->cap;
+  Device* dev = device_of(pd->context);
+  const uint32_t max_inline = std::min(kMaxInline, dev->cfg->max_inline_data);
   if (init->qp_type != IBV_QPT_RC || init->srq != nullptr || init->send_cq == nullptr ||
       init->recv_cq == nullptr || c.max_send_wr > kMaxWr || c.max_recv_wr > kMaxWr ||
-      c.max_send_sge > kMaxSge || c.max_recv_sge > kMaxSge || c.max_inline_data > kMaxInline) {
+      c.max_send_sge > kMaxSge || c.max_recv_sge > kMaxSge || c.max_inline_data > max_inline) {
     errno = init->qp_type != IBV_QPT_RC ? EOPNOTSUPP : EINVAL;
     return nullptr;
   }
-  Device* dev = device_of(pd->context);
   auto* box = new (std::nothrow) QpBox();
   if (box == nullptr) {
     errno = ENOMEM;
@@ -349,7 +350,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   qp->cap = c;
   qp->cap.max_send_wr = c.max_send_wr == 0 ? 1 : c.max_send_wr;
   qp->cap.max_recv_wr = c.max_recv_wr == 0 ? 1 : c.max_recv_wr;
-  qp->cap.max_inline_data = kMaxInline;
+  qp->cap.max_inline_data = max_inline;
   init->cap = qp->cap;
   uint32_t qpn = 0;
   {

@@ -63,6 +63,7 @@ void scenario_rdma_key_history(RdmaContext& r);
 void scenario_rdma_crossed_messages(RdmaContext& r);
 void scenario_rdma_connect_slot(RdmaContext& r);
 void scenario_rdma_failed_destroy(RdmaContext& r);
+void scenario_rdma_receipt_slots(RdmaContext& r);
 // Two rails (rdma_probe_rails.cpp).
 void scenario_rdma_rails(RdmaContext& r);
 void scenario_rdma_port_down(RdmaContext& r);

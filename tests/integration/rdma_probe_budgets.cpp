@@ -1,5 +1,6 @@
 // orbite-rdma-probe's budget scenarios (see rdma_probe.cpp): crossed messages that each need the
-// whole rdma.max_direct_bytes; QP slots beyond the link's width; a QP whose destruction fails.
+// whole rdma.max_direct_bytes; QP slots beyond the link's width; a QP whose destruction fails;
+// receipts' registered slots after a failed post or completion.
 #include <cstdio>
 
 #include "rdma_probe.h"
@@ -137,6 +138,45 @@ void scenario_rdma_failed_destroy(RdmaContext& r) {
   } else {
     check_ok(closed, "engine close");
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// receipt_slots: softverbs' devices offer no inline data (max_inline_data 0, from the test), so
+// every receipt goes from a registered slot. Rank 0's receipt post fails, proven unposted
+// (fail_post at=0), then a receipt completes with an error (fail_wr on the WR after the
+// payload's): each put fails, and each slot comes back to its pool (issue 24, defect 6: both
+// were lost). A last put succeeds and lands.
+
+void scenario_rdma_receipt_slots(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 64 * kKiB;  // one slice: a post for it, one for the receipt
+  auto [mine, remote] = setup_region(r, kLength, 0xE0, 0xE1);
+  TransferEngine& engine = r.c.comm.engine();
+  if (r.c.rank == 0) {
+    auto slots = [&] { return engine.rdma_stats().receipt_slots_in_use; };
+    Request warm = accepted(engine.get(mine.region, 0, remote, 0, 1, r.rdma), "warm-up get");
+    wait_ok(warm, "warm-up get");
+    check(eventually([&] { return slots() == 0; }), "the warm-up's receipt slot was kept");
+    for (const std::string fault :
+         {"fail_post soft_0 * 2 EIO at=0", "fail_wr soft_0 * 2 REM_OP_ERR"}) {
+      softverbs(fault);
+      Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
+      check(q.wait(kWait).code() != Errc::Timeout, fault + ": the put never completed");
+      check(q.status() && !q.status()->ok(), fault + ": the put succeeded");
+      std::printf("rank 0: %s: %s\n", fault.c_str(), q.status()->to_string().c_str());
+      check(q.status()->message().find("receipt") != std::string::npos,
+            fault + ": not the receipt that failed: " + q.status()->to_string());
+      check(eventually([&] { return slots() == 0; }),
+            fault + ": " + sz(slots()) + " receipt slot(s) never came back");
+    }
+    fill_pattern(mine.bytes.data(), kLength, 0xE2);
+    Request last = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "last put");
+    wait_ok(last, "the put after the failed receipts");
+    signal_peer(r.c, 1, 96);
+  } else {
+    await_peer(r.c, 0, 96);
+    check_pattern(mine.bytes.data(), kLength, 0xE2, "the put after the failed receipts");
+  }
+  barrier(r.c, "receipt_slots: checked");
 }
 
 }  // namespace orbite::probe

@@ -151,6 +151,15 @@ TEST(Rdma, AFailedQpDestructionKeepsItsCharges) {
   expect_pass(run_ranks("failed_destroy", {}), "failed_destroy");
 }
 
+// Issue 24, defect 6: a receipt's registered slot was lost when its post failed or its completion
+// was an error. softverbs without inline data makes every receipt take a slot.
+TEST(Rdma, AFailedReceiptGivesItsSlotBack) {
+  testing::TempDir dir;
+  const std::string config = dir.path() + "/no-inline.json";
+  std::ofstream(config) << R"({"devices": [{"bind": "127.0.0.1", "max_inline_data": 0}]})";
+  expect_pass(run_ranks("receipt_slots", {{"SOFTVERBS_CONFIG", config}}), "receipt_slots");
+}
+
 TEST(Rdma, ARendezvousGrantRequestForAnUnmatchedReceiveIsRefusedAndBothSidesFail) {
   expect_pass(run_ranks("forged_rendezvous", {}), "forged_rendezvous");
 }

@@ -288,6 +288,7 @@ RdmaStats RdmaEngine::stats() const {
   s.grants_in_use = grants_.used();
   s.direct_bytes_in_use = direct_bytes_.used();
   s.granted_bytes_in_use = granted_bytes_.used();
+  s.receipt_slots_in_use = r(c.receipt_slots_in_use);
   {
     std::lock_guard lock(counters_.last_qp_mu);
     s.last_connected_qp = counters_.last_connected_qp;

@@ -324,6 +324,8 @@ class RdmaLane final : public p2p::LaneTransport {
   // Cuts a parent's slices into segments by the lease's NIC runs (and QP slots).
   Status plan_segments(PeerRdma& peer, Parent& p, const MrSet& local);
   void slot_broken(PeerRdma& peer, Qp& q);
+  // A receipt's registered slot back to its pool, once the HCA is done with it (or never had it).
+  void release_receipt_slot(Qp& q, Segment& s);
 
   // source.cpp
   void on_qp_connect(PeerRdma& peer, const QpConnect& m);

@@ -163,6 +163,7 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
   } else {
     auto slot = q->cqs->receipts.take();
     if (!slot.ok()) return;  // retried on the next pass
+    add(engine_->counters().receipt_slots_in_use);
     s.receipt_slot = static_cast<std::int32_t>(*slot);
     std::byte* at = q->cqs->receipts.at(*slot);
     std::memcpy(at, bytes.data(), kBindingBytes);
@@ -183,10 +184,12 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
   wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE | (inline_ok ? IBV_SEND_INLINE : 0);
   ibv_send_wr* bad = nullptr;
   if (const int rc = verbs::post_send(q->qp, &wr, &bad); rc != 0) {
-    if (bad == &wr)
+    if (bad == &wr) {
       q->sq.unpost_from(seq);
-    else
-      ++p.wrs_outstanding;
+      release_receipt_slot(*q, s);  // proven unposted: the HCA never reads it
+    } else {
+      ++p.wrs_outstanding;  // its completion (or flush) gives the slot back
+    }
     slot_broken(peer, *q);
     return fail_parent(peer, p,
                        verbs::errno_status(Errc::ConnectionLost,
@@ -207,6 +210,8 @@ void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok
   Parent& p = it->second;
   if (p.wrs_outstanding > 0) --p.wrs_outstanding;
   Segment& s = p.segments[r.segment];
+  // A receipt's completion, successful, failed or flushed, ends the HCA's use of its slot.
+  if (r.kind == WrKind::Receipt) release_receipt_slot(q, s);
   if (r.kind == WrKind::Payload) {
     // The transmit meter drains what was posted; a successful slice feeds the selection
     // estimate with its post-to-completion time, a failed one only returns its charge.
@@ -246,12 +251,15 @@ void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok
     s.receipt_done = true;
     replay_rkey_ = s.rkey;
     add(engine_->counters().receipts_sent);
-    if (s.receipt_slot >= 0) {
-      q.cqs->receipts.give(static_cast<std::uint32_t>(s.receipt_slot));
-      s.receipt_slot = -1;
-    }
   }
   maybe_finish_parent(peer, r.owner);
+}
+
+void RdmaLane::release_receipt_slot(Qp& q, Segment& s) {
+  if (s.receipt_slot < 0) return;
+  q.cqs->receipts.give(static_cast<std::uint32_t>(s.receipt_slot));
+  s.receipt_slot = -1;
+  engine_->counters().receipt_slots_in_use.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void RdmaLane::slot_broken(PeerRdma& peer, Qp& q) {
