@@ -132,6 +132,9 @@ struct ORBITE_API RdmaConfig {
   Duration monitor_interval = std::chrono::seconds(1);
   // One destruction window for a parent's cleanup; expiry proves nothing.
   Duration destroy_timeout = std::chrono::seconds(30);
+  // A grant whose receipts have not all arrived this long after it was reserved is revoked by
+  // the source: windows invalidated, range, pin and budgets returned, the requester told.
+  Duration grant_timeout = std::chrono::seconds(60);
 
   // The guide's RdmaConfig::new(device): strictly pin that device, port 1 and GID index 0.
   static RdmaConfig pinned(std::string device_name);

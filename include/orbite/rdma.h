@@ -72,6 +72,7 @@ struct RdmaStats {
   // Requests that waited here (receipt slots, SQ room, or for a rendezvous the grant budgets or
   // its range) before being answered, each counted once.
   std::uint64_t grant_requests_deferred = 0;
+  std::uint64_t grants_expired = 0;  // revoked after rdma.grant_timeout without their receipts
   std::uint64_t range_conflicts = 0;
   std::uint64_t windows = 0;              // memory windows bound
   std::uint64_t windows_invalidated = 0;  // by a receipt's SEND_WITH_INV

@@ -192,6 +192,9 @@ void visit_rdma(V& v, C& r) {
           "Period of the monitor's context and route scans.");
   v.field("destroy_timeout", r.destroy_timeout, Dur{std::chrono::milliseconds(1), kForever},
           "One destruction window for a parent's cleanup; expiry proves nothing.");
+  v.field("grant_timeout", r.grant_timeout, Dur{std::chrono::milliseconds(1), kForever},
+          "A grant without all its receipts this long after its reservation is revoked by the "
+          "source (windows invalidated, range and budgets freed, the requester told).");
 }
 
 template <class V, class C>

@@ -562,6 +562,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"connect_slot", {scenario_rdma_connect_slot, {{0, "forge_connect_slot"}}}},
       {"failed_destroy", {scenario_rdma_failed_destroy, {}, true}},
       {"receipt_slots", {scenario_rdma_receipt_slots, {}}},
+      {"grant_timeout", {scenario_rdma_grant_timeout, {{0, "withhold_receipt"}}}},
       {"forged_rendezvous", {scenario_rdma_forged_rendezvous, {{0, "forge_rendezvous"}}}},
       {"cache_miss", {scenario_rdma_cache_miss, {{1, "retire_source_once"}}}},
       {"key_history", {scenario_rdma_key_history, {}}},

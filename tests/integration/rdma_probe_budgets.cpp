@@ -1,6 +1,6 @@
 // orbite-rdma-probe's budget scenarios (see rdma_probe.cpp): crossed messages that each need the
 // whole rdma.max_direct_bytes; QP slots beyond the link's width; a QP whose destruction fails;
-// receipts' registered slots after a failed post or completion.
+// receipts' registered slots after a failed post or completion; a grant whose receipts never come.
 #include <cstdio>
 
 #include "rdma_probe.h"
@@ -177,6 +177,47 @@ void scenario_rdma_receipt_slots(RdmaContext& r) {
     check_pattern(mine.bytes.data(), kLength, 0xE2, "the put after the failed receipts");
   }
   barrier(r.c, "receipt_slots: checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// grant_timeout: rank 0 (hook withhold_receipt) moves its first put's payload and then stalls,
+// alive, without sending the receipts. With ORBITE_RDMA_GRANT_TIMEOUT=300ms from the test the
+// source revokes the grant (issue 24, defect 2: it held its slot, bytes, range lock and pin for
+// good): the put fails Timeout naming rdma.grant_timeout, rank 1's grant budgets come back, and a
+// second put to the same range (the lock freed) succeeds and lands.
+
+void scenario_rdma_grant_timeout(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 256 * kKiB;
+  auto [mine, remote] = setup_region(r, kLength, 0xF0, 0xF1);
+  TransferEngine& engine = r.c.comm.engine();
+  if (r.c.rank == 0) {
+    Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "stalled put");
+    const Status st = q.wait(kWait);
+    std::printf("rank 0: the put whose receipts were withheld: %s\n", st.to_string().c_str());
+    check(
+        st.code() == Errc::Timeout && st.message().find("rdma.grant_timeout") != std::string::npos,
+        "the stalled put: " + st.to_string());
+    signal_peer(r.c, 1, 97);
+    await_peer(r.c, 1, 98);
+    fill_pattern(mine.bytes.data(), kLength, 0xF2);
+    Request again = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "again");
+    wait_ok(again, "the put after the revoked grant");
+    signal_peer(r.c, 1, 99);
+  } else {
+    await_peer(r.c, 0, 97);
+    check(eventually([&] {
+            const RdmaStats s = engine.rdma_stats();
+            return s.grants_active == 0 && s.grants_in_use == 0 && s.granted_bytes_in_use == 0;
+          }),
+          "the expired grant kept its budgets");
+    const RdmaStats s = engine.rdma_stats();
+    check(s.grants_expired == 1, sz(s.grants_expired) + " grants expired, not 1");
+    check(s.windows_revoked > 0, "no window was revoked");
+    signal_peer(r.c, 0, 98);
+    await_peer(r.c, 0, 99);
+    check_pattern(mine.bytes.data(), kLength, 0xF2, "the put after the revoked grant");
+  }
+  barrier(r.c, "grant_timeout: checked");
 }
 
 }  // namespace orbite::probe

@@ -160,6 +160,13 @@ TEST(Rdma, AFailedReceiptGivesItsSlotBack) {
   expect_pass(run_ranks("receipt_slots", {{"SOFTVERBS_CONFIG", config}}), "receipt_slots");
 }
 
+// Issue 24, defect 2: a grant whose receipts never came (the requester alive but stalled) held
+// its slot, bytes, range lock and pin for ever.
+TEST(Rdma, AGrantWithoutItsReceiptsIsRevokedAfterTheGrantTimeout) {
+  expect_pass(run_ranks("grant_timeout", {{"ORBITE_RDMA_GRANT_TIMEOUT", "300ms"}}),
+              "grant_timeout");
+}
+
 TEST(Rdma, ARendezvousGrantRequestForAnUnmatchedReceiveIsRefusedAndBothSidesFail) {
   expect_pass(run_ranks("forged_rendezvous", {}), "forged_rendezvous");
 }

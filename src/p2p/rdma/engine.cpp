@@ -284,6 +284,7 @@ RdmaStats RdmaEngine::stats() const {
   s.nic_tables_received = r(c.nic_tables_received);
   s.message_qp_moves = r(c.message_qp_moves);
   s.grant_requests_deferred = r(c.grant_requests_deferred);
+  s.grants_expired = r(c.grants_expired);
   s.endpoints_in_use = endpoints_.used();
   s.grants_in_use = grants_.used();
   s.direct_bytes_in_use = direct_bytes_.used();

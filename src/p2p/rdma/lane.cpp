@@ -121,6 +121,7 @@ TestHooks TestHooks::from_env() {
   h.forge_nic_table = has("forge_nic_table");
   h.forge_rendezvous = has("forge_rendezvous");
   h.forge_connect_slot = has("forge_connect_slot");
+  h.withhold_receipt = has("withhold_receipt");
   return h;
 }
 
@@ -435,6 +436,7 @@ int RdmaLane::progress() {
   for (auto& [link, peer] : peers_) {
     expire_drains(*peer);
     if (peer->failed) continue;
+    expire_grants(*peer);
     pump_frames(*peer);
     if (!peer->deferred.empty()) {
       std::deque<GrantRequest> retry;

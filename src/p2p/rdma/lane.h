@@ -50,10 +50,11 @@ struct TestHooks {
   bool forge_nic_table = false;        // NicTables rename this engine's first NIC
   bool forge_rendezvous = false;       // a rendezvous GrantRequest names a receive never matched
   bool forge_connect_slot = false;     // QpConnects name a slot one link width past the real one
+  bool withhold_receipt = false;       // requester: the first parent never posts its receipts
   [[nodiscard]] bool any() const {
     return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
            kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table ||
-           forge_rendezvous || forge_connect_slot;
+           forge_rendezvous || forge_connect_slot || withhold_receipt;
   }
   static TestHooks from_env();
 };
@@ -324,6 +325,9 @@ class RdmaLane final : public p2p::LaneTransport {
   // Cuts a parent's slices into segments by the lease's NIC runs (and QP slots).
   Status plan_segments(PeerRdma& peer, Parent& p, const MrSet& local);
   void slot_broken(PeerRdma& peer, Qp& q);
+  // Source: revokes every grant older than rdma.grant_timeout (a requester that stalls, alive,
+  // must not hold a range, a pin and budgets for ever).
+  void expire_grants(PeerRdma& peer);
   // A receipt's registered slot back to its pool, once the HCA is done with it (or never had it).
   void release_receipt_slot(Qp& q, Segment& s);
 
@@ -368,6 +372,8 @@ class RdmaLane final : public p2p::LaneTransport {
   std::vector<ibv_mw*> parked_windows_;  // every key of their index used: never bound again
   // Grants whose windows could not be revoked: their locks, pins and charges are kept for good.
   std::vector<GrantState> retained_grants_;
+  std::vector<std::uint64_t> expired_;  // expire_grants' scratch (no allocation per pass)
+  std::uint64_t withheld_parent_ = 0;   // test hook withhold_receipt: the parent it stalls
   // QPs whose ibv_destroy_qp failed, with their endpoint and CQ charges, kept for good.
   std::vector<std::unique_ptr<Qp>> retained_qps_;
   std::unordered_map<detail::PeerLink*, std::unique_ptr<PeerRdma>> peers_;

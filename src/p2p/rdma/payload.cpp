@@ -132,6 +132,11 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
         Status::error(Errc::ConnectionLost, "the RDMA connection failed before the receipt"));
   }
   if (hooks_.kill_before_receipt) ::raise(SIGKILL);  // test hook: dies before the receipt
+  if (hooks_.withhold_receipt) {
+    // Test hook: the first parent to get here stalls, alive, and never sends its receipts.
+    if (withheld_parent_ == 0) withheld_parent_ = p.id;
+    if (withheld_parent_ == p.id) return;
+  }
   Binding b;
   b.op = p.job->wire_op;
   b.first_slice = s.first_slice;

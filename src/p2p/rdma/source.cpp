@@ -503,6 +503,25 @@ void RdmaLane::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot,
   }
 }
 
+void RdmaLane::expire_grants(PeerRdma& peer) {
+  if (peer.grants.empty()) return;
+  const auto now = Clock::now();
+  expired_.clear();
+  for (const auto& [id, g] : peer.grants) {
+    if (now - g.started >= cfg_.grant_timeout) expired_.push_back(id);
+  }
+  for (std::uint64_t id : expired_) {
+    add(engine_->counters().grants_expired);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.grant_timeout);
+    close_grant(peer, id,
+                Status::error(Errc::Timeout, "grant " + std::to_string(id) +
+                                                 " revoked: its receipts did not arrive within "
+                                                 "rdma.grant_timeout (" +
+                                                 std::to_string(ms.count()) + " ms)"),
+                true);
+  }
+}
+
 void RdmaLane::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outcome, bool send_ack) {
   auto it = peer.grants.find(id);
   if (it == peer.grants.end()) return;
