@@ -147,8 +147,11 @@ TEST(Rdma, AQpConnectBeyondTheLinksWidthIsRefusedAndChargesNothing) {
 }
 
 // Issue 24, defect 5: a failed ibv_destroy_qp returned the charges of a QP that still existed.
+// The retained QP, its CQs and softverbs' state behind them are kept for good, on purpose: under
+// ASan the ranks run without leak detection (everything else of ASan stays on).
 TEST(Rdma, AFailedQpDestructionKeepsItsCharges) {
-  expect_pass(run_ranks("failed_destroy", {}), "failed_destroy");
+  expect_pass(run_ranks("failed_destroy", {{"ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1"}}),
+              "failed_destroy");
 }
 
 // Issue 24, defect 6: a receipt's registered slot was lost when its post failed or its completion
