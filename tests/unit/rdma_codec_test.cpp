@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -496,69 +495,6 @@ TEST(GrantRequest, RoundTripsWithThreeSegments) {
   ASSERT_TRUE(got_empty.ok()) << got_empty.status().to_string();
   EXPECT_EQ(got_empty->op, kOpRead);
   EXPECT_TRUE(got_empty->segments.empty());
-}
-
-// A request whose segments tile it: [0, +10 x 64 KiB) in segments of 4, 4 and 2 slices.
-GrantRequest tiled_request() {
-  GrantRequest m = sample_request();
-  m.offset = 0;
-  return m;
-}
-
-TEST(GrantRequest, SegmentsMustTileTheRangeExactly) {
-  EXPECT_TRUE(check_tiling(tiled_request()).ok());
-  GrantRequest empty = tiled_request();
-  empty.length = 0;
-  empty.slices = 0;
-  empty.segments.clear();
-  EXPECT_TRUE(check_tiling(empty).ok());
-
-  auto refused = [](const GrantRequest& m, const std::string& names) {
-    const Status st = check_tiling(m);
-    EXPECT_EQ(st.code(), Errc::Protocol) << st.to_string();
-    EXPECT_NE(st.message().find(names), std::string::npos) << st.message();
-  };
-  GrantRequest gap = tiled_request();
-  gap.segments[1].offset += 1;
-  refused(gap, "segment 1 [");
-  GrantRequest short_total = tiled_request();
-  short_total.length += 1;
-  refused(short_total, "do not cover");
-  GrantRequest slices = tiled_request();
-  slices.segments[2].first_slice = 7;
-  refused(slices, "segment 2");
-  GrantRequest zero = tiled_request();
-  zero.segments.push_back(segment(10, 0, 3));
-  refused(zero, "segment 3");
-}
-
-// Issue 24, defect 4: lengths that wrap 64-bit arithmetic once summed passed the old check.
-TEST(GrantRequest, SegmentsThatWrapAroundAreRefused) {
-  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-  // A first segment of 2^64 - 1 bytes brings the running offset back to offset - 1; a second one
-  // of length + 1 bytes from there ends where the request ends.
-  GrantRequest wrap = tiled_request();
-  wrap.offset = 100;
-  wrap.length = 50;
-  wrap.slices = 2;
-  wrap.segments = {segment(0, 1, 0), segment(1, 1, 0)};
-  wrap.segments[0].offset = 100;
-  wrap.segments[0].length = kMax;
-  wrap.segments[1].offset = 99;
-  wrap.segments[1].length = 51;
-  const Status st = check_tiling(wrap);
-  EXPECT_EQ(st.code(), Errc::Protocol);
-  EXPECT_NE(st.message().find("segment 0 [100, +18446744073709551615)"), std::string::npos)
-      << st.message();
-  // A request range that itself wraps.
-  GrantRequest whole = tiled_request();
-  whole.offset = kMax - 10;
-  whole.length = 20;
-  whole.slices = 1;
-  whole.segments = {segment(0, 1, 0)};
-  whole.segments[0].offset = kMax - 10;
-  whole.segments[0].length = 20;
-  EXPECT_NE(check_tiling(whole).message().find("wraps"), std::string::npos);
 }
 
 TEST(GrantRequest, OutOfRangeFieldsAreRejected) {
