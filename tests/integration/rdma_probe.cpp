@@ -563,6 +563,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"failed_destroy", {scenario_rdma_failed_destroy, {}, true}},
       {"receipt_slots", {scenario_rdma_receipt_slots, {}}},
       {"grant_timeout", {scenario_rdma_grant_timeout, {{0, "withhold_receipt"}}}},
+      {"deferred_limit", {scenario_rdma_deferred_limit, {{0, "flood_grant_requests"}}}},
       {"forged_rendezvous", {scenario_rdma_forged_rendezvous, {{0, "forge_rendezvous"}}}},
       {"cache_miss", {scenario_rdma_cache_miss, {{1, "retire_source_once"}}}},
       {"key_history", {scenario_rdma_key_history, {}}},

@@ -65,6 +65,7 @@ void scenario_rdma_connect_slot(RdmaContext& r);
 void scenario_rdma_failed_destroy(RdmaContext& r);
 void scenario_rdma_receipt_slots(RdmaContext& r);
 void scenario_rdma_grant_timeout(RdmaContext& r);
+void scenario_rdma_deferred_limit(RdmaContext& r);
 // Two rails (rdma_probe_rails.cpp).
 void scenario_rdma_rails(RdmaContext& r);
 void scenario_rdma_port_down(RdmaContext& r);

@@ -1,6 +1,7 @@
 // orbite-rdma-probe's budget scenarios (see rdma_probe.cpp): crossed messages that each need the
 // whole rdma.max_direct_bytes; QP slots beyond the link's width; a QP whose destruction fails;
-// receipts' registered slots after a failed post or completion; a grant whose receipts never come.
+// receipts' registered slots after a failed post or completion; a grant whose receipts never come;
+// a requester that floods the source's queue of deferred GrantRequests.
 #include <cstdio>
 
 #include "rdma_probe.h"
@@ -218,6 +219,51 @@ void scenario_rdma_grant_timeout(RdmaContext& r) {
     check_pattern(mine.bytes.data(), kLength, 0xF2, "the put after the revoked grant");
   }
   barrier(r.c, "grant_timeout: checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// deferred_limit: rank 0 (hook flood_grant_requests) keeps every grant open (no receipts) and
+// ignores kMaxPendingGrantRequests, with 320 puts at once into one region of rank 1. Rank 1 grants
+// what its connections' receipt slots allow and defers the rest, until more than 256 wait: then
+// it fails the link as a protocol error (issue 24, defect 2: the queue grew without bound and every
+// pass re-ran it). Every put of rank 0 ends with an error well before the 60 s grant timeout, and
+// rank 1's grants and budgets all come back.
+
+void scenario_rdma_deferred_limit(RdmaContext& r) {
+  constexpr std::uint64_t kPuts = 320;
+  constexpr std::uint64_t kEach = 4 * kKiB;
+  auto [mine, remote] = setup_region(r, kPuts * kEach, 0xD0, 0xD1);
+  TransferEngine& engine = r.c.comm.engine();
+  barrier(r.c, "deferred_limit: regions");
+  if (r.c.rank == 0) {
+    std::vector<Request> puts;
+    for (std::uint64_t i = 0; i < kPuts; ++i) {
+      puts.push_back(accepted(engine.put(mine.region, i * kEach, remote, i * kEach, kEach, r.rdma),
+                              "flooding put"));
+    }
+    std::size_t failed = 0;
+    std::string first;
+    for (Request& q : puts) {
+      const Status st = q.wait(std::chrono::seconds(20));
+      check(st.code() != Errc::Timeout, "a flooding put still waits: " + st.to_string());
+      if (!st.ok()) {
+        if (first.empty()) first = st.to_string();
+        ++failed;
+      }
+    }
+    std::printf("rank 0: %zu of %zu puts failed, the first: %s\n", failed,
+                static_cast<std::size_t>(kPuts), first.c_str());
+    check(failed > kPuts - 64, "only " + sz(failed) + " puts failed");
+  } else {
+    check(eventually([&] {
+            const RdmaStats s = engine.rdma_stats();
+            return s.grant_requests_deferred > 256 && s.grants_active == 0 &&
+                   s.grants_in_use == 0 && s.granted_bytes_in_use == 0;
+          }),
+          "the flooded source: " + sz(engine.rdma_stats().grant_requests_deferred) + " deferred, " +
+              sz(engine.rdma_stats().grants_active) + " grants left");
+  }
+  barrier(r.c, "deferred_limit: checked");
 }
 
 }  // namespace orbite::probe

@@ -170,6 +170,11 @@ TEST(Rdma, AGrantWithoutItsReceiptsIsRevokedAfterTheGrantTimeout) {
               "grant_timeout");
 }
 
+// Issue 24, defect 2 (second half): the source's queue of deferred GrantRequests had no bound.
+TEST(Rdma, ARequesterFloodingDeferredGrantRequestsFailsItsLink) {
+  expect_pass(run_ranks("deferred_limit", {}), "deferred_limit");
+}
+
 TEST(Rdma, ARendezvousGrantRequestForAnUnmatchedReceiveIsRefusedAndBothSidesFail) {
   expect_pass(run_ranks("forged_rendezvous", {}), "forged_rendezvous");
 }

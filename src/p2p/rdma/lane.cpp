@@ -122,6 +122,7 @@ TestHooks TestHooks::from_env() {
   h.forge_rendezvous = has("forge_rendezvous");
   h.forge_connect_slot = has("forge_connect_slot");
   h.withhold_receipt = has("withhold_receipt");
+  h.flood_grant_requests = has("flood_grant_requests");
   return h;
 }
 
@@ -449,6 +450,7 @@ int RdmaLane::progress() {
       retrying_deferred_ = false;
     }
     admit(*peer);
+    send_waiting_requests(*peer);
     // By id: posting may end a parent, and with it its entry in the table.
     granted_.clear();
     for (const auto& [id, p] : peer->parents) {
@@ -503,6 +505,8 @@ void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
   }
   peer.msg.state = QpSlot::State::Empty;
   peer.deferred.clear();  // their receives fail with the link
+  peer.requests_waiting.clear();
+  peer.requests_out = 0;
   // Grants: windows deallocated (nothing can use them afterwards), ranges unlocked.
   std::vector<std::uint64_t> grants;
   for (const auto& [id, g] : peer.grants) grants.push_back(id);

@@ -51,10 +51,13 @@ struct TestHooks {
   bool forge_rendezvous = false;       // a rendezvous GrantRequest names a receive never matched
   bool forge_connect_slot = false;     // QpConnects name a slot one link width past the real one
   bool withhold_receipt = false;       // requester: the first parent never posts its receipts
+  // requester: no parent ever posts its receipts, and GrantRequests ignore
+  // kMaxPendingGrantRequests (the source's deferred queue fills past its bound)
+  bool flood_grant_requests = false;
   [[nodiscard]] bool any() const {
     return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
            kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table ||
-           forge_rendezvous || forge_connect_slot || withhold_receipt;
+           forge_rendezvous || forge_connect_slot || withhold_receipt || flood_grant_requests;
   }
   static TestHooks from_env();
 };
@@ -140,6 +143,7 @@ struct Parent {
   std::uint64_t grant = 0, grant_generation = 0, grant_nonce = 0;
   std::uint64_t direct_charge = 0;
   bool reconnected = false;
+  bool request_waiting = false;  // in its peer's requests_waiting
   bool acked = false;
   Status ack_status;
   Status failure;  // first failure; the parent ends once it has drained
@@ -216,7 +220,12 @@ struct PeerRdma {
   std::unordered_map<std::uint64_t, GrantState> grants;
   // GrantRequests waiting, oldest first: for their connection's receipt slots or SQ room, or
   // (rendezvous only) for max_grants / max_direct_bytes.
-  std::deque<GrantRequest> deferred;
+  std::deque<GrantRequest> deferred;  // at most kMaxPendingGrantRequests
+  // Requester: GrantRequests sent and not yet answered by a Grant or GrantNack, and the parents
+  // whose QPs are ready but whose request waits for that count to fall below
+  // kMaxPendingGrantRequests (FIFO; stale ids are skipped).
+  std::size_t requests_out = 0;
+  std::deque<std::uint64_t> requests_waiting;
   std::vector<std::uint16_t> qps;  // every QP of this peer (handles)
   // Frames (frames.cpp): this side's message QP to the peer, the frames waiting for it (credit,
   // SQ room or the connection) and those posted, in order, until their SEND completes.
@@ -300,6 +309,8 @@ class RdmaLane final : public p2p::LaneTransport {
   void admit(PeerRdma& peer);
   void connect_parent(PeerRdma& peer, Parent& p);
   void request_grant(PeerRdma& peer, Parent& p);
+  // Sends the waiting GrantRequests that kMaxPendingGrantRequests now allows.
+  void send_waiting_requests(PeerRdma& peer);
   void on_qp_accept(PeerRdma& peer, const QpAccept& m);
   void on_grant(PeerRdma& peer, const Grant& m);
   void on_grant_nack(PeerRdma& peer, const GrantNack& m);

@@ -337,6 +337,13 @@ void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
 }
 
 void RdmaLane::request_grant(PeerRdma& peer, Parent& p) {
+  if (peer.requests_out >= kMaxPendingGrantRequests && !hooks_.flood_grant_requests) {
+    if (!p.request_waiting) peer.requests_waiting.push_back(p.id);
+    p.request_waiting = true;
+    return;  // still Connecting: its QPs are ready, its request waits for an answer to another
+  }
+  p.request_waiting = false;
+  ++peer.requests_out;
   p.state = ParentState::Requesting;
   GrantRequest m;
   m.parent = p.id;
@@ -362,6 +369,19 @@ void RdmaLane::request_grant(PeerRdma& peer, Parent& p) {
   send(peer, ControlKind::GrantRequest, encode(m));
 }
 
+void RdmaLane::send_waiting_requests(PeerRdma& peer) {
+  while (!peer.requests_waiting.empty() && peer.requests_out < kMaxPendingGrantRequests) {
+    const std::uint64_t id = peer.requests_waiting.front();
+    peer.requests_waiting.pop_front();
+    auto it = peer.parents.find(id);
+    if (it == peer.parents.end() || !it->second.request_waiting ||
+        it->second.state != ParentState::Connecting) {
+      continue;  // it ended, or failed, while it waited
+    }
+    request_grant(peer, it->second);
+  }
+}
+
 void RdmaLane::on_grant(PeerRdma& peer, const Grant& m) {
   auto it = peer.parents.find(m.parent);
   if (it == peer.parents.end() || it->second.state != ParentState::Requesting ||
@@ -370,6 +390,7 @@ void RdmaLane::on_grant(PeerRdma& peer, const Grant& m) {
                                     " that asked for none (or for another segment count)");
   }
   Parent& p = it->second;
+  if (peer.requests_out > 0) --peer.requests_out;
   p.grant = m.grant;
   p.grant_generation = m.generation;
   p.grant_nonce = m.nonce;
@@ -388,6 +409,7 @@ void RdmaLane::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
         peer, "GrantNack for parent " + std::to_string(m.parent) + " that is not requesting");
   }
   Parent& p = it->second;
+  if (peer.requests_out > 0) --peer.requests_out;
   if (m.cache_miss != 0 && !p.reconnected) {
     // The only case that may reconnect: no authority ever existed for this parent.
     p.reconnected = true;

@@ -117,6 +117,13 @@ void RdmaLane::on_qp_retire(PeerRdma& peer, const QpRetire& m) {
 }
 
 void RdmaLane::defer(PeerRdma& peer, const GrantRequest& m) {
+  if (peer.deferred.size() >= kMaxPendingGrantRequests) {
+    // A conforming requester never has that many unanswered (see kMaxPendingGrantRequests):
+    // the queue, and the passes that retry it, stay bounded.
+    return protocol_error(peer, "more than " + std::to_string(kMaxPendingGrantRequests) +
+                                    " GrantRequests of this peer waiting (parent " +
+                                    std::to_string(m.parent) + ")");
+  }
   if (!retrying_deferred_) add(engine_->counters().grant_requests_deferred);
   peer.deferred.push_back(m);
 }

@@ -110,6 +110,10 @@ inline constexpr std::uint8_t kOpWrite = 2;
 // registered region; target_id is the receive's request id and target_generation 0.
 inline constexpr std::uint8_t kOpToReceive = 0x80;
 inline constexpr std::size_t kMaxSegments = 64;
+// At most this many of one requester's GrantRequests go unanswered (no Grant or GrantNack yet)
+// on a link: its lane holds further parents back, so the source's queue of deferred requests
+// from one peer stays within it, and a peer that exceeds it breaks the protocol.
+inline constexpr std::size_t kMaxPendingGrantRequests = 256;
 
 struct SegmentRequest {
   std::uint8_t first_slice = 0;
