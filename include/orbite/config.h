@@ -91,6 +91,11 @@ struct ORBITE_API RdmaConfig {
 
   // Order work sharing a NIC and priority by the DeadlineMlu formula.
   bool deadline_bw_arbitration = false;
+  // DeadlineMlu admission: a request with a deadline whose predicted utilization (the requester's
+  // admitted, unfinished bytes plus its own, over the healthy NICs' transmit estimates, per second
+  // of deadline left) reaches this is dropped before dispatch (Timeout, nothing moved). 0: only
+  // requests whose deadline already passed are dropped. TENT's guidance: 1.2 to 1.5.
+  double deadline_admission_mlu = 0.0;
   // Age after which ready lower-priority payloads are promoted one tier.
   Duration priority_promotion_timeout = std::chrono::milliseconds(10);
   // Promote only entries that individually aged out (false: an aged head promotes its tier).

@@ -1,6 +1,7 @@
 // What the RDMA transport reports: TransferEngine::rdma_stats(). No verbs type appears here.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,6 +46,15 @@ struct RdmaMrCacheStats {
   // The lanes' receive and staging slot slabs (one MR copy each), included in mr_copies/bytes.
   std::uint64_t slabs = 0;
   std::uint64_t slab_bytes = 0;
+};
+
+// One priority tier of the RDMA scheduler (requester side).
+struct RdmaTierStats {
+  std::uint64_t queued = 0;      // parents waiting now for admission or to post payload
+  std::uint64_t posted = 0;      // parents whose payload started
+  std::uint64_t promoted = 0;    // entries promoted into this tier (priority_promotion_timeout)
+  std::uint64_t dropped = 0;     // dropped before dispatch: deadline passed or DeadlineMlu, Timeout
+  std::uint64_t slot_waits = 0;  // passes a payload waited for its shared priority slot
 };
 
 struct RdmaStats {
@@ -105,6 +115,8 @@ struct RdmaStats {
   std::uint64_t receipt_slots_in_use = 0;
   RdmaQpLimits last_connected_qp;
   RdmaMrCacheStats mr_cache;
+  // The scheduler, per tier (index: Priority, High first), over this engine's lanes.
+  std::array<RdmaTierStats, 3> tiers{};
 };
 
 // One initialized NIC as the bandwidth-aware selection sees it (TransferEngine::nic_load_stats):

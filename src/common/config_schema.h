@@ -135,9 +135,13 @@ void visit_rdma(V& v, C& r) {
   v.field("log_slice_affinity", r.log_slice_affinity, std::monostate{},
           "Log each selected NIC pair and slice length at debug level (no keys or addresses).");
   v.field("gpu_source_reuse", r.gpu_source_reuse, std::monostate{},
-          "Let a GPU source reuse a connected QP and its local-only GPU MR (opt-in).");
+          "Let a GPU source reuse a connected QP and its local-only GPU MR (opt-in). Needs "
+          "hardware-revocable keys: true is refused when RDMA starts.");
   v.field("deadline_bw_arbitration", r.deadline_bw_arbitration, std::monostate{},
           "Order work sharing a NIC and priority by the DeadlineMlu formula.");
+  v.field("deadline_admission_mlu", r.deadline_admission_mlu, Real{0.0, 1e6},
+          "Drop a request with a deadline before dispatch when its predicted DeadlineMlu reaches "
+          "this (0: only deadlines already passed drop).");
   v.field("priority_promotion_timeout", r.priority_promotion_timeout,
           Dur{Duration::zero(), kForever},
           "Age after which ready lower-priority payloads are promoted one tier.");
@@ -146,10 +150,11 @@ void visit_rdma(V& v, C& r) {
           "whole tier, as in TENT).");
   v.field("shared_quota_shm_path", r.shared_quota_shm_path, ShmName{},
           "POSIX shared-memory name for priority slots shared by cooperating processes; null or "
-          "empty keeps scheduling local.");
+          "empty keeps scheduling local. Not built yet: a name is refused when RDMA starts.");
   v.field("slot_rotation_interval", r.slot_rotation_interval,
           Dur{std::chrono::milliseconds(1), std::chrono::seconds(10)},
-          "Length of one shared priority slot (High, High+Medium, all).");
+          "Length of one shared priority slot (High, High+Medium, all); only with "
+          "shared_quota_shm_path.");
   v.field("max_endpoints", r.max_endpoints, UInt{1, kU32Max},
           "Physical QPs, including retained connections.");
   v.field("max_grants", r.max_grants, UInt{1, kU32Max}, "Whole-parent grant reservations.");

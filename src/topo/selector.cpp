@@ -533,6 +533,20 @@ void DeviceSelector::set_open_pairs(int nic, std::uint32_t pairs) {
   open_pairs_[static_cast<std::size_t>(nic)] = pairs;
 }
 
+void DeviceSelector::transmit(std::span<NicTransmit> out) const {
+  std::lock_guard lock(mu_);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i] = NicTransmit{};
+    if (i >= nic_count_) continue;
+    Meter& meter = (*meters_)[i];
+    std::lock_guard meter_lock(meter.mu);
+    out[i].Bps = meter.transmit_Bps;
+    out[i].posted = meter.posted;
+    out[i].healthy = (healthy_mask_ >> i) & 1;
+    out[i].known = link_gbps_[i] > 0.0 || meter.sampled;
+  }
+}
+
 std::vector<NicLoadStats> DeviceSelector::nic_load_stats() const {
   std::vector<NicLoadStats> out(nic_count_);
   for (std::size_t i = 0; i < nic_count_; ++i) {

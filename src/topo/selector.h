@@ -72,6 +72,14 @@ struct NicLoadStats {
   std::uint32_t open_pairs = 0;
 };
 
+// What the RDMA scheduler reads of a NIC per dispatch (DeadlineMlu admission and arbitration).
+struct NicTransmit {
+  double Bps = 0.0;          // the transmit meter's estimate (its seed until it samples)
+  std::uint64_t posted = 0;  // posted payload debt outstanding
+  bool healthy = false;
+  bool known = false;  // a reported link rate or a measured sample: the estimate means something
+};
+
 class DeviceSelector;
 
 // The NICs chosen for one slice or one multi-slice parent, and the byte charges they hold. Charges
@@ -157,6 +165,8 @@ class DeviceSelector {
   [[nodiscard]] std::size_t nic_count() const { return nic_count_; }
   // A consistent snapshot (never half a parent) of every inventory NIC. Allocates.
   [[nodiscard]] std::vector<NicLoadStats> nic_load_stats() const;
+  // The transmit side of NICs 0..out.size()-1 (beyond nic_count(): left unknown). No allocation.
+  void transmit(std::span<NicTransmit> out) const;
 
  private:
   friend class DeviceLease;

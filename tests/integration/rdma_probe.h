@@ -66,6 +66,11 @@ void scenario_rdma_failed_destroy(RdmaContext& r);
 void scenario_rdma_receipt_slots(RdmaContext& r);
 void scenario_rdma_grant_timeout(RdmaContext& r);
 void scenario_rdma_deferred_limit(RdmaContext& r);
+// rdma_probe_sched.cpp
+void scenario_rdma_priority(RdmaContext& r);
+void scenario_rdma_promotion(RdmaContext& r);
+void scenario_rdma_deadline_queued(RdmaContext& r);
+void scenario_rdma_grant_cancel(RdmaContext& r);
 // Two rails (rdma_probe_rails.cpp).
 void scenario_rdma_rails(RdmaContext& r);
 void scenario_rdma_port_down(RdmaContext& r);

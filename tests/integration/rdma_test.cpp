@@ -175,6 +175,39 @@ TEST(Rdma, ARequesterFloodingDeferredGrantRequestsFailsItsLink) {
   expect_pass(run_ranks("deferred_limit", {}), "deferred_limit");
 }
 
+// The scheduler (issue 24) on one rail limited to 2.5 Gb/s with a 16 MiB direct-bytes budget.
+std::map<std::string, std::string> slow_rail(const std::string& dir,
+                                             std::map<std::string, std::string> extra) {
+  const std::string config = dir + "/slow.json";
+  std::ofstream(config) << R"({"devices": [{"bind": "127.0.0.1", "rate_gbps": 2.5}]})";
+  extra.insert({"SOFTVERBS_CONFIG", config});
+  extra.insert({"ORBITE_RDMA_MAX_DIRECT_BYTES", "16MiB"});
+  return extra;
+}
+
+TEST(RdmaScheduling, HighWorkIsAdmittedBeforeWaitingLowWork) {
+  testing::TempDir dir;
+  expect_pass(run_ranks("priority",
+                        slow_rail(dir.path(), {{"ORBITE_RDMA_PRIORITY_PROMOTION_TIMEOUT", "60s"}})),
+              "priority");
+}
+
+TEST(RdmaScheduling, AgedLowWorkIsPromotedAheadOfNewHighWork) {
+  testing::TempDir dir;
+  expect_pass(run_ranks("promotion",
+                        slow_rail(dir.path(), {{"ORBITE_RDMA_PRIORITY_PROMOTION_TIMEOUT", "5ms"}})),
+              "promotion");
+}
+
+TEST(RdmaScheduling, ADeadlinePassingInAdmissionMovesNothing) {
+  testing::TempDir dir;
+  expect_pass(run_ranks("deadline_queued", slow_rail(dir.path(), {})), "deadline_queued");
+}
+
+TEST(RdmaScheduling, ADeadlinePassingBeforeThePayloadGivesTheGrantBack) {
+  expect_pass(run_ranks("grant_cancel", {}), "grant_cancel");
+}
+
 TEST(Rdma, ARendezvousGrantRequestForAnUnmatchedReceiveIsRefusedAndBothSidesFail) {
   expect_pass(run_ranks("forged_rendezvous", {}), "forged_rendezvous");
 }

@@ -293,7 +293,7 @@ TEST(RdmaInfo, RoundTripsWithTwoNics) {
   const RdmaInfo info = sample_info();
   auto got = decode_info(encode(info));
   ASSERT_TRUE(got.ok()) << got.status().to_string();
-  EXPECT_EQ(got->version, 1);
+  EXPECT_EQ(got->version, kRdmaWireVersion);
   EXPECT_EQ(got->engine, info.engine);
   EXPECT_EQ(got->rdma_incarnation, info.rdma_incarnation);
   EXPECT_EQ(got->link_incarnation, info.link_incarnation);
@@ -323,7 +323,14 @@ TEST(RdmaInfo, OutOfRangeFieldsAreRejected) {
     f(info);
     return encode(info);
   };
-  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 2; }), decode_info, "version 2");
+  // Version 1 had no priority or deadline in its GrantRequest: refused by name.
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 1; }), decode_info, "version 1");
+  EXPECT_NE(decode_info(spoil([](RdmaInfo& i) { i.version = 1; }))
+                .status()
+                .message()
+                .find("wire version 1; this engine speaks 2"),
+            std::string::npos);
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 3; }), decode_info, "version 3");
   expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 0; }), decode_info, "version 0");
   expect_rejected_body(spoil([](RdmaInfo& i) { i.lanes = 0; }), decode_info, "lanes 0");
   expect_rejected_body(spoil([](RdmaInfo& i) { i.lanes = 1025; }), decode_info, "lanes 1025");
@@ -456,6 +463,8 @@ GrantRequest sample_request() {
   m.slices = 10;
   m.link_incarnation = 77;
   m.segments = {segment(0, 4, 0), segment(4, 4, 1), segment(8, 2, 2)};
+  m.priority = 2;
+  m.deadline_us = 0x123456789ull;
   return m;
 }
 
@@ -471,6 +480,8 @@ TEST(GrantRequest, RoundTripsWithThreeSegments) {
   EXPECT_EQ(got->op, m.op);
   EXPECT_EQ(got->slices, m.slices);
   EXPECT_EQ(got->link_incarnation, m.link_incarnation);
+  EXPECT_EQ(got->priority, 2);
+  EXPECT_EQ(got->deadline_us, m.deadline_us);
   ASSERT_EQ(got->segments.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) {
     SCOPED_TRACE(i);
@@ -506,6 +517,9 @@ TEST(GrantRequest, OutOfRangeFieldsAreRejected) {
   bad = sample_request();
   bad.slices = 65;
   expect_rejected_body(encode(bad), decode_grant_request, "65 slices");
+  bad = sample_request();
+  bad.priority = 3;
+  expect_rejected_body(encode(bad), decode_grant_request, "priority 3");
   bad = sample_request();
   bad.segments.clear();
   for (std::uint8_t i = 0; i < 64; ++i) bad.segments.push_back(segment(i, 1, i));
@@ -605,7 +619,8 @@ TEST(ControlKind, EveryKindHasAName) {
   EXPECT_STREQ(control_name(8), "FrameCredit");
   EXPECT_STREQ(control_name(9), "NicTable");
   EXPECT_STREQ(control_name(0), "unknown");
-  EXPECT_STREQ(control_name(10), "unknown");
+  EXPECT_STREQ(control_name(10), "GrantCancel");
+  EXPECT_STREQ(control_name(11), "unknown");
 }
 
 TEST(FrameCredit, RoundTripsAndBoundsTheCount) {

@@ -87,5 +87,17 @@ TEST(GrantRequest, SegmentsThatWrapAroundAreRefused) {
   EXPECT_NE(check_tiling(whole).message().find("wraps"), std::string::npos);
 }
 
+TEST(GrantCancel, RoundTripsAndRejectsTruncationAndTrailingBytes) {
+  const GrantCancel m{0x1111, 0x2222, 7};
+  const std::string body = encode(m);
+  auto got = decode_grant_cancel(body);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->parent, m.parent);
+  EXPECT_EQ(got->grant, m.grant);
+  EXPECT_EQ(got->generation, m.generation);
+  EXPECT_EQ(decode_grant_cancel(body.substr(0, body.size() - 1)).status().code(), Errc::Protocol);
+  EXPECT_EQ(decode_grant_cancel(body + "x").status().code(), Errc::Protocol);
+}
+
 }  // namespace
 }  // namespace orbite::rdma

@@ -61,6 +61,19 @@ Result<topo::Inventory> host_places(const EngineConfig& config) {
 
 Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& config,
                                                         const detail::Identity& self) {
+  // Fields whose feature is not built: refused by name rather than accepted and ignored.
+  if (config.rdma.shared_quota_shm_path && !config.rdma.shared_quota_shm_path->empty()) {
+    return Status::error(Errc::Configuration,
+                         "config: rdma.shared_quota_shm_path = '" +
+                             *config.rdma.shared_quota_shm_path +
+                             "': shared priority slots are not built yet; leave it unset "
+                             "(scheduling stays local to this process)");
+  }
+  if (config.rdma.gpu_source_reuse) {
+    return Status::error(Errc::Configuration,
+                         "config: rdma.gpu_source_reuse = true needs hardware-revocable keys, "
+                         "which no supported provider offers here; leave it false");
+  }
   ORBITE_ASSIGN_OR_RETURN(const IbvApi* api, load_ibverbs(config.rdma.ibverbs_library));
   ORBITE_ASSIGN_OR_RETURN(Discovery found, discover_contexts(*api, config.rdma));
   if (found.usable() == 0) {
@@ -290,6 +303,10 @@ RdmaStats RdmaEngine::stats() const {
   s.direct_bytes_in_use = direct_bytes_.used();
   s.granted_bytes_in_use = granted_bytes_.used();
   s.receipt_slots_in_use = r(c.receipt_slots_in_use);
+  for (std::size_t t = 0; t < kTiers; ++t) {
+    s.tiers[t] = {r(c.tiers[t].queued), r(c.tiers[t].posted), r(c.tiers[t].promoted),
+                  r(c.tiers[t].dropped), r(c.tiers[t].slot_waits)};
+  }
   {
     std::lock_guard lock(counters_.last_qp_mu);
     s.last_connected_qp = counters_.last_connected_qp;

@@ -15,6 +15,7 @@
 
 #include "p2p/endpoint.h"
 #include "p2p/rdma/context.h"
+#include "p2p/rdma/scheduler.h"
 #include "p2p/rdma/wire.h"
 #include "p2p/transport.h"
 #include "topo/selector.h"
@@ -53,6 +54,7 @@ struct RdmaCounters {
       nic_tables_received{0}, message_qp_moves{0}, grant_requests_deferred{0}, grants_expired{0};
   // A gauge: receipts' registered slots taken and not yet given back (the WR not inline).
   std::atomic<std::uint64_t> receipt_slots_in_use{0};
+  TierCounterSet tiers;  // the lanes' schedulers
   std::mutex last_qp_mu;
   RdmaQpLimits last_connected_qp;  // guarded by last_qp_mu
 };

@@ -95,7 +95,10 @@ RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, std::shared_ptr<MrCache> 
       control_(control),
       caps_(rdma_caps()),
       cfg_(engine_->config().rdma),
-      hooks_(TestHooks::from_env()) {
+      hooks_(TestHooks::from_env()),
+      sched_(SchedulerConfig{cfg_.deadline_bw_arbitration, cfg_.priority_promotion_timeout,
+                             cfg_.priority_promotion_per_entry},
+             engine_->counters().tiers) {
   wcs_.resize(kPollBatch);
   if (hooks_.any()) {
     ORBITE_LOG(Warn, Rdma) << "ORBITE_RDMA_TEST_HOOKS is set: test misbehaviour on";
@@ -123,6 +126,7 @@ TestHooks TestHooks::from_env() {
   h.forge_connect_slot = has("forge_connect_slot");
   h.withhold_receipt = has("withhold_receipt");
   h.flood_grant_requests = has("flood_grant_requests");
+  h.hold_granted = has("hold_granted");
   return h;
 }
 
@@ -284,8 +288,18 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
     case ControlKind::QpConnect: return handle(decode_qp_connect(body), &RdmaLane::on_qp_connect);
     case ControlKind::QpAccept: return handle(decode_qp_accept(body), &RdmaLane::on_qp_accept);
     case ControlKind::QpRetire: return handle(decode_qp_retire(body), &RdmaLane::on_qp_retire);
-    case ControlKind::GrantRequest:
-      return handle(decode_grant_request(body), &RdmaLane::on_grant_request);
+    case ControlKind::GrantRequest: {
+      auto m = decode_grant_request(body);
+      if (!m.ok()) return m.status();
+      if (m->deadline_us != 0) {  // time left when sent, here in this host's clock (bounded)
+        m->local_deadline = Clock::now() + std::chrono::microseconds(
+                                               std::min<std::uint64_t>(m->deadline_us, 1ULL << 40));
+      }
+      on_grant_request(*peer, *m);
+      return {};
+    }
+    case ControlKind::GrantCancel:
+      return handle(decode_grant_cancel(body), &RdmaLane::on_grant_cancel);
     case ControlKind::Grant: return handle(decode_grant(body), &RdmaLane::on_grant);
     case ControlKind::GrantNack: return handle(decode_grant_nack(body), &RdmaLane::on_grant_nack);
     case ControlKind::GrantAck: return handle(decode_grant_ack(body), &RdmaLane::on_grant_ack);
@@ -442,32 +456,24 @@ int RdmaLane::progress() {
     if (!peer->deferred.empty()) {
       std::deque<GrantRequest> retry;
       retry.swap(peer->deferred);
-      retrying_deferred_ = true;
+      // The requesters' tiers first (FIFO within one): High waits least behind Low.
+      std::stable_sort(
+          retry.begin(), retry.end(),
+          [](const GrantRequest& a, const GrantRequest& b) { return a.priority < b.priority; });
       for (const GrantRequest& m : retry) {
         if (peer->failed) break;
         on_grant_request(*peer, m);
       }
-      retrying_deferred_ = false;
     }
-    admit(*peer);
     send_waiting_requests(*peer);
-    // By id: posting may end a parent, and with it its entry in the table.
-    granted_.clear();
-    for (const auto& [id, p] : peer->parents) {
-      if (p.state == ParentState::Granted) granted_.push_back(id);
-    }
-    for (std::uint64_t id : granted_) {
-      auto it = peer->parents.find(id);
-      if (it != peer->parents.end() && it->second.state == ParentState::Granted) {
-        post_payload(*peer, it->second);
-      }
-    }
   }
+  dispatch();
   if (!retired_.empty()) destroy_retired();
   return work;
 }
 
 bool RdmaLane::prepare_sleep() {
+  if (dispatch_due_) return false;  // a parent to admit or a payload to post: one more pass
   if (!busy() && message_sources_ == 0) return true;  // nothing can complete (see progress)
   // Arm every CQ, then look once more: a completion that arrived before the arming would
   // otherwise wait for the next one.

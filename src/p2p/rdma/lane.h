@@ -24,6 +24,7 @@
 #include "p2p/rdma/mr_cache.h"
 #include "p2p/rdma/qp.h"
 #include "p2p/rdma/range_locks.h"
+#include "p2p/rdma/scheduler.h"
 #include "p2p/rdma/slicing.h"
 #include "p2p/registry.h"
 #include "p2p/transport.h"
@@ -54,10 +55,14 @@ struct TestHooks {
   // requester: no parent ever posts its receipts, and GrantRequests ignore
   // kMaxPendingGrantRequests (the source's deferred queue fills past its bound)
   bool flood_grant_requests = false;
+  // requester: a granted parent with a deadline posts nothing until that deadline passed (so its
+  // grant goes back with a GrantCancel)
+  bool hold_granted = false;
   [[nodiscard]] bool any() const {
     return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
            kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table ||
-           forge_rendezvous || forge_connect_slot || withhold_receipt || flood_grant_requests;
+           forge_rendezvous || forge_connect_slot || withhold_receipt || flood_grant_requests ||
+           hold_granted;
   }
   static TestHooks from_env();
 };
@@ -112,6 +117,7 @@ enum class ParentState : std::uint8_t {
   Granted,     // posting payload
   AwaitAck,    // every receipt posted
   Draining,    // failed: waiting until no WR of it can run
+  Canceling,   // its deadline passed before its payload: GrantCancel sent, waiting for the ack
 };
 
 struct RmaJob {
@@ -142,6 +148,10 @@ struct Parent {
   topo::DeviceLease lease;
   std::uint64_t grant = 0, grant_generation = 0, grant_nonce = 0;
   std::uint64_t direct_charge = 0;
+  // Its request's priority and deadline (kNoDeadline: none; a rendezvous has none here, since its
+  // receiver already matched it): the scheduler's inputs, and the GrantRequest's.
+  Priority priority = Priority::High;
+  Clock::time_point deadline = kNoDeadline;
   bool reconnected = false;
   bool request_waiting = false;  // in its peer's requests_waiting
   bool acked = false;
@@ -215,8 +225,7 @@ struct PeerRdma {
   // By (the requester's NIC, my NIC, slot): two requester NICs may map to one NIC here (a peer
   // with more rails, or one whose NIC paused), each with its own slots.
   std::map<std::tuple<std::uint8_t, std::uint8_t, std::uint32_t>, SourceSlot> sources;
-  std::unordered_map<std::uint64_t, Parent> parents;
-  std::deque<std::uint64_t> queued;  // parents waiting for admission, FIFO
+  std::unordered_map<std::uint64_t, Parent> parents;  // waiting ones are in the lane's scheduler
   std::unordered_map<std::uint64_t, GrantState> grants;
   // GrantRequests waiting, oldest first: for their connection's receipt slots or SQ room, or
   // (rendezvous only) for max_grants / max_direct_bytes.
@@ -305,8 +314,19 @@ class RdmaLane final : public p2p::LaneTransport {
   void send_nic_tables();
   void on_nic_table(PeerRdma& peer, const RdmaInfo& m);
 
+  // dispatch.cpp: the scheduler's pass. Parents are admitted (the direct-bytes budget) and post
+  // payload in its order; a deadline that passed before any payload drops the parent (Timeout,
+  // nothing moved; a grant already made is given back with a GrantCancel).
+  void dispatch();
+  Scheduler::Verdict visit(SchedEntry& e, Clock::time_point now);
+  Scheduler::Verdict admit(PeerRdma& peer, Parent& p, const SchedEntry& e, Clock::time_point now);
+  [[nodiscard]] ArbCandidate describe(const SchedEntry& e) const;
+  // rdma.deadline_admission_mlu: the parent's DeadlineMlu over the healthy NICs it may use.
+  bool predicted_late(const PeerRdma& peer, const Parent& p, Clock::time_point now);
+  void drop(PeerRdma& peer, Parent& p, const SchedEntry& e, const char* waited_for);
+  void cancel_grant(PeerRdma& peer, Parent& p, const SchedEntry& e);
+
   // requester.cpp
-  void admit(PeerRdma& peer);
   void connect_parent(PeerRdma& peer, Parent& p);
   void request_grant(PeerRdma& peer, Parent& p);
   // Sends the waiting GrantRequests that kMaxPendingGrantRequests now allows.
@@ -346,6 +366,7 @@ class RdmaLane final : public p2p::LaneTransport {
   void on_qp_connect(PeerRdma& peer, const QpConnect& m);
   void on_qp_retire(PeerRdma& peer, const QpRetire& m);
   void on_grant_request(PeerRdma& peer, const GrantRequest& m);
+  void on_grant_cancel(PeerRdma& peer, const GrantCancel& m);
   // Queues a GrantRequest to run again next pass (FIFO), counting it once however often it waits.
   void defer(PeerRdma& peer, const GrantRequest& m);
   void on_source_wr(PeerRdma& peer, const WrRecord& r, bool ok);
@@ -396,13 +417,20 @@ class RdmaLane final : public p2p::LaneTransport {
   // Message QPs' receiving ends exist: frames may arrive at any time, so passes poll the CQs.
   std::size_t message_sources_ = 0;
   std::uint64_t sent_nic_epoch_ = 0;  // the engine's nic_epoch() whose table the peers have
-  bool retrying_deferred_ = false;    // progress() is re-running deferred GrantRequests
   std::array<std::byte, kFrameSlotBytes> frame_stage_{};  // an inline frame, assembled
   std::vector<std::pair<WrRecord, bool>> resolved_;       // on_send_cqe(): one completion's records
-  std::vector<std::uint64_t> granted_;                    // progress(): parents to post for, reused
   TestHooks hooks_;
-  bool kill_pending_ = false;      // kill_after_grant: at the start of the next pass
-  std::uint32_t replay_rkey_ = 0;  // replay_key: the key of the last receipted segment
+  // The requester's order of work (dispatch.cpp): every parent from its start until its payload
+  // is all posted or it ends. dispatch_due_: something became dispatchable outside a pass (a
+  // new parent, a Grant), so the lane must not sleep before the next pass.
+  Scheduler sched_;
+  bool dispatch_due_ = false;
+  bool admission_open_ = true;  // this pass: no parent was refused the direct-bytes budget yet
+  bool transmit_read_ = false;  // this pass: transmit_ holds the selector's snapshot
+  std::array<topo::NicTransmit, kMaxNics> transmit_{};
+  std::vector<NicRate> nic_rates_;  // arbitration's view of transmit_
+  bool kill_pending_ = false;       // kill_after_grant: at the start of the next pass
+  std::uint32_t replay_rkey_ = 0;   // replay_key: the key of the last receipted segment
 };
 
 }  // namespace orbite::rdma

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "p2p/rdma/lane.h"
 #include "p2p/rdma/verbs.h"
+#include "p2p/request.h"
 
 namespace orbite::rdma {
 
@@ -182,12 +183,20 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
   // charged) before any is queued, so a refusal leaves nothing behind.
   const std::uint64_t cap = cfg_.max_direct_bytes;
   const std::uint64_t n = o.length == 0 ? 1 : (o.length + cap - 1) / cap;
+  const Priority priority = o.req != nullptr ? o.req->options.priority : Priority::High;
+  // A rendezvous's receiver matched it already: once announced, a message is not dropped here.
+  const Clock::time_point deadline =
+      o.req != nullptr && o.req->options.deadline && o.remote_receive == 0
+          ? *o.req->options.deadline
+          : kNoDeadline;
   std::vector<Parent> planned;
   for (std::uint64_t i = 0; i < n; ++i) {
     Parent p;
     p.id = next_parent_++;
     p.job = job;
     p.write = o.write;
+    p.priority = priority;
+    p.deadline = deadline;
     p.local = o.local_region != nullptr ? o.local_region->base + o.local_offset + i * cap : nullptr;
     p.remote_offset = o.remote_offset + i * cap;
     p.length = std::min(cap, o.length - std::min(o.length, i * cap));
@@ -196,30 +205,15 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
     planned.push_back(std::move(p));
   }
   job->parents_left = n;
+  const Clock::time_point now = Clock::now();
   for (Parent& p : planned) {
     add(engine_->counters().parents);
-    peer->queued.push_back(p.id);
+    sched_.push(peer, p.id, priority, now, deadline);  // one batch: its parents keep their order
     const std::uint64_t id = p.id;
     peer->parents.emplace(id, std::move(p));
   }
-  admit(*peer);
+  dispatch_due_ = true;
   return {};
-}
-
-void RdmaLane::admit(PeerRdma& peer) {
-  while (!peer.queued.empty()) {
-    auto it = peer.parents.find(peer.queued.front());
-    if (it == peer.parents.end()) {
-      peer.queued.pop_front();
-      continue;
-    }
-    Parent& p = it->second;
-    // The requester's loan queues (FIFO) rather than failing: it returns when parents end.
-    if (p.length > 0 && !engine_->direct_bytes().try_take(p.length)) return;
-    p.direct_charge = p.length;
-    peer.queued.pop_front();
-    connect_parent(peer, p);
-  }
 }
 
 void RdmaLane::connect_parent(PeerRdma& peer, Parent& p) {
@@ -354,6 +348,12 @@ void RdmaLane::request_grant(PeerRdma& peer, Parent& p) {
   m.op = p.job->wire_op;
   m.slices = static_cast<std::uint8_t>(p.plan.lengths.size());
   m.link_incarnation = peer.info.link_incarnation;
+  m.priority = static_cast<std::uint8_t>(p.priority);
+  if (p.deadline != kNoDeadline) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::microseconds>(p.deadline - Clock::now());
+    m.deadline_us = static_cast<std::uint64_t>(std::max<std::int64_t>(1, left.count()));
+  }
   for (Segment& s : p.segments) {
     Qp* q = qp(s.qp_handle);
     SegmentRequest r;
@@ -399,7 +399,7 @@ void RdmaLane::on_grant(PeerRdma& peer, const Grant& m) {
     p.segments[i].remote_address = m.segments[i].address;
   }
   p.state = ParentState::Granted;
-  post_payload(peer, p);
+  dispatch_due_ = true;  // it posts in the scheduler's order, next pass
 }
 
 void RdmaLane::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
@@ -521,7 +521,6 @@ void RdmaLane::maybe_finish_parent(PeerRdma& peer, std::uint64_t id) {
       for (auto& arr : peer.arrays) {
         for (auto& slot : arr.slots) std::erase(slot.waiters, id);
       }
-      std::erase(peer.queued, id);
       peer.parents.erase(it);
     }
     return;

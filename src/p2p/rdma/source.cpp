@@ -116,6 +116,25 @@ void RdmaLane::on_qp_retire(PeerRdma& peer, const QpRetire& m) {
   // Already gone (both sides may retire a failed pair): nothing to do.
 }
 
+void RdmaLane::on_grant_cancel(PeerRdma& peer, const GrantCancel& m) {
+  auto it = peer.grants.find(m.grant);
+  if (it == peer.grants.end() || it->second.generation != m.generation ||
+      it->second.parent != m.parent) {
+    return;  // closed already (expired, or its connection failed): its GrantAck went that way
+  }
+  for (const GrantSegment& s : it->second.segments) {
+    if (s.receipted) {
+      return protocol_error(peer, "GrantCancel for grant " + std::to_string(m.grant) +
+                                      " after a receipt of its payload");
+    }
+  }
+  close_grant(peer, m.grant,
+              Status::error(Errc::Timeout,
+                            "the requester's deadline passed before its payload; the grant was "
+                            "released without payload"),
+              true);
+}
+
 void RdmaLane::defer(PeerRdma& peer, const GrantRequest& m) {
   if (peer.deferred.size() >= kMaxPendingGrantRequests) {
     // A conforming requester never has that many unanswered (see kMaxPendingGrantRequests):
@@ -124,8 +143,10 @@ void RdmaLane::defer(PeerRdma& peer, const GrantRequest& m) {
                                     " GrantRequests of this peer waiting (parent " +
                                     std::to_string(m.parent) + ")");
   }
-  if (!retrying_deferred_) add(engine_->counters().grant_requests_deferred);
+  // Counted once however often it waits, by its own mark (a pass may also take new requests).
+  if (!m.deferred) add(engine_->counters().grant_requests_deferred);
   peer.deferred.push_back(m);
+  peer.deferred.back().deferred = true;
 }
 
 void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
@@ -167,6 +188,12 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   if (Status st = check_tiling(m); !st.ok()) return protocol_error(peer, st.message());
   const bool to_receive = (m.op & kOpToReceive) != 0;
   const bool write = (m.op & ~kOpToReceive) == kOpWrite;
+  if (!to_receive && Clock::now() >= m.local_deadline) {
+    // Deferred past the requester's deadline (a rendezvous has none: its receive matched it).
+    return nack(Errc::Timeout,
+                "the request's deadline passed while it waited at the source; "
+                "nothing was granted");
+  }
   ORBITE_LOG(Debug, Rdma) << "GrantRequest: parent " << m.parent
                           << (to_receive ? ", receive " : ", region ") << m.target << " ["
                           << m.offset << ", +" << m.length << ") " << (write ? "WRITE" : "READ")

@@ -90,6 +90,7 @@ const char* control_name(std::uint64_t kind) {
     case ControlKind::GrantAck: return "GrantAck";
     case ControlKind::FrameCredit: return "FrameCredit";
     case ControlKind::NicTable: return "NicTable";
+    case ControlKind::GrantCancel: return "GrantCancel";
   }
   return "unknown";
 }
@@ -127,7 +128,12 @@ Result<RdmaInfo> decode_info(std::string_view blob) {
   info.link_incarnation = r.get<std::uint64_t>();
   info.lanes = r.get<std::uint32_t>();
   const auto n = r.get<std::uint8_t>();
-  if (info.version != 1 || n > kMaxNics || info.lanes == 0 || info.lanes > 1024) r.fail();
+  if (r.ok() && info.version != kRdmaWireVersion) {
+    return Status::error(Errc::Protocol,
+                         "RDMA connect blob of wire version " + std::to_string(info.version) +
+                             "; this engine speaks " + std::to_string(kRdmaWireVersion));
+  }
+  if (n > kMaxNics || info.lanes == 0 || info.lanes > 1024) r.fail();
   for (std::uint8_t i = 0; r.ok() && i < n; ++i) {
     NicRecord nic;
     nic.nic_id = r.get<std::uint8_t>();
@@ -242,6 +248,8 @@ std::string encode(const GrantRequest& m) {
     w.put(s.qp_incarnation);
     w.put(s.requester_qpn);
   }
+  w.put(m.priority);
+  w.put(m.deadline_us);
   return out;
 }
 Status check_tiling(const GrantRequest& m) {
@@ -303,6 +311,9 @@ Result<GrantRequest> decode_grant_request(std::string_view body) {
     s.requester_qpn = r.get<std::uint32_t>();
     m.segments.push_back(s);
   }
+  m.priority = r.get<std::uint8_t>();
+  m.deadline_us = r.get<std::uint64_t>();
+  if (m.priority > 2) r.fail();
   if (!r.done()) return bad("GrantRequest", body);
   return m;
 }
@@ -381,6 +392,24 @@ Result<GrantAck> decode_grant_ack(std::string_view body) {
   m.generation = r.get<std::uint64_t>();
   m.reason = std::string(r.get_bytes(kMaxReason));
   if (!r.done() || m.errc > 255) return bad("GrantAck", body);
+  return m;
+}
+
+std::string encode(const GrantCancel& m) {
+  std::string out;
+  wire::Writer w(out);
+  w.put(m.parent);
+  w.put(m.grant);
+  w.put(m.generation);
+  return out;
+}
+Result<GrantCancel> decode_grant_cancel(std::string_view body) {
+  wire::Reader r(body);
+  GrantCancel m;
+  m.parent = r.get<std::uint64_t>();
+  m.grant = r.get<std::uint64_t>();
+  m.generation = r.get<std::uint64_t>();
+  if (!r.done()) return bad("GrantCancel", body);
   return m;
 }
 

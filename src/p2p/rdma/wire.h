@@ -7,6 +7,7 @@
 #include <orbite/status.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -35,9 +36,13 @@ struct NicRecord {
 
 inline constexpr std::size_t kMaxNics = 64;
 
+// The connect blob's version: the control messages' layouts it implies. 2 added the
+// GrantRequest's priority and deadline and the GrantCancel; an engine refuses any other.
+inline constexpr std::uint8_t kRdmaWireVersion = 2;
+
 // The connect blob each side puts in the handshake (one per link).
 struct RdmaInfo {
-  std::uint8_t version = 1;
+  std::uint8_t version = kRdmaWireVersion;
   EngineKey engine{};
   std::uint64_t rdma_incarnation = 0;
   std::uint64_t link_incarnation = 0;  // the sender's number for this link
@@ -60,6 +65,9 @@ enum class ControlKind : std::uint8_t {
   // The sender's NIC table again (an RdmaInfo of the same engine, incarnations and link), sent to
   // every peer when one of its contexts pauses or resumes: the peer's rail map follows it.
   NicTable = 9,
+  // Requester -> source: release a grant whose payload never started (its deadline passed while
+  // it waited for the Grant); the source revokes it and answers with a GrantAck.
+  GrantCancel = 10,
 };
 const char* control_name(std::uint64_t kind);
 
@@ -134,6 +142,20 @@ struct GrantRequest {
   std::uint8_t slices = 0;
   std::uint64_t link_incarnation = 0;  // the source's number for this link, echoed
   std::vector<SegmentRequest> segments;
+  // The requester's tier (Priority: 0 High, 1 Medium, 2 Low): the source runs its deferred
+  // requests in tier order. And its deadline as time left when sent, in microseconds (0: none):
+  // the source answers Timeout, granting nothing, to one still waiting when it passes.
+  std::uint8_t priority = 0;
+  std::uint64_t deadline_us = 0;
+  // Not on the wire: deadline_us in the receiver's steady clock, set when the request arrived.
+  std::chrono::steady_clock::time_point local_deadline =
+      std::chrono::steady_clock::time_point::max();
+  bool deferred = false;  // not on the wire: it waited at the source before
+};
+struct GrantCancel {
+  std::uint64_t parent = 0;
+  std::uint64_t grant = 0;
+  std::uint64_t generation = 0;
 };
 struct SegmentGrant {
   std::uint32_t rkey = 0;
@@ -169,6 +191,8 @@ std::string encode(const Grant& m);
 std::string encode(const GrantNack& m);
 std::string encode(const GrantAck& m);
 std::string encode(const FrameCredit& m);
+std::string encode(const GrantCancel& m);
+Result<GrantCancel> decode_grant_cancel(std::string_view body);
 Result<QpConnect> decode_qp_connect(std::string_view body);
 Result<QpAccept> decode_qp_accept(std::string_view body);
 Result<QpRetire> decode_qp_retire(std::string_view body);

@@ -1,0 +1,157 @@
+// The requester's scheduler pass (scheduler.h): every parent of the lane, whatever its peer,
+// High, then Medium, then Low, FIFO within a tier (or arbitrated by DeadlineMlu per NIC). A
+// parent is admitted to the direct-bytes budget in that order (the first refusal closes
+// admission for the pass, so Low never takes what High waits for) and posts its payload in that
+// order; a parent whose QP is full waits without holding back another's. A deadline that passes
+// before any payload moved drops the parent with Timeout: before its grant, nothing was created
+// for it; after, the grant goes back with a GrantCancel.
+#include "common/log.h"
+#include "p2p/rdma/lane.h"
+
+namespace orbite::rdma {
+
+namespace {
+
+bool any_posted(const Parent& p) {
+  for (const Segment& s : p.segments) {
+    if (s.posted > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void RdmaLane::dispatch() {
+  dispatch_due_ = false;
+  if (sched_.empty()) return;
+  const Clock::time_point now = Clock::now();
+  sched_.promote(now);
+  admission_open_ = true;
+  transmit_read_ = false;
+  if (cfg_.deadline_bw_arbitration) {
+    engine_->selector().transmit(transmit_);
+    transmit_read_ = true;
+    nic_rates_.resize(transmit_.size());
+    for (std::size_t i = 0; i < transmit_.size(); ++i) {
+      nic_rates_[i] = NicRate{transmit_[i].healthy ? transmit_[i].Bps : 0.0, transmit_[i].posted};
+    }
+  }
+  sched_.dispatch(
+      now, nic_rates_, [this](const SchedEntry& e) { return describe(e); },
+      [this, now](SchedEntry& e) { return visit(e, now); });
+}
+
+Scheduler::Verdict RdmaLane::visit(SchedEntry& e, Clock::time_point now) {
+  using V = Scheduler::Verdict;
+  PeerRdma& peer = *e.peer;
+  auto it = peer.parents.find(e.parent);
+  if (it == peer.parents.end()) return V::Remove;
+  Parent& p = it->second;
+  const std::uint64_t id = p.id;
+  switch (p.state) {
+    case ParentState::Admission: return admit(peer, p, e, now);
+    case ParentState::Connecting:
+      // Its GrantRequest is not sent yet (QPs building, or held by kMaxPendingGrantRequests).
+      if (now >= p.deadline) {
+        drop(peer, p, e, "its connection");
+        return V::Remove;
+      }
+      return V::Keep;
+    case ParentState::Requesting: return V::Keep;  // the Grant (or a refusal) decides
+    case ParentState::Granted: break;
+    default: return V::Remove;  // done posting, failed or canceling: nothing left to order
+  }
+  const bool started = any_posted(p);
+  if (!started && now >= p.deadline) {
+    cancel_grant(peer, p, e);
+    return V::Remove;
+  }
+  if (hooks_.hold_granted && !started && p.deadline != kNoDeadline) return V::Keep;
+  post_payload(peer, p);
+  auto again = peer.parents.find(id);
+  if (again == peer.parents.end()) return V::Remove;
+  if (!started && any_posted(again->second)) {
+    sched_.counters()[e.tier].posted.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Receipts that found the SQ full are retried from here too, so it stays while Granted.
+  return again->second.state == ParentState::Granted ? V::Keep : V::Remove;
+}
+
+Scheduler::Verdict RdmaLane::admit(PeerRdma& peer, Parent& p, const SchedEntry& e,
+                                   Clock::time_point now) {
+  using V = Scheduler::Verdict;
+  if (now >= p.deadline) {
+    drop(peer, p, e, "admission");
+    return V::Remove;
+  }
+  if (!admission_open_) return V::Keep;
+  if (predicted_late(peer, p, now)) {
+    drop(peer, p, e, "admission (rdma.deadline_admission_mlu predicts it late)");
+    return V::Remove;
+  }
+  // The requester's loan waits rather than failing: it returns when parents end.
+  if (p.length > 0 && !engine_->direct_bytes().try_take(p.length)) {
+    admission_open_ = false;
+    return V::Keep;
+  }
+  p.direct_charge = p.length;
+  const std::uint64_t id = p.id;
+  connect_parent(peer, p);
+  return peer.parents.count(id) != 0 ? V::Keep : V::Remove;
+}
+
+bool RdmaLane::predicted_late(const PeerRdma& peer, const Parent& p, Clock::time_point now) {
+  if (!(cfg_.deadline_admission_mlu > 0.0) || p.deadline == kNoDeadline) return false;
+  if (!transmit_read_) {
+    engine_->selector().transmit(transmit_);
+    transmit_read_ = true;
+  }
+  // The healthy NICs this parent may use, by their current transmit estimates. One without a
+  // rate or a sample leaves the parent eligible: the prediction would mean nothing.
+  const std::uint64_t mask = compatible_nics(peer);
+  double Bps = 0.0;
+  for (std::size_t i = 0; i < transmit_.size(); ++i) {
+    if (((mask >> i) & 1U) == 0 || !transmit_[i].healthy) continue;
+    if (!transmit_[i].known || !(transmit_[i].Bps > 0.0)) return false;
+    Bps += transmit_[i].Bps;
+  }
+  if (!(Bps > 0.0)) return false;
+  const double mlu = deadline_mlu(engine_->direct_bytes().used(), p.length, p.deadline, now, Bps);
+  return mlu >= cfg_.deadline_admission_mlu;
+}
+
+ArbCandidate RdmaLane::describe(const SchedEntry& e) const {
+  ArbCandidate c;
+  const auto it = e.peer->parents.find(e.parent);
+  if (it == e.peer->parents.end() || it->second.state != ParentState::Granted) return c;
+  const Parent& p = it->second;
+  c.deadline = p.deadline;
+  for (const Segment& s : p.segments) {
+    if (s.posted == s.slices) continue;
+    if (c.nic < 0) c.nic = s.nic;
+    for (std::size_t k = s.first_slice + s.posted; k < std::size_t{s.first_slice} + s.slices; ++k) {
+      c.bytes += p.plan.lengths[k];
+    }
+  }
+  return c;
+}
+
+void RdmaLane::drop(PeerRdma& peer, Parent& p, const SchedEntry& e, const char* waited_for) {
+  sched_.counters()[e.tier].dropped.fetch_add(1, std::memory_order_relaxed);
+  ORBITE_LOG(Debug, Rdma) << "parent " << p.id << " dropped: its deadline passed in " << waited_for;
+  fail_parent(peer, p,
+              Status::error(Errc::Timeout, std::string("the request's deadline passed while it "
+                                                       "waited for ") +
+                                               waited_for + "; nothing moved"));
+}
+
+void RdmaLane::cancel_grant(PeerRdma& peer, Parent& p, const SchedEntry& e) {
+  sched_.counters()[e.tier].dropped.fetch_add(1, std::memory_order_relaxed);
+  p.failure = Status::error(Errc::Timeout,
+                            "the request's deadline passed while it waited for its grant; nothing "
+                            "moved (the grant was given back)");
+  p.state = ParentState::Canceling;
+  send(peer, ControlKind::GrantCancel, encode(GrantCancel{p.id, p.grant, p.grant_generation}));
+}
+
+}  // namespace orbite::rdma

@@ -1,0 +1,175 @@
+// orbite-rdma-probe's scheduler scenarios (see rdma_probe.cpp), on one softverbs rail limited to
+// 2.5 Gb/s and a 16 MiB rdma.max_direct_bytes (from the test): High work overtaking queued Low
+// work, promotion moving aged Low work ahead of it, a deadline passing while a put waits for
+// admission, and one passing while it waits for its payload to start (its grant given back).
+#include <cstdio>
+#include <thread>
+
+#include "rdma_probe.h"
+
+namespace orbite::probe {
+
+namespace {
+
+constexpr std::uint64_t kLows = 12;
+constexpr std::uint64_t kEach = 4 * kMiB;
+
+TransferOptions at(const RdmaContext& r, Priority p) {
+  TransferOptions o = r.rdma;
+  o.priority = p;
+  return o;
+}
+
+// Rank 0 puts kLows Low puts, waits until every one reached the RDMA scheduler (the proxy's own
+// queue orders by priority too, so the High put must find them already started), then one High
+// put. Returns how many Low puts had finished when the High one did. Rank 1 checks every byte.
+std::size_t lows_done_when_high_finished(RdmaContext& r, const char* name) {
+  auto [mine, remote] = setup_region(r, (kLows + 1) * kEach, 0xA0, 0xA1);
+  TransferEngine& engine = r.c.comm.engine();
+  std::size_t done = 0;
+  barrier(r.c, std::string(name) + ": regions");
+  if (r.c.rank == 0) {
+    const std::uint64_t parents_before = engine.rdma_stats().parents;
+    std::vector<Request> lows;
+    for (std::uint64_t i = 0; i < kLows; ++i) {
+      lows.push_back(accepted(
+          engine.put(mine.region, i * kEach, remote, i * kEach, kEach, at(r, Priority::Low)),
+          "low put"));
+    }
+    check(eventually([&] { return engine.rdma_stats().parents >= parents_before + kLows; }),
+          "the Low puts never reached the RDMA transport");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    Request high = accepted(
+        engine.put(mine.region, kLows * kEach, remote, kLows * kEach, kEach, at(r, Priority::High)),
+        "high put");
+    wait_ok(high, "the High put");
+    for (Request& q : lows) done += q.done() ? 1 : 0;
+    std::printf("rank 0: %s: %zu of %zu Low puts done when the High put finished\n", name, done,
+                static_cast<std::size_t>(kLows));
+    wait_all_ok(lows, "the Low puts");
+    const RdmaStats s = engine.rdma_stats();
+    // Counted in the tier each parent was in when its payload started (promotion moves them).
+    const std::uint64_t posted = s.tiers[0].posted + s.tiers[1].posted + s.tiers[2].posted;
+    check(posted >= kLows + 1, sz(posted) + " parents posted");
+    check(s.tiers[0].queued == 0 && s.tiers[1].queued == 0 && s.tiers[2].queued == 0,
+          "entries left queued");
+    std::printf("rank 0: %s: promoted into Medium %llu, into High %llu\n", name,
+                static_cast<unsigned long long>(s.tiers[1].promoted),
+                static_cast<unsigned long long>(s.tiers[0].promoted));
+  }
+  barrier(r.c, std::string(name) + ": moved");
+  if (r.c.rank == 1) check_pattern(mine.bytes.data(), (kLows + 1) * kEach, 0xA1, name);
+  barrier(r.c, std::string(name) + ": checked");
+  return done;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// priority: with promotion out of the way (ORBITE_RDMA_PRIORITY_PROMOTION_TIMEOUT=60s), the High
+// put is admitted before every Low put still waiting for the direct-bytes budget, so at least
+// three Low puts are still running when it finishes (admission in arrival order made it last).
+
+void scenario_rdma_priority(RdmaContext& r) {
+  const std::size_t done = lows_done_when_high_finished(r, "priority");
+  if (r.c.rank == 0) {
+    check(done + 3 <= kLows, "the High put finished after " + sz(done) + " Low puts");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// promotion: with ORBITE_RDMA_PRIORITY_PROMOTION_TIMEOUT=5ms the waiting Low puts age into
+// Medium, then High, before the High put arrives, and go first: promotion lets old work progress
+// against new High arrivals.
+
+void scenario_rdma_promotion(RdmaContext& r) {
+  const std::size_t done = lows_done_when_high_finished(r, "promotion");
+  if (r.c.rank == 0) {
+    const RdmaStats s = r.c.comm.engine().rdma_stats();
+    check(s.tiers[1].promoted > 0 && s.tiers[0].promoted > 0,
+          "nothing promoted: " + sz(s.tiers[1].promoted) + " into Medium, " +
+              sz(s.tiers[0].promoted) + " into High");
+    check(done + 3 > kLows, "the High put overtook aged Low work: " + sz(done) + " done");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// deadline_queued: three 16 MiB puts hold the budget in turn (about 54 ms each on the rail); a
+// 4 MiB put with a 20 ms deadline waits for admission behind them, is dropped when its deadline
+// passes, fails Timeout, and none of its bytes land.
+
+void scenario_rdma_deadline_queued(RdmaContext& r) {
+  constexpr std::uint64_t kBig = 16 * kMiB;
+  constexpr std::uint64_t kLength = 3 * kBig + kEach;
+  auto [mine, remote] = setup_region(r, kLength, 0xB0, 0xB1);
+  TransferEngine& engine = r.c.comm.engine();
+  barrier(r.c, "deadline_queued: regions");
+  if (r.c.rank == 0) {
+    std::vector<Request> big;
+    for (std::uint64_t i = 0; i < 3; ++i) {
+      big.push_back(accepted(engine.put(mine.region, i * kBig, remote, i * kBig, kBig, r.rdma),
+                             "16 MiB put"));
+    }
+    TransferOptions soon = r.rdma;
+    soon.deadline = Clock::now() + std::chrono::milliseconds(20);
+    Request late = accepted(engine.put(mine.region, 3 * kBig, remote, 3 * kBig, kEach, soon),
+                            "the put with a deadline");
+    const Status st = late.wait(kWait);
+    std::printf("rank 0: the put whose deadline passed in admission: %s\n", st.to_string().c_str());
+    check(st.code() == Errc::Timeout &&
+              st.message().find("waited for admission; nothing moved") != std::string::npos,
+          "the late put: " + st.to_string());
+    wait_all_ok(big, "the 16 MiB puts");
+    const RdmaStats s = engine.rdma_stats();
+    check(s.tiers[0].dropped == 1, sz(s.tiers[0].dropped) + " High parents dropped, not 1");
+  }
+  barrier(r.c, "deadline_queued: moved");
+  if (r.c.rank == 1) {
+    check_pattern(mine.bytes.data(), 3 * kBig, 0xB1, "the 16 MiB puts");
+    check_pattern(mine.bytes.data() + 3 * kBig, kEach, 0xB0, "the dropped put's range", 3 * kBig);
+  }
+  barrier(r.c, "deadline_queued: checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// grant_cancel: rank 0 (hook hold_granted) holds a granted put with a 50 ms deadline until the
+// deadline passes; the requester gives the grant back (GrantCancel) and the put fails Timeout
+// having moved nothing; rank 1's grant and budgets come back and its bytes are untouched; a put
+// without a deadline then lands.
+
+void scenario_rdma_grant_cancel(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 1 * kMiB;
+  auto [mine, remote] = setup_region(r, kLength, 0xE0, 0xE1);
+  TransferEngine& engine = r.c.comm.engine();
+  barrier(r.c, "grant_cancel: regions");
+  if (r.c.rank == 0) {
+    TransferOptions soon = r.rdma;
+    soon.deadline = Clock::now() + std::chrono::milliseconds(50);
+    Request held = accepted(engine.put(mine.region, 0, remote, 0, kLength, soon), "held put");
+    const Status st = held.wait(kWait);
+    std::printf("rank 0: the put held past its deadline: %s\n", st.to_string().c_str());
+    check(st.code() == Errc::Timeout &&
+              st.message().find("waited for its grant; nothing moved (the grant was given back)") !=
+                  std::string::npos,
+          "the held put: " + st.to_string());
+  } else {
+    check(eventually([&] { return engine.rdma_stats().grants > 0; }), "no grant was made");
+    check(eventually([&] {
+            const RdmaStats s = engine.rdma_stats();
+            return s.grants_active == 0 && s.grants_in_use == 0 && s.granted_bytes_in_use == 0;
+          }),
+          "the canceled grant kept its budgets");
+  }
+  barrier(r.c, "grant_cancel: canceled");
+  if (r.c.rank == 1) check_pattern(mine.bytes.data(), kLength, 0xE0, "the canceled put's range");
+  barrier(r.c, "grant_cancel: untouched");
+  if (r.c.rank == 0) {
+    Request again = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "again");
+    wait_ok(again, "the put without a deadline");
+  }
+  barrier(r.c, "grant_cancel: again");
+  if (r.c.rank == 1) check_pattern(mine.bytes.data(), kLength, 0xE1, "the put after the cancel");
+  barrier(r.c, "grant_cancel: checked");
+}
+
+}  // namespace orbite::probe
