@@ -142,6 +142,9 @@ void visit_rdma(V& v, C& r) {
   v.field("deadline_admission_mlu", r.deadline_admission_mlu, Real{0.0, 1e6},
           "Drop a request with a deadline before dispatch when its predicted DeadlineMlu reaches "
           "this (0: only deadlines already passed drop).");
+  v.field("post_queue_target", r.post_queue_target, Dur{Duration::zero(), std::chrono::seconds(1)},
+          "Payload posted to a NIC and not completed is kept to about this much of its transmit "
+          "estimate (at least 1 MiB), so High work can overtake the rest (0: QP depth only).");
   v.field("priority_promotion_timeout", r.priority_promotion_timeout,
           Dur{Duration::zero(), kForever},
           "Age after which ready lower-priority payloads are promoted one tier.");
@@ -150,7 +153,7 @@ void visit_rdma(V& v, C& r) {
           "whole tier, as in TENT).");
   v.field("shared_quota_shm_path", r.shared_quota_shm_path, ShmName{},
           "POSIX shared-memory name for priority slots shared by cooperating processes; null or "
-          "empty keeps scheduling local. Not built yet: a name is refused when RDMA starts.");
+          "empty keeps scheduling local. A foreign or damaged object is refused when RDMA starts.");
   v.field("slot_rotation_interval", r.slot_rotation_interval,
           Dur{std::chrono::milliseconds(1), std::chrono::seconds(10)},
           "Length of one shared priority slot (High, High+Medium, all); only with "

@@ -2,6 +2,7 @@
 // 2.5 Gb/s and a 16 MiB rdma.max_direct_bytes (from the test): High work overtaking queued Low
 // work, promotion moving aged Low work ahead of it, a deadline passing while a put waits for
 // admission, and one passing while it waits for its payload to start (its grant given back).
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -42,8 +43,22 @@ std::size_t lows_done_when_high_finished(RdmaContext& r, const char* name) {
     Request high = accepted(
         engine.put(mine.region, kLows * kEach, remote, kLows * kEach, kEach, at(r, Priority::High)),
         "high put");
+    // rdma.post_queue_target (1 ms of the rail, at least 1 MiB, at least one WR): the Low work
+    // not yet posted stays where the High put can overtake it, so the rail's posted bytes stay
+    // near 1 MiB (without it, here, up to about 2 MiB).
+    std::uint64_t posted_peak = 0;
+    while (!high.done()) {
+      for (const NicLoad& n : engine.nic_load_stats()) {
+        posted_peak = std::max(posted_peak, n.posted_bytes);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
     wait_ok(high, "the High put");
     for (Request& q : lows) done += q.done() ? 1 : 0;
+    std::printf("rank 0: %s: at most %llu payload bytes posted to the rail\n", name,
+                static_cast<unsigned long long>(posted_peak));
+    // The window plus at most one WR past it (a 4 MiB parent's slices are 256 KiB).
+    check(posted_peak <= kMiB + 256 * kKiB, "posted to the rail: " + sz(posted_peak));
     std::printf("rank 0: %s: %zu of %zu Low puts done when the High put finished\n", name, done,
                 static_cast<std::size_t>(kLows));
     wait_all_ok(lows, "the Low puts");
@@ -170,6 +185,43 @@ void scenario_rdma_grant_cancel(RdmaContext& r) {
   barrier(r.c, "grant_cancel: again");
   if (r.c.rank == 1) check_pattern(mine.bytes.data(), kLength, 0xE1, "the put after the cancel");
   barrier(r.c, "grant_cancel: checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// shared_slots: both ranks share priority slots (ORBITE_RDMA_SHARED_QUOTA_SHM_PATH, 20 ms slots
+// and no promotion, from the test). Rank 0's Low puts post only in the third slot of each cycle:
+// they wait for it (slot_waits counted in the Low tier) and still all land; its High puts never
+// wait.
+
+void scenario_rdma_shared_slots(RdmaContext& r) {
+  constexpr std::uint64_t kPuts = 8;
+  auto [mine, remote] = setup_region(r, (kPuts + 1) * kMiB, 0xC0, 0xC1);
+  TransferEngine& engine = r.c.comm.engine();
+  barrier(r.c, "shared_slots: regions");
+  if (r.c.rank == 0) {
+    // Low puts one after another over at least two whole cycles (120 ms): some must start
+    // outside the Low slot and wait for it.
+    const auto until = Clock::now() + std::chrono::milliseconds(120);
+    for (std::uint64_t i = 0; Clock::now() < until || i < kPuts; ++i) {
+      const std::uint64_t at_byte = (i % kPuts) * kMiB;
+      Request q = accepted(
+          engine.put(mine.region, at_byte, remote, at_byte, kMiB, at(r, Priority::Low)), "low put");
+      wait_ok(q, "a Low put under shared slots");
+    }
+    Request high = accepted(
+        engine.put(mine.region, kPuts * kMiB, remote, kPuts * kMiB, kMiB, at(r, Priority::High)),
+        "high put");
+    wait_ok(high, "the High put");
+    const RdmaStats s = engine.rdma_stats();
+    std::printf("rank 0: slot waits High %llu, Low %llu\n",
+                static_cast<unsigned long long>(s.tiers[0].slot_waits),
+                static_cast<unsigned long long>(s.tiers[2].slot_waits));
+    check(s.tiers[2].slot_waits > 0, "the Low puts never waited for their slot");
+    check(s.tiers[0].slot_waits == 0, "a High put waited for a slot");
+  }
+  barrier(r.c, "shared_slots: moved");
+  if (r.c.rank == 1) check_pattern(mine.bytes.data(), (kPuts + 1) * kMiB, 0xC1, "shared_slots");
+  barrier(r.c, "shared_slots: checked");
 }
 
 }  // namespace orbite::probe

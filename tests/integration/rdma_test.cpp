@@ -5,6 +5,7 @@
 // orbite-rdma-loader-probe, one process each (the first load of the verbs library wins).
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -202,6 +203,15 @@ TEST(RdmaScheduling, AgedLowWorkIsPromotedAheadOfNewHighWork) {
 TEST(RdmaScheduling, ADeadlinePassingInAdmissionMovesNothing) {
   testing::TempDir dir;
   expect_pass(run_ranks("deadline_queued", slow_rail(dir.path(), {})), "deadline_queued");
+}
+
+TEST(RdmaScheduling, LowWorkWaitsForItsSharedSlot) {
+  const std::string name = "/orbite-rdma-test-slots-" + std::to_string(::getpid());
+  expect_pass(run_ranks("shared_slots", {{"ORBITE_RDMA_SHARED_QUOTA_SHM_PATH", name},
+                                         {"ORBITE_RDMA_SLOT_ROTATION_INTERVAL", "20ms"},
+                                         {"ORBITE_RDMA_PRIORITY_PROMOTION_TIMEOUT", "60s"}}),
+              "shared_slots");
+  ::shm_unlink(name.c_str());
 }
 
 TEST(RdmaScheduling, ADeadlinePassingBeforeThePayloadGivesTheGrantBack) {

@@ -5,12 +5,17 @@
 // order; a parent whose QP is full waits without holding back another's. A deadline that passes
 // before any payload moved drops the parent with Timeout: before its grant, nothing was created
 // for it; after, the grant goes back with a GrantCancel.
+#include <algorithm>
+
 #include "common/log.h"
 #include "p2p/rdma/lane.h"
 
 namespace orbite::rdma {
 
 namespace {
+
+// The smallest posting window per NIC: below it the pass-to-pass gaps would starve the link.
+constexpr std::uint64_t kMinPostWindow = 1ULL << 20;
 
 bool any_posted(const Parent& p) {
   for (const Segment& s : p.segments) {
@@ -24,13 +29,25 @@ bool any_posted(const Parent& p) {
 void RdmaLane::dispatch() {
   dispatch_due_ = false;
   if (sched_.empty()) return;
+  slot_wait_ = false;
   const Clock::time_point now = Clock::now();
   sched_.promote(now);
   admission_open_ = true;
   transmit_read_ = false;
-  if (cfg_.deadline_bw_arbitration) {
+  post_room_bounded_ = cfg_.post_queue_target > Duration::zero();
+  if (cfg_.deadline_bw_arbitration || post_room_bounded_) {
     engine_->selector().transmit(transmit_);
     transmit_read_ = true;
+  }
+  if (post_room_bounded_) {
+    const double target = std::chrono::duration<double>(cfg_.post_queue_target).count();
+    for (std::size_t i = 0; i < transmit_.size(); ++i) {
+      const auto window = std::max<std::uint64_t>(
+          kMinPostWindow, static_cast<std::uint64_t>(transmit_[i].Bps * target));
+      post_room_[i] = window > transmit_[i].posted ? window - transmit_[i].posted : 0;
+    }
+  }
+  if (cfg_.deadline_bw_arbitration) {
     nic_rates_.resize(transmit_.size());
     for (std::size_t i = 0; i < transmit_.size(); ++i) {
       nic_rates_[i] = NicRate{transmit_[i].healthy ? transmit_[i].Bps : 0.0, transmit_[i].posted};
@@ -39,6 +56,9 @@ void RdmaLane::dispatch() {
   sched_.dispatch(
       now, nic_rates_, [this](const SchedEntry& e) { return describe(e); },
       [this, now](SchedEntry& e) { return visit(e, now); });
+  // Payload waiting for its shared slot: no completion will wake the lane when the slot turns,
+  // so it does not sleep (a slot lasts milliseconds).
+  if (slot_wait_) dispatch_due_ = true;
 }
 
 Scheduler::Verdict RdmaLane::visit(SchedEntry& e, Clock::time_point now) {
@@ -67,6 +87,12 @@ Scheduler::Verdict RdmaLane::visit(SchedEntry& e, Clock::time_point now) {
     return V::Remove;
   }
   if (hooks_.hold_granted && !started && p.deadline != kNoDeadline) return V::Keep;
+  if (slots_ != nullptr && !slots_->admits(e.tier)) {
+    // Not this tier's shared slot: only payload waits (its receipts, if due, wait with it).
+    sched_.counters()[e.tier].slot_waits.fetch_add(1, std::memory_order_relaxed);
+    slot_wait_ = true;
+    return V::Keep;
+  }
   post_payload(peer, p);
   auto again = peer.parents.find(id);
   if (again == peer.parents.end()) return V::Remove;

@@ -61,14 +61,7 @@ Result<topo::Inventory> host_places(const EngineConfig& config) {
 
 Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& config,
                                                         const detail::Identity& self) {
-  // Fields whose feature is not built: refused by name rather than accepted and ignored.
-  if (config.rdma.shared_quota_shm_path && !config.rdma.shared_quota_shm_path->empty()) {
-    return Status::error(Errc::Configuration,
-                         "config: rdma.shared_quota_shm_path = '" +
-                             *config.rdma.shared_quota_shm_path +
-                             "': shared priority slots are not built yet; leave it unset "
-                             "(scheduling stays local to this process)");
-  }
+  // A field whose feature is not built: refused by name rather than accepted and ignored.
   if (config.rdma.gpu_source_reuse) {
     return Status::error(Errc::Configuration,
                          "config: rdma.gpu_source_reuse = true needs hardware-revocable keys, "
@@ -112,7 +105,15 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& conf
     if (c->route.rate_gbps > 0) selector->set_link_rate(c->nic_id, c->route.rate_gbps);
     selector->set_healthy(c->nic_id, c->state == ContextState::Active);
   }
-  return std::make_shared<RdmaEngine>(config, *api, std::move(found), self, std::move(selector));
+  std::unique_ptr<SharedSlots> slots;
+  if (config.rdma.shared_quota_shm_path && !config.rdma.shared_quota_shm_path->empty()) {
+    ORBITE_ASSIGN_OR_RETURN(slots, SharedSlots::open(*config.rdma.shared_quota_shm_path,
+                                                     config.rdma.slot_rotation_interval));
+  }
+  auto engine =
+      std::make_shared<RdmaEngine>(config, *api, std::move(found), self, std::move(selector));
+  engine->set_shared_slots(std::move(slots));
+  return engine;
 }
 
 RdmaEngine::RdmaEngine(const EngineConfig& config, const IbvApi& api, Discovery contexts,

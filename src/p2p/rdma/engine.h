@@ -16,6 +16,7 @@
 #include "p2p/endpoint.h"
 #include "p2p/rdma/context.h"
 #include "p2p/rdma/scheduler.h"
+#include "p2p/rdma/shared_slots.h"
 #include "p2p/rdma/wire.h"
 #include "p2p/transport.h"
 #include "topo/selector.h"
@@ -92,6 +93,9 @@ class RdmaEngine {
   topo::DeviceSelector& selector() { return *selector_; }
   // Per NIC: both estimates, rates, charged/posted/completed/allocated bytes. Allocates.
   std::vector<topo::NicLoadStats> nic_load_stats() const { return selector_->nic_load_stats(); }
+  // rdma.shared_quota_shm_path's slots, or null (scheduling local). Set once at install.
+  const SharedSlots* shared_slots() const { return shared_slots_.get(); }
+  void set_shared_slots(std::unique_ptr<SharedSlots> slots) { shared_slots_ = std::move(slots); }
   std::uint64_t next_grant_id() { return next_grant_id_.fetch_add(1) + 1; }
   std::uint64_t next_link_incarnation() { return next_link_.fetch_add(1) + 1; }
   // The NIC records this engine offers to every peer.
@@ -137,6 +141,7 @@ class RdmaEngine {
   // Its inventory is the contexts (NIC IDs as discovery numbered them), every NIC in the "*"
   // row unless a priority matrix says otherwise.
   std::unique_ptr<topo::DeviceSelector> selector_;
+  std::unique_ptr<SharedSlots> shared_slots_;  // its publisher thread ends with the engine
   std::mutex health_mu_;  // serializes refresh_port (a query and its state change)
 };
 

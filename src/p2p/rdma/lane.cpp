@@ -98,7 +98,8 @@ RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, std::shared_ptr<MrCache> 
       hooks_(TestHooks::from_env()),
       sched_(SchedulerConfig{cfg_.deadline_bw_arbitration, cfg_.priority_promotion_timeout,
                              cfg_.priority_promotion_per_entry},
-             engine_->counters().tiers) {
+             engine_->counters().tiers),
+      slots_(engine_->shared_slots()) {
   wcs_.resize(kPollBatch);
   if (hooks_.any()) {
     ORBITE_LOG(Warn, Rdma) << "ORBITE_RDMA_TEST_HOOKS is set: test misbehaviour on";

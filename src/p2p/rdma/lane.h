@@ -429,8 +429,14 @@ class RdmaLane final : public p2p::LaneTransport {
   bool transmit_read_ = false;  // this pass: transmit_ holds the selector's snapshot
   std::array<topo::NicTransmit, kMaxNics> transmit_{};
   std::vector<NicRate> nic_rates_;  // arbitration's view of transmit_
-  bool kill_pending_ = false;       // kill_after_grant: at the start of the next pass
-  std::uint32_t replay_rkey_ = 0;   // replay_key: the key of the last receipted segment
+  // rdma.post_queue_target: the payload bytes each NIC may still take this pass (post_payload
+  // spends them in the scheduler's order); unbounded when the target is 0.
+  bool post_room_bounded_ = false;
+  const SharedSlots* slots_ = nullptr;  // the engine's (it outlives the lane), or null
+  bool slot_wait_ = false;              // this pass: a payload waited for its shared slot
+  std::array<std::uint64_t, kMaxNics> post_room_{};
+  bool kill_pending_ = false;      // kill_after_grant: at the start of the next pass
+  std::uint32_t replay_rkey_ = 0;  // replay_key: the key of the last receipted segment
 };
 
 }  // namespace orbite::rdma

@@ -69,7 +69,22 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
     }
     const std::uint32_t room = q->sq.room();
     if (room <= 1) continue;  // one WR stays free for the segment's receipt; a full QP waits
-    const std::uint32_t n = std::min<std::uint32_t>(room - 1, s.slices - s.posted);
+    std::uint32_t n = std::min<std::uint32_t>(room - 1, s.slices - s.posted);
+    if (post_room_bounded_ && s.nic >= 0 && static_cast<std::size_t>(s.nic) < post_room_.size()) {
+      // The NIC's share of rdma.post_queue_target: at least one WR, then what fits; the rest
+      // stays in the scheduler's order for the next pass.
+      std::uint64_t& left = post_room_[static_cast<std::size_t>(s.nic)];
+      if (left == 0) continue;
+      std::uint32_t fit = 0;
+      std::uint64_t bytes = 0;
+      for (; fit < n; ++fit) {
+        const std::uint64_t len = p.plan.lengths[s.first_slice + s.posted + fit];
+        if (fit > 0 && bytes + len > left) break;
+        bytes += len;
+      }
+      n = fit;
+      left = bytes >= left ? 0 : left - bytes;
+    }
     std::vector<ibv_send_wr> wrs(n);
     std::vector<ibv_sge> sges(n);
     std::vector<std::uint32_t> seqs(n);
