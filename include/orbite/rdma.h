@@ -134,6 +134,8 @@ struct NicLoad {
   std::uint64_t posted_bytes = 0;      // posted payload not yet completed
   std::uint64_t completed_bytes = 0;   // payload completed successfully, lifetime
   std::uint64_t allocated_bytes = 0;   // bytes the selection gave it, lifetime
+  // Payload bytes posted to it, lifetime, by the scheduler tier the parent was in (Priority index).
+  std::array<std::uint64_t, 3> posted_by_tier{};
 };
 
 }  // namespace orbite

@@ -569,6 +569,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"deadline_queued", {scenario_rdma_deadline_queued, {}}},
       {"grant_cancel", {scenario_rdma_grant_cancel, {{0, "hold_granted"}}}},
       {"shared_slots", {scenario_rdma_shared_slots, {}}},
+      {"source_deadline", {scenario_rdma_source_deadline, {{1, "defer_deadlined"}}}},
       {"forged_rendezvous", {scenario_rdma_forged_rendezvous, {{0, "forge_rendezvous"}}}},
       {"cache_miss", {scenario_rdma_cache_miss, {{1, "retire_source_once"}}}},
       {"key_history", {scenario_rdma_key_history, {}}},

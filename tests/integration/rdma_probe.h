@@ -72,6 +72,7 @@ void scenario_rdma_promotion(RdmaContext& r);
 void scenario_rdma_deadline_queued(RdmaContext& r);
 void scenario_rdma_grant_cancel(RdmaContext& r);
 void scenario_rdma_shared_slots(RdmaContext& r);
+void scenario_rdma_source_deadline(RdmaContext& r);
 // Two rails (rdma_probe_rails.cpp).
 void scenario_rdma_rails(RdmaContext& r);
 void scenario_rdma_port_down(RdmaContext& r);

@@ -89,6 +89,14 @@ void scenario_rdma_priority(RdmaContext& r) {
   const std::size_t done = lows_done_when_high_finished(r, "priority");
   if (r.c.rank == 0) {
     check(done + 3 <= kLows, "the High put finished after " + sz(done) + " Low puts");
+    // Each NIC's bytes by the tier that posted them (no promotion here).
+    std::uint64_t high = 0, low = 0;
+    for (const NicLoad& n : r.c.comm.engine().nic_load_stats()) {
+      high += n.posted_by_tier[0];
+      low += n.posted_by_tier[2];
+    }
+    check(high == kEach && low == kLows * kEach,
+          "posted by tier: High " + sz(high) + ", Low " + sz(low));
   }
 }
 
@@ -222,6 +230,44 @@ void scenario_rdma_shared_slots(RdmaContext& r) {
   barrier(r.c, "shared_slots: moved");
   if (r.c.rank == 1) check_pattern(mine.bytes.data(), (kPuts + 1) * kMiB, 0xC1, "shared_slots");
   barrier(r.c, "shared_slots: checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// source_deadline: rank 1 (hook defer_deadlined) keeps a GrantRequest that carries a deadline
+// deferred; when the deadline (50 ms, sent as time left) passes there, it refuses it Timeout,
+// granting nothing: the put fails naming the source, rank 1's bytes are untouched, and a put
+// without a deadline then lands.
+
+void scenario_rdma_source_deadline(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 1 * kMiB;
+  auto [mine, remote] = setup_region(r, kLength, 0xD0, 0xD1);
+  TransferEngine& engine = r.c.comm.engine();
+  barrier(r.c, "source_deadline: regions");
+  if (r.c.rank == 0) {
+    TransferOptions soon = r.rdma;
+    soon.deadline = Clock::now() + std::chrono::milliseconds(50);
+    Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, soon), "deadlined put");
+    const Status st = q.wait(kWait);
+    std::printf("rank 0: the put deferred past its deadline: %s\n", st.to_string().c_str());
+    check(st.code() == Errc::Timeout &&
+              st.message().find("waited at the source; nothing was granted") != std::string::npos,
+          "the deferred put: " + st.to_string());
+  } else {
+    check(eventually([&] { return engine.rdma_stats().grant_nacks > 0; }), "no refusal");
+    const RdmaStats s = engine.rdma_stats();
+    check(s.grants == 0 && s.grant_requests_deferred == 1,
+          sz(s.grants) + " grants, " + sz(s.grant_requests_deferred) + " deferred");
+  }
+  barrier(r.c, "source_deadline: refused");
+  if (r.c.rank == 1) check_pattern(mine.bytes.data(), kLength, 0xD0, "the refused put's range");
+  barrier(r.c, "source_deadline: untouched");
+  if (r.c.rank == 0) {
+    Request again = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "again");
+    wait_ok(again, "the put without a deadline");
+  }
+  barrier(r.c, "source_deadline: again");
+  if (r.c.rank == 1) check_pattern(mine.bytes.data(), kLength, 0xD1, "the put after the refusal");
+  barrier(r.c, "source_deadline: checked");
 }
 
 }  // namespace orbite::probe

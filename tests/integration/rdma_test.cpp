@@ -214,6 +214,10 @@ TEST(RdmaScheduling, LowWorkWaitsForItsSharedSlot) {
   ::shm_unlink(name.c_str());
 }
 
+TEST(RdmaScheduling, ADeadlinePassingAtTheSourceGrantsNothing) {
+  expect_pass(run_ranks("source_deadline", {}), "source_deadline");
+}
+
 TEST(RdmaScheduling, ADeadlinePassingBeforeThePayloadGivesTheGrantBack) {
   expect_pass(run_ranks("grant_cancel", {}), "grant_cancel");
 }

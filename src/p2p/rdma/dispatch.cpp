@@ -93,6 +93,7 @@ Scheduler::Verdict RdmaLane::visit(SchedEntry& e, Clock::time_point now) {
     slot_wait_ = true;
     return V::Keep;
   }
+  posting_tier_ = e.tier;
   post_payload(peer, p);
   auto again = peer.parents.find(id);
   if (again == peer.parents.end()) return V::Remove;

@@ -56,6 +56,8 @@ struct RdmaCounters {
   // A gauge: receipts' registered slots taken and not yet given back (the WR not inline).
   std::atomic<std::uint64_t> receipt_slots_in_use{0};
   TierCounterSet tiers;  // the lanes' schedulers
+  // Payload bytes posted per NIC and tier (nic_load_stats()).
+  std::array<std::array<std::atomic<std::uint64_t>, kTiers>, kMaxNics> nic_tier_posted{};
   std::mutex last_qp_mu;
   RdmaQpLimits last_connected_qp;  // guarded by last_qp_mu
 };

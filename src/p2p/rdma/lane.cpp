@@ -128,6 +128,7 @@ TestHooks TestHooks::from_env() {
   h.withhold_receipt = has("withhold_receipt");
   h.flood_grant_requests = has("flood_grant_requests");
   h.hold_granted = has("hold_granted");
+  h.defer_deadlined = has("defer_deadlined");
   return h;
 }
 

@@ -58,11 +58,12 @@ struct TestHooks {
   // requester: a granted parent with a deadline posts nothing until that deadline passed (so its
   // grant goes back with a GrantCancel)
   bool hold_granted = false;
+  bool defer_deadlined = false;  // source: a GrantRequest with a deadline waits until it passes
   [[nodiscard]] bool any() const {
     return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
            kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table ||
            forge_rendezvous || forge_connect_slot || withhold_receipt || flood_grant_requests ||
-           hold_granted;
+           hold_granted || defer_deadlined;
   }
   static TestHooks from_env();
 };
@@ -434,6 +435,7 @@ class RdmaLane final : public p2p::LaneTransport {
   bool post_room_bounded_ = false;
   const SharedSlots* slots_ = nullptr;  // the engine's (it outlives the lane), or null
   bool slot_wait_ = false;              // this pass: a payload waited for its shared slot
+  std::size_t posting_tier_ = 0;        // the tier of the parent post_payload() posts for
   std::array<std::uint64_t, kMaxNics> post_room_{};
   bool kill_pending_ = false;      // kill_after_grant: at the start of the next pass
   std::uint32_t replay_rkey_ = 0;  // replay_key: the key of the last receipted segment

@@ -41,6 +41,10 @@ void RdmaLane::note_posted(Segment& s, const ibv_send_wr* wrs, std::uint32_t cou
   std::uint64_t bytes = 0;
   for (std::uint32_t j = 0; j < count; ++j) bytes += wrs[j].sg_list->length;
   engine_->selector().on_posted(s.nic, bytes, now);
+  if (s.nic >= 0 && static_cast<std::size_t>(s.nic) < kMaxNics) {
+    engine_->counters().nic_tier_posted[static_cast<std::size_t>(s.nic)][posting_tier_].fetch_add(
+        bytes, std::memory_order_relaxed);
+  }
 }
 
 void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {

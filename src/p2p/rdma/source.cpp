@@ -194,6 +194,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
                 "the request's deadline passed while it waited at the source; "
                 "nothing was granted");
   }
+  if (hooks_.defer_deadlined && !to_receive && m.deadline_us != 0) return defer(peer, m);
   ORBITE_LOG(Debug, Rdma) << "GrantRequest: parent " << m.parent
                           << (to_receive ? ", receive " : ", region ") << m.target << " ["
                           << m.offset << ", +" << m.length << ") " << (write ? "WRITE" : "READ")
