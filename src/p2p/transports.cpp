@@ -134,10 +134,9 @@ std::vector<NicLoad> nic_load_of(const MemoryDomains& domains) {
       l.allocated_bytes = n.allocated_bytes;
       if (n.id >= 0 && static_cast<std::size_t>(n.id) < rdma::kMaxNics) {
         for (std::size_t t = 0; t < l.posted_by_tier.size(); ++t) {
-          l.posted_by_tier[t] = domain->engine()
-                                    ->counters()
-                                    .nic_tier_posted[static_cast<std::size_t>(n.id)][t]
-                                    .load(std::memory_order_relaxed);
+          l.posted_by_tier[t] =
+              domain->engine()->counters().nic_tier_posted[static_cast<std::size_t>(n.id)][t].load(
+                  std::memory_order_relaxed);
         }
       }
       out.push_back(std::move(l));

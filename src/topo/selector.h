@@ -194,6 +194,8 @@ class DeviceSelector {
   std::vector<std::string> names_;
 
   // Selection state, all under mu_: the charges and choices of one parent commit together.
+  // Order: (health_mu_ →) mu_ → a NIC's Meter::mu (snapshots); on_posted and on_completed take a
+  // meter's mu alone. Lanes call in with their mutex held: Lane → mu_.
   mutable std::mutex mu_;
   std::uint64_t healthy_mask_ = 0;
   std::uint64_t tie_counter_ = 0;

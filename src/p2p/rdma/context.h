@@ -77,6 +77,8 @@ class Context {
   DeviceLimits limits;
   Route route;
 
+  // Order: a lane's mutex → key_mu, a leaf; the engine's stats take it alone. A grant locks its
+  // range (RangeLocks) before it admits window keys here: Lane → RangeLocks, then → key_mu.
   std::mutex key_mu;
   std::unique_ptr<KeyHistory> keys;  // guarded by key_mu
 

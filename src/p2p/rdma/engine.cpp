@@ -454,6 +454,7 @@ Status RdmaDomain::deregister(std::unique_ptr<p2p::DomainRegistration> registrat
   auto* set = dynamic_cast<MrSet*>(registration.get());
   if (set == nullptr) return {};
   if (!set->release()) {
+    std::lock_guard lock(retained_mu_);
     retained_.push_back(std::move(registration));
     return Status::error(Errc::Unquiesced,
                          "an RDMA MR of the region could not be deregistered; "

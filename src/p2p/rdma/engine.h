@@ -58,7 +58,7 @@ struct RdmaCounters {
   TierCounterSet tiers;  // the lanes' schedulers
   // Payload bytes posted per NIC and tier (nic_load_stats()).
   std::array<std::array<std::atomic<std::uint64_t>, kTiers>, kMaxNics> nic_tier_posted{};
-  std::mutex last_qp_mu;
+  std::mutex last_qp_mu;           // a leaf: taken alone, by a lane or by stats()
   RdmaQpLimits last_connected_qp;  // guarded by last_qp_mu
 };
 
@@ -144,7 +144,9 @@ class RdmaEngine {
   // row unless a priority matrix says otherwise.
   std::unique_ptr<topo::DeviceSelector> selector_;
   std::unique_ptr<SharedSlots> shared_slots_;  // its publisher thread ends with the engine
-  std::mutex health_mu_;  // serializes refresh_port (a query and its state change)
+  // Serializes refresh_port (a query and its state change). Order: a lane's mutex (a rail error
+  // in payload.cpp) or the monitor → health_mu_ → the selector's mu_ → a meter's mu.
+  std::mutex health_mu_;
 };
 
 // The MRs of one region: per context slot, a local-only MR (LOCAL_WRITE) and, when the region
@@ -196,7 +198,10 @@ class RdmaDomain final : public p2p::MemoryDomain {
       const detail::RegionRecord& region,
       const std::shared_ptr<const detail::RegionRecord>& parent) override;
   Status deregister(std::unique_ptr<p2p::DomainRegistration> registration) override;
-  [[nodiscard]] std::size_t retained() const override { return retained_.size(); }
+  [[nodiscard]] std::size_t retained() const override {
+    std::lock_guard lock(retained_mu_);
+    return retained_.size();
+  }
   [[nodiscard]] std::string pack(const detail::RegionRecord& region,
                                  const p2p::DomainRegistration* registration) const override;
   [[nodiscard]] Status unpack(std::string_view blob) const override;
@@ -209,7 +214,10 @@ class RdmaDomain final : public p2p::MemoryDomain {
   std::shared_ptr<RdmaEngine> engine_;
   // Holds registrations (and so the engine): owned here, never by the engine.
   std::shared_ptr<MrCache> cache_;
-  std::vector<std::unique_ptr<p2p::DomainRegistration>> retained_;
+  // Registrations whose deregistration failed, kept for good. deregister() runs on whichever
+  // thread unregisters while stats read the count: a leaf lock, nothing is taken under it.
+  mutable std::mutex retained_mu_;
+  std::vector<std::unique_ptr<p2p::DomainRegistration>> retained_;  // guarded by retained_mu_
 };
 
 // The MR set a region has on RDMA (null when it is not published there).

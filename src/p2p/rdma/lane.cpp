@@ -95,6 +95,7 @@ RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, std::shared_ptr<MrCache> 
       control_(control),
       caps_(rdma_caps()),
       cfg_(engine_->config().rdma),
+      windows_(*engine_, engine_->contexts().size()),
       hooks_(TestHooks::from_env()),
       sched_(SchedulerConfig{cfg_.deadline_bw_arbitration, cfg_.priority_promotion_timeout,
                              cfg_.priority_promotion_per_entry},
@@ -140,7 +141,6 @@ Status RdmaLane::init() {
   sent_nic_epoch_ = engine_->nic_epoch();  // the handshakes carry the tables from here on
   const auto& contexts = engine_->contexts();
   cqs_.resize(contexts.size());
-  window_pool_.resize(contexts.size());
   for (std::size_t i = 0; i < contexts.size(); ++i) {
     if (!contexts[i]->usable()) continue;
     auto set = std::make_unique<CqSet>(*contexts[i], cfg_.max_cqes, cache_.get());
@@ -565,16 +565,7 @@ void RdmaLane::shutdown(const Status& why) {
     for (std::uint64_t id : ids) maybe_finish_parent(*peer, id);
     peer->parents.clear();
   }
-  for (std::size_t c = 0; c < window_pool_.size(); ++c) {
-    for (ibv_mw* mw : window_pool_[c]) revoke_window(c, mw);
-    window_pool_[c].clear();
-  }
-  // Parked windows stay allocated while the PD lives (so their index is never handed out
-  // again); the PD goes with the engine, so they go now.
-  for (ibv_mw* mw : parked_windows_) {
-    if (verbs::dealloc_mw(mw) != 0) engine_->retain("ibv_dealloc_mw of a parked window failed");
-  }
-  parked_windows_.clear();
+  windows_.close();
   for (auto& set : cqs_) {
     if (set) poller_.remove(set->channel->fd);
   }

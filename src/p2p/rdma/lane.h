@@ -26,6 +26,7 @@
 #include "p2p/rdma/range_locks.h"
 #include "p2p/rdma/scheduler.h"
 #include "p2p/rdma/slicing.h"
+#include "p2p/rdma/window_pool.h"
 #include "p2p/registry.h"
 #include "p2p/transport.h"
 
@@ -375,9 +376,6 @@ class RdmaLane final : public p2p::LaneTransport {
   void publish_if_bound(PeerRdma& peer, GrantState& g);
   // Ends a grant: windows invalidated or revoked, range unlocked, pins and budgets returned.
   void close_grant(PeerRdma& peer, std::uint64_t id, const Status& outcome, bool send_ack);
-  Result<ibv_mw*> take_window(std::size_t context);
-  void return_window(std::size_t context, ibv_mw* mw);
-  bool revoke_window(std::size_t context, ibv_mw* mw);
   Binding expected_binding(const PeerRdma& peer, const GrantState& g, const GrantSegment& s,
                            const Qp& q) const;
 
@@ -399,10 +397,7 @@ class RdmaLane final : public p2p::LaneTransport {
   std::vector<PeerRdma*> qp_peer_;  // the peer each QP serves (peers live as long as the lane)
   std::vector<std::uint16_t> free_handles_;
   std::vector<std::uint16_t> retired_;  // QPs in ERR, destroyed once drained
-  // Unbound windows per context, ready for the next grant.
-  std::vector<std::vector<ibv_mw*>> window_pool_;
-  std::unordered_map<ibv_mw*, std::uint32_t> window_keys_;  // each window's current key
-  std::vector<ibv_mw*> parked_windows_;  // every key of their index used: never bound again
+  WindowPool windows_;                  // every grant's windows, their keys, the parked ones
   // Grants whose windows could not be revoked: their locks, pins and charges are kept for good.
   std::vector<GrantState> retained_grants_;
   std::vector<std::uint64_t> expired_;  // expire_grants' scratch (no allocation per pass)

@@ -66,6 +66,8 @@ class MrCache {
   std::shared_ptr<RdmaEngine> engine_;
   const std::uint64_t max_copies_;
   const std::uint64_t max_bytes_;
+  // Order: a lane's mutex or a user thread (register, unregister) → mu_ → the verbs calls of
+  // (de)registration; no other OrbiTE lock is taken under it.
   mutable std::mutex mu_;
   std::map<const std::byte*, Entry> entries_;        // by base; guarded by mu_
   std::vector<Entry> draining_;                      // forgotten while in use; guarded by mu_

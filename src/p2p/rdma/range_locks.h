@@ -30,6 +30,8 @@ class RangeLocks {
     std::uint64_t length = 0;
     bool exclusive = false;
   };
+  // Order: a lane's mutex → mu_, a leaf (no other lock is taken under it; the window keys of a
+  // grant's binds are taken after the range is locked, not under mu_).
   mutable std::mutex mu_;
   std::map<Token, Held> held_;  // few at a time (max_grants): a scan is cheaper than a tree
   Token next_ = 1;

@@ -377,22 +377,10 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
     GrantSegment& s = live.segments[i];
     Qp& q = *qps[i];
     const std::size_t context = s.context;
-    std::optional<std::uint32_t> key;
-    while (!key) {
-      auto mw = take_window(context);
-      if (!mw.ok()) {
-        return close_grant(peer, id, mw.status(), true);
-      }
-      std::lock_guard guard(engine_->contexts()[context]->key_mu);
-      key = engine_->contexts()[context]->keys->next_key(window_keys_[*mw]);
-      if (!key) {
-        parked_windows_.push_back(*mw);  // every tag of its index used: kept, never bound
-        continue;
-      }
-      s.mw = *mw;
-    }
-    s.rkey = *key;
-    window_keys_[s.mw] = *key;
+    auto window = windows_.take(context);
+    if (!window.ok()) return close_grant(peer, id, window.status(), true);
+    s.mw = window->first;
+    s.rkey = window->second;
     WrRecord rec;
     rec.kind = WrKind::Bind;
     rec.owner = id;
@@ -525,7 +513,7 @@ void RdmaLane::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot,
   // The hardware invalidated the window: it is free for the next grant (with a new key).
   seg->receipted = true;
   if (q.receipts_reserved > 0) --q.receipts_reserved;
-  return_window(seg->context, seg->mw);
+  windows_.give_back(seg->context, seg->mw);
   seg->mw = nullptr;
   add(engine_->counters().windows_invalidated);
   add(engine_->counters().receipts);
@@ -571,7 +559,7 @@ void RdmaLane::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outco
     }
     if (s.mw == nullptr) continue;
     // A window that may still be bound is deallocated: afterwards nothing can use its key.
-    if (revoke_window(s.context, s.mw)) {
+    if (windows_.revoke(s.context, s.mw)) {
       add(engine_->counters().windows_revoked);
     } else {
       retained = true;
@@ -621,47 +609,6 @@ void RdmaLane::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outco
              parent, static_cast<std::uint32_t>(outcome.ok() ? Errc::Unavailable : outcome.code()),
              0, outcome.message() + " (nothing moved)"}));
   }
-}
-
-Result<ibv_mw*> RdmaLane::take_window(std::size_t context) {
-  auto& pool = window_pool_[context];
-  if (!pool.empty()) {
-    ibv_mw* mw = pool.back();
-    pool.pop_back();
-    return mw;
-  }
-  Context& c = *engine_->contexts()[context];
-  ibv_mw* mw = verbs::alloc_mw(c.pd, IBV_MW_TYPE_2);
-  if (mw == nullptr) {
-    add(engine_->counters().budget_exhausted);
-    return verbs::errno_status(Errc::ResourceExhausted, c.name + ": ibv_alloc_mw (type 2)", errno);
-  }
-  Status admitted;
-  {
-    std::lock_guard guard(c.key_mu);
-    admitted = c.keys->admit(mw->rkey);
-  }
-  if (!admitted.ok()) {
-    add(engine_->counters().budget_exhausted);
-    if (verbs::dealloc_mw(mw) != 0) parked_windows_.push_back(mw);
-    return admitted;
-  }
-  window_keys_[mw] = mw->rkey;
-  return mw;
-}
-
-void RdmaLane::return_window(std::size_t context, ibv_mw* mw) {
-  window_pool_[context].push_back(mw);
-}
-
-bool RdmaLane::revoke_window(std::size_t context, ibv_mw* mw) {
-  if (const int rc = verbs::dealloc_mw(mw); rc != 0) {
-    ORBITE_LOG(Error, Rdma) << engine_->contexts()[context]->name
-                            << ": ibv_dealloc_mw failed: " << std::strerror(rc);
-    return false;
-  }
-  window_keys_.erase(mw);
-  return true;
 }
 
 }  // namespace orbite::rdma
