@@ -121,7 +121,7 @@ Scheduler::Verdict RdmaLane::admit(PeerRdma& peer, Parent& p, const SchedEntry& 
     admission_open_ = false;
     return V::Keep;
   }
-  p.direct_charge = p.length;
+  p.direct = Charge(engine_->direct_bytes(), p.length);
   const std::uint64_t id = p.id;
   connect_parent(peer, p);
   return peer.parents.count(id) != 0 ? V::Keep : V::Remove;

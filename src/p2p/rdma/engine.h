@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "p2p/endpoint.h"
@@ -43,6 +44,50 @@ class Budget {
   std::uint64_t limit_;
   std::atomic<std::uint64_t> used_{0};
 };
+
+// A charge of a Budget, given back when destroyed or reset. Move-only. keep() leaves it charged
+// for good (the resource is retained: it may still exist).
+class Charge {
+ public:
+  Charge() = default;
+  // Adopts n already taken from `budget` (take or try_take).
+  Charge(Budget& budget, std::uint64_t n) : budget_(&budget), n_(n) {}
+  Charge(Charge&& other) noexcept
+      : budget_(std::exchange(other.budget_, nullptr)), n_(std::exchange(other.n_, 0)) {}
+  Charge& operator=(Charge&& other) noexcept {
+    if (this != &other) {
+      reset();
+      budget_ = std::exchange(other.budget_, nullptr);
+      n_ = std::exchange(other.n_, 0);
+    }
+    return *this;
+  }
+  Charge(const Charge&) = delete;
+  Charge& operator=(const Charge&) = delete;
+  ~Charge() { reset(); }
+
+  void reset() {
+    if (budget_ != nullptr && n_ > 0) budget_->give(n_);
+    budget_ = nullptr;
+    n_ = 0;
+  }
+  void keep() {
+    budget_ = nullptr;
+    n_ = 0;
+  }
+  [[nodiscard]] std::uint64_t amount() const { return n_; }
+
+ private:
+  Budget* budget_ = nullptr;  // the engine's: outlives every charge
+  std::uint64_t n_ = 0;
+};
+
+// Budget::take as an owner: the charge, or ResourceExhausted naming the budget.
+inline Result<Charge> charge(Budget& budget, std::uint64_t n,
+                             std::atomic<std::uint64_t>& exhausted_counter) {
+  ORBITE_RETURN_IF_ERROR(budget.take(n, exhausted_counter));
+  return Charge(budget, n);
+}
 
 // Counters of RdmaStats, written by lanes (relaxed atomics).
 struct RdmaCounters {

@@ -24,6 +24,7 @@
 #include "p2p/rdma/mr_cache.h"
 #include "p2p/rdma/qp.h"
 #include "p2p/rdma/range_locks.h"
+#include "p2p/rdma/region_pin.h"
 #include "p2p/rdma/scheduler.h"
 #include "p2p/rdma/slicing.h"
 #include "p2p/rdma/window_pool.h"
@@ -149,7 +150,7 @@ struct Parent {
   // left is abandoned when the parent reports.
   topo::DeviceLease lease;
   std::uint64_t grant = 0, grant_generation = 0, grant_nonce = 0;
-  std::uint64_t direct_charge = 0;
+  Charge direct;  // its requester loan of max_direct_bytes, from admission until it reports
   // Its request's priority and deadline (kNoDeadline: none; a rendezvous has none here, since its
   // receiver already matched it): the scheduler's inputs, and the GrantRequest's.
   Priority priority = Priority::High;
@@ -200,12 +201,17 @@ struct GrantState {
   std::uint64_t parent = 0;
   std::uint8_t op = 0;
   std::uint64_t target = 0, target_generation = 0, offset = 0, length = 0;
-  std::shared_ptr<detail::RegionRecord> region;  // pinned while the grant lives
+  std::shared_ptr<detail::RegionRecord> region;
+  // What the grant holds until it closes (owners: released by close_grant, or kept for good when
+  // a window could not be revoked): the region's pin, the exact range's lock, one max_grants
+  // slot and its bytes of max_direct_bytes.
+  RegionPin pin;
+  RangeLock lock;
+  Charge slot, bytes;
   // A rendezvous into a posted receive (target = its id): `region` is a record of this grant
   // only, holding the MR over exactly the granted range, and `receive` keeps the request.
   bool to_receive = false;
   std::shared_ptr<detail::RequestState> receive;
-  RangeLocks::Token lock = 0;
   std::vector<GrantSegment> segments;
   bool published = false;
   Clock::time_point started;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <utility>
 
 namespace orbite::rdma {
 
@@ -39,5 +40,37 @@ class RangeLocks {
 
 // The one table of this process.
 RangeLocks& range_locks();
+
+// One held lock of range_locks(), released when destroyed or reset (the owner of a grant's
+// range). Move-only. keep() leaves it held for good (a grant whose window could not be revoked).
+class RangeLock {
+ public:
+  RangeLock() = default;
+  // The lock, or an empty one when the range conflicts.
+  static RangeLock try_lock(std::uintptr_t begin, std::uint64_t length, bool exclusive) {
+    return RangeLock(range_locks().try_lock(begin, length, exclusive));
+  }
+  RangeLock(RangeLock&& other) noexcept : token_(std::exchange(other.token_, 0)) {}
+  RangeLock& operator=(RangeLock&& other) noexcept {
+    if (this != &other) {
+      reset();
+      token_ = std::exchange(other.token_, 0);
+    }
+    return *this;
+  }
+  RangeLock(const RangeLock&) = delete;
+  RangeLock& operator=(const RangeLock&) = delete;
+  ~RangeLock() { reset(); }
+
+  void reset() {
+    if (token_ != 0) range_locks().unlock(std::exchange(token_, 0));
+  }
+  void keep() { token_ = 0; }
+  explicit operator bool() const { return token_ != 0; }
+
+ private:
+  explicit RangeLock(RangeLocks::Token token) : token_(token) {}
+  RangeLocks::Token token_ = 0;
+};
 
 }  // namespace orbite::rdma

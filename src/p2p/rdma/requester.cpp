@@ -470,7 +470,7 @@ void RdmaLane::expire_drains(PeerRdma& peer) {
     // A timeout proves nothing: the WRs may still run, so the loan stays charged for good and
     // the caller must keep the buffer.
     engine_->retain("a parent's WRs did not drain within rdma.destroy_timeout");
-    p.direct_charge = 0;
+    p.direct.keep();
     report(p, Status::error(Errc::Unquiesced,
                             "the RDMA work of this request did not drain within "
                             "rdma.destroy_timeout; its buffer may still be accessed (" +
@@ -483,10 +483,7 @@ void RdmaLane::report(Parent& p, const Status& st) {
   if (p.reported) return;
   p.reported = true;
   p.lease.abandon();  // the charges of slices that never completed
-  if (p.direct_charge > 0) {
-    engine_->direct_bytes().give(p.direct_charge);
-    p.direct_charge = 0;
-  }
+  p.direct.reset();
   RmaJob& job = *p.job;
   if (!st.ok()) {
     add(engine_->counters().parents_failed);

@@ -303,20 +303,14 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
       return;
     }
   }
-  // Reservations, each released if a later one fails.
-  if (Status st = engine_->grants().take(1, engine_->counters().budget_exhausted); !st.ok()) {
-    return nack(st.code(), st.message());
-  }
-  if (Status st = engine_->granted_bytes().take(m.length, engine_->counters().budget_exhausted);
-      !st.ok()) {
-    engine_->grants().give(1);
-    return nack(st.code(), st.message());
-  }
-  const auto lock =
-      range_locks().try_lock(reinterpret_cast<std::uintptr_t>(r.base + m.offset), m.length, write);
-  if (lock == 0) {
-    engine_->grants().give(1);
-    engine_->granted_bytes().give(m.length);
+  // Reservations, owned: each goes back by itself if a later one fails.
+  auto slot = charge(engine_->grants(), 1, engine_->counters().budget_exhausted);
+  if (!slot.ok()) return nack(slot.status().code(), slot.status().message());
+  auto bytes = charge(engine_->granted_bytes(), m.length, engine_->counters().budget_exhausted);
+  if (!bytes.ok()) return nack(bytes.status().code(), bytes.status().message());
+  RangeLock lock =
+      RangeLock::try_lock(reinterpret_cast<std::uintptr_t>(r.base + m.offset), m.length, write);
+  if (!lock) {
     if (to_receive) {
       // Receives posted into one buffer (osu_bw's window does this) take their writes one after
       // another: the grant waits here (FIFO, retried every pass) until the other access ends,
@@ -330,10 +324,8 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
                                        std::to_string(m.target) +
                                        " is locked by a conflicting access");
   }
-  if (!r.pin()) {
-    range_locks().unlock(lock);
-    engine_->grants().give(1);
-    engine_->granted_bytes().give(m.length);
+  std::optional<RegionPin> pin = RegionPin::take(*region);
+  if (!pin) {
     return nack(Errc::InvalidArgument,
                 "region " + std::to_string(m.target) + " is being unregistered");
   }
@@ -350,7 +342,10 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   g.region = *region;
   g.to_receive = to_receive;
   g.receive = std::move(receive);
-  g.lock = lock;
+  g.pin = std::move(*pin);
+  g.lock = std::move(lock);
+  g.slot = std::move(*slot);
+  g.bytes = std::move(*bytes);
   g.started = Clock::now();
   for (std::size_t i = 0; i < m.segments.size(); ++i) {
     const SegmentRequest& s = m.segments[i];
@@ -576,13 +571,17 @@ void RdmaLane::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outco
   if (retained) {
     // A window that refused to go keeps its range lock, region pin and charges for good.
     engine_->retain("a memory window of grant " + std::to_string(id) + " could not be revoked");
+    g.pin.keep();
+    g.lock.keep();
+    g.slot.keep();
+    g.bytes.keep();
     retained_grants_.push_back(std::move(g));
   } else {
     // READY: the exact range is free for the next CPU or DMA access.
-    range_locks().unlock(g.lock);
-    g.region->unpin();
-    engine_->grants().give(1);
-    engine_->granted_bytes().give(length);
+    g.lock.reset();
+    g.pin.reset();
+    g.slot.reset();
+    g.bytes.reset();
   }
   if (to_receive) {
     // READY: every receipt is verified, so the bytes are in the receive (or it fails).
