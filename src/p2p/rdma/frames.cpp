@@ -40,6 +40,15 @@ void RdmaLane::send_frame(PeerLink& link, SendItem item) {
   pump_frames(*peer);
 }
 
+void RdmaLane::drop_unsent_frames(PeerLink& link) {
+  PeerRdma* peer = peer_of(link);
+  if (peer == nullptr) return;  // failed: fail_peer released them
+  for (SendItem& item : peer->frames_out) {
+    if (item.pinned != nullptr) item.pinned->unpin();
+  }
+  peer->frames_out.clear();
+}
+
 void RdmaLane::frames_failed(PeerRdma& peer, const Status& why) {
   if (peer.failed) return;
   handler_.endpoint_failed(*peer.link, why);  // forget() drops the queues (fail_peer)

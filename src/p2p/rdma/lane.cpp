@@ -66,7 +66,17 @@ const p2p::Capabilities& RdmaEndpoint::caps() const {
 }
 
 void RdmaEndpoint::send(detail::SendItem item) {
+  if (closed_) {
+    if (item.pinned != nullptr) item.pinned->unpin();
+    return;
+  }
   lane_.send_frame(link_, std::move(item));
+}
+
+void RdmaEndpoint::close(bool) {
+  if (closed_) return;
+  closed_ = true;
+  lane_.drop_unsent_frames(link_);
 }
 
 bool RdmaEndpoint::busy() const {

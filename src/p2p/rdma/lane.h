@@ -82,11 +82,13 @@ class RdmaEndpoint final : public p2p::PeerEndpoint {
   [[nodiscard]] bool one_sided_usable() const override { return false; }
   Status start_rma(p2p::RmaOp op) override;
   [[nodiscard]] bool busy() const override;
-  void close(bool) override {}
+  // Frames not yet posted are dropped (their pins released); posted ones complete or flush.
+  void close(bool) override;
 
  private:
   RdmaLane& lane_;
   detail::PeerLink& link_;
+  bool closed_ = false;  // later frames are released at once, never sent
 };
 
 // One payload-carrying run of a parent's slices on one QP: one window, one receipt.
@@ -285,6 +287,7 @@ class RdmaLane final : public p2p::LaneTransport {
   // frames.cpp: the endpoint's frames.
   void send_frame(detail::PeerLink& link, detail::SendItem item);
   bool frames_pending(detail::PeerLink& link);
+  void drop_unsent_frames(detail::PeerLink& link);
 
  private:
   class ChannelWatch;
