@@ -17,6 +17,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Time per entry visited, besides time per pass.
+void per_entry(benchmark::State& state, std::size_t n) {
+  state.counters["per_entry"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * n),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 void fill(Scheduler& s, std::size_t n, SchedClock::time_point now, bool deadlines) {
   for (std::size_t i = 0; i < n; ++i) {
     const auto tier = static_cast<Priority>(i % 3);
@@ -39,9 +46,7 @@ void BM_ReferenceDequeVisit(benchmark::State& state) {
     }
   }
   benchmark::DoNotOptimize(sum);
-  state.counters["per_entry"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * n),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  per_entry(state, n);
 }
 BENCHMARK(BM_ReferenceDequeVisit)->Arg(16)->Arg(64)->Arg(256);
 
@@ -63,9 +68,7 @@ void BM_DispatchTiers(benchmark::State& state) {
         });
   }
   benchmark::DoNotOptimize(sum);
-  state.counters["per_entry"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * n),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  per_entry(state, n);
 }
 BENCHMARK(BM_DispatchTiers)->Arg(16)->Arg(64)->Arg(256);
 
@@ -92,9 +95,7 @@ void BM_DispatchArbitrated(benchmark::State& state) {
         });
   }
   benchmark::DoNotOptimize(sum);
-  state.counters["per_entry"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * n),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  per_entry(state, n);
 }
 BENCHMARK(BM_DispatchArbitrated)->Arg(16)->Arg(64)->Arg(256);
 

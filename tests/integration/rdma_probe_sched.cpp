@@ -4,6 +4,8 @@
 // admission, and one passing while it waits for its payload to start (its grant given back).
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <string>
 #include <thread>
 
 #include "rdma_probe.h"
@@ -76,6 +78,38 @@ std::size_t lows_done_when_high_finished(RdmaContext& r, const char* name) {
   if (r.c.rank == 1) check_pattern(mine.bytes.data(), (kLows + 1) * kEach, 0xA1, name);
   barrier(r.c, std::string(name) + ": checked");
   return done;
+}
+
+// Rank 0's put of 1 MiB with a 50 ms deadline fails Timeout with `expect` in its message; rank 1
+// runs `owner_check` on its engine; rank 1's bytes are untouched; a put without a deadline then
+// lands.
+void deadlined_put_moves_nothing(RdmaContext& r, const std::string& name, const std::string& expect,
+                                 const std::function<void(TransferEngine&)>& owner_check) {
+  constexpr std::uint64_t kLength = 1 * kMiB;
+  auto [mine, remote] = setup_region(r, kLength, 0xE0, 0xE1);
+  TransferEngine& engine = r.c.comm.engine();
+  barrier(r.c, name + ": regions");
+  if (r.c.rank == 0) {
+    TransferOptions soon = r.rdma;
+    soon.deadline = Clock::now() + std::chrono::milliseconds(50);
+    Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, soon), "deadlined put");
+    const Status st = q.wait(kWait);
+    std::printf("rank 0: %s: %s\n", name.c_str(), st.to_string().c_str());
+    check(st.code() == Errc::Timeout && st.message().find(expect) != std::string::npos,
+          "the deadlined put: " + st.to_string());
+  } else {
+    owner_check(engine);
+  }
+  barrier(r.c, name + ": refused");
+  if (r.c.rank == 1) check_pattern(mine.bytes.data(), kLength, 0xE0, "the refused put's range");
+  barrier(r.c, name + ": untouched");
+  if (r.c.rank == 0) {
+    Request again = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "again");
+    wait_ok(again, "the put without a deadline");
+  }
+  barrier(r.c, name + ": again");
+  if (r.c.rank == 1) check_pattern(mine.bytes.data(), kLength, 0xE1, "the put without a deadline");
+  barrier(r.c, name + ": checked");
 }
 
 }  // namespace
@@ -161,38 +195,16 @@ void scenario_rdma_deadline_queued(RdmaContext& r) {
 // without a deadline then lands.
 
 void scenario_rdma_grant_cancel(RdmaContext& r) {
-  constexpr std::uint64_t kLength = 1 * kMiB;
-  auto [mine, remote] = setup_region(r, kLength, 0xE0, 0xE1);
-  TransferEngine& engine = r.c.comm.engine();
-  barrier(r.c, "grant_cancel: regions");
-  if (r.c.rank == 0) {
-    TransferOptions soon = r.rdma;
-    soon.deadline = Clock::now() + std::chrono::milliseconds(50);
-    Request held = accepted(engine.put(mine.region, 0, remote, 0, kLength, soon), "held put");
-    const Status st = held.wait(kWait);
-    std::printf("rank 0: the put held past its deadline: %s\n", st.to_string().c_str());
-    check(st.code() == Errc::Timeout &&
-              st.message().find("waited for its grant; nothing moved (the grant was given back)") !=
-                  std::string::npos,
-          "the held put: " + st.to_string());
-  } else {
-    check(eventually([&] { return engine.rdma_stats().grants > 0; }), "no grant was made");
-    check(eventually([&] {
-            const RdmaStats s = engine.rdma_stats();
-            return s.grants_active == 0 && s.grants_in_use == 0 && s.granted_bytes_in_use == 0;
-          }),
-          "the canceled grant kept its budgets");
-  }
-  barrier(r.c, "grant_cancel: canceled");
-  if (r.c.rank == 1) check_pattern(mine.bytes.data(), kLength, 0xE0, "the canceled put's range");
-  barrier(r.c, "grant_cancel: untouched");
-  if (r.c.rank == 0) {
-    Request again = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "again");
-    wait_ok(again, "the put without a deadline");
-  }
-  barrier(r.c, "grant_cancel: again");
-  if (r.c.rank == 1) check_pattern(mine.bytes.data(), kLength, 0xE1, "the put after the cancel");
-  barrier(r.c, "grant_cancel: checked");
+  deadlined_put_moves_nothing(
+      r, "grant_cancel", "waited for its grant; nothing moved (the grant was given back)",
+      [](TransferEngine& engine) {
+        check(eventually([&] { return engine.rdma_stats().grants > 0; }), "no grant was made");
+        check(eventually([&] {
+                const RdmaStats s = engine.rdma_stats();
+                return s.grants_active == 0 && s.grants_in_use == 0 && s.granted_bytes_in_use == 0;
+              }),
+              "the canceled grant kept its budgets");
+      });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -239,35 +251,14 @@ void scenario_rdma_shared_slots(RdmaContext& r) {
 // without a deadline then lands.
 
 void scenario_rdma_source_deadline(RdmaContext& r) {
-  constexpr std::uint64_t kLength = 1 * kMiB;
-  auto [mine, remote] = setup_region(r, kLength, 0xD0, 0xD1);
-  TransferEngine& engine = r.c.comm.engine();
-  barrier(r.c, "source_deadline: regions");
-  if (r.c.rank == 0) {
-    TransferOptions soon = r.rdma;
-    soon.deadline = Clock::now() + std::chrono::milliseconds(50);
-    Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, soon), "deadlined put");
-    const Status st = q.wait(kWait);
-    std::printf("rank 0: the put deferred past its deadline: %s\n", st.to_string().c_str());
-    check(st.code() == Errc::Timeout &&
-              st.message().find("waited at the source; nothing was granted") != std::string::npos,
-          "the deferred put: " + st.to_string());
-  } else {
-    check(eventually([&] { return engine.rdma_stats().grant_nacks > 0; }), "no refusal");
-    const RdmaStats s = engine.rdma_stats();
-    check(s.grants == 0 && s.grant_requests_deferred == 1,
-          sz(s.grants) + " grants, " + sz(s.grant_requests_deferred) + " deferred");
-  }
-  barrier(r.c, "source_deadline: refused");
-  if (r.c.rank == 1) check_pattern(mine.bytes.data(), kLength, 0xD0, "the refused put's range");
-  barrier(r.c, "source_deadline: untouched");
-  if (r.c.rank == 0) {
-    Request again = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "again");
-    wait_ok(again, "the put without a deadline");
-  }
-  barrier(r.c, "source_deadline: again");
-  if (r.c.rank == 1) check_pattern(mine.bytes.data(), kLength, 0xD1, "the put after the refusal");
-  barrier(r.c, "source_deadline: checked");
+  deadlined_put_moves_nothing(
+      r, "source_deadline", "waited at the source; nothing was granted",
+      [](TransferEngine& engine) {
+        check(eventually([&] { return engine.rdma_stats().grant_nacks > 0; }), "no refusal");
+        const RdmaStats s = engine.rdma_stats();
+        check(s.grants == 0 && s.grant_requests_deferred == 1,
+              sz(s.grants) + " grants, " + sz(s.grant_requests_deferred) + " deferred");
+      });
 }
 
 }  // namespace orbite::probe

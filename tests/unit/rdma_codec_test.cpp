@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "p2p/rdma/wire.h"
+#include "rdma_wire_samples.h"
 
 namespace orbite::rdma {
 namespace {
@@ -440,17 +441,7 @@ TEST(QpRetire, RoundTrips) {
   expect_truncation_and_trailing_rejected(encode(m), decode_qp_retire);
 }
 
-SegmentRequest segment(std::uint8_t first, std::uint8_t slices, std::uint32_t slot) {
-  SegmentRequest s;
-  s.first_slice = first;
-  s.slices = slices;
-  s.slot = slot;
-  s.offset = 0x10000ull * first;
-  s.length = 0x10000ull * slices;
-  s.qp_incarnation = 1000 + slot;
-  s.requester_qpn = 0x100 + slot;
-  return s;
-}
+using samples::segment;
 
 GrantRequest sample_request() {
   GrantRequest m;

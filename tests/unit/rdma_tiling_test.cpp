@@ -7,19 +7,12 @@
 #include <string>
 
 #include "p2p/rdma/wire.h"
+#include "rdma_wire_samples.h"
 
 namespace orbite::rdma {
 namespace {
 
-SegmentRequest segment(std::uint8_t first, std::uint8_t slices, std::uint32_t slot) {
-  SegmentRequest s;
-  s.first_slice = first;
-  s.slices = slices;
-  s.slot = slot;
-  s.offset = 0x10000ull * first;
-  s.length = 0x10000ull * slices;
-  return s;
-}
+using samples::segment;
 
 // A request whose segments tile it: [0, +10 x 64 KiB) in segments of 4, 4 and 2 slices.
 GrantRequest tiled_request() {
