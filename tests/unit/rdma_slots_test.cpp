@@ -143,6 +143,23 @@ TEST_F(Slots, AStalledPublisherCannotExtendASlot) {
   EXPECT_TRUE(eventually([&] { return (*b)->publishing(); }));
 }
 
+// Two participants that start at once: one creates the object while the other joins it, and the
+// joiner never reads a half-written header (it read the magic before the CRC was written, and
+// refused the object as damaged).
+TEST_F(Slots, ParticipantsStartingTogetherBothJoin) {
+  for (int round = 0; round < 100; ++round) {
+    const std::string name = name_ + "-" + std::to_string(round);
+    Result<std::unique_ptr<SharedSlots>> first = Status::error(Errc::Internal, "not run");
+    Result<std::unique_ptr<SharedSlots>> second = Status::error(Errc::Internal, "not run");
+    std::thread other([&] { second = SharedSlots::open(name, 2ms); });
+    first = SharedSlots::open(name, 2ms);
+    other.join();
+    ASSERT_TRUE(first.ok()) << "round " << round << ": " << first.status().to_string();
+    ASSERT_TRUE(second.ok()) << "round " << round << ": " << second.status().to_string();
+    ::shm_unlink(name.c_str());
+  }
+}
+
 TEST_F(Slots, AnotherIntervalIsRefusedByName) {
   auto a = SharedSlots::open(name_, 2ms);
   ASSERT_TRUE(a.ok());

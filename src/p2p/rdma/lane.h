@@ -376,7 +376,29 @@ class RdmaLane final : public p2p::LaneTransport {
   // source.cpp
   void on_qp_connect(PeerRdma& peer, const QpConnect& m);
   void on_qp_retire(PeerRdma& peer, const QpRetire& m);
+  // grant_request.cpp: the owner's answer to a GrantRequest, phase by phase.
+  struct GrantPlan {  // what the phases resolved
+    bool to_receive = false, write = false;
+    bool receive_matched = false;  // a rendezvous target was found: a refusal fails it too
+    std::shared_ptr<detail::RegionRecord> region;
+    std::shared_ptr<detail::RequestState> receive;
+    std::vector<Qp*> qps;               // each segment's
+    std::vector<std::size_t> contexts;  // each segment's QP's (a grant may span rails)
+    const MrSet* set = nullptr;
+  };
   void on_grant_request(PeerRdma& peer, const GrantRequest& m);
+  bool grant_request_valid(PeerRdma& peer, const GrantRequest& m);  // false: the link failed
+  Status resolve_target(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan);
+  Status resolve_qps(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan);  // else cache miss
+  Status prepare_memory(const GrantRequest& m, GrantPlan& plan);
+  // Whether the QPs have receipt slots and SQ room for the grant now (false: it waits).
+  Result<bool> receipt_room(const GrantPlan& plan);
+  // The grant's owned reservations and its record; nullopt when refused or deferred.
+  std::optional<std::uint64_t> reserve_grant(PeerRdma& peer, const GrantRequest& m,
+                                             GrantPlan& plan);
+  void bind_windows(PeerRdma& peer, std::uint64_t id, const GrantPlan& plan);
+  void refuse_grant(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan, const Status& why,
+                    bool cache_miss = false);
   void on_grant_cancel(PeerRdma& peer, const GrantCancel& m);
   // Queues a GrantRequest to run again next pass (FIFO), counting it once however often it waits.
   void defer(PeerRdma& peer, const GrantRequest& m);

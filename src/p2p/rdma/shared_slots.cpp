@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <ctime>
 
@@ -42,6 +43,16 @@ Status sys_error(const std::string& name, const char* call) {
   return Status::error(Errc::Unavailable, "rdma.shared_quota_shm_path '" + name + "': " + call +
                                               " failed: " + std::strerror(errno));
 }
+
+// The fixed fields as the header lays them out (the CRC covers them, magic included).
+struct Fixed {
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::uint32_t header_bytes;
+  std::uint64_t interval_ns;
+  std::uint32_t clock_id;
+};
+static_assert(offsetof(Fixed, clock_id) + sizeof(std::uint32_t) == kCrcBytes);
 
 std::uint32_t header_crc(const SharedSlots::Header& h) {
   return crc32c(reinterpret_cast<const std::uint8_t*>(&h), kCrcBytes);
@@ -101,14 +112,15 @@ Result<std::unique_ptr<SharedSlots>> SharedSlots::open(const std::string& config
     return fail(std::move(s));
   };
   if (creator) {
-    h->version = kSlotVersion;
-    h->header_bytes = sizeof(Header);
-    h->interval_ns = interval_ns;
-    h->clock_id = CLOCK_MONOTONIC;
+    // The CRC is computed aside: the magic in the object stays 0 (ftruncate zero-fills) until
+    // every other field is written, so a joiner never reads a half-written header as complete.
+    const Fixed fixed{kSlotMagic, kSlotVersion, sizeof(Header), interval_ns, CLOCK_MONOTONIC};
+    h->version = fixed.version;
+    h->header_bytes = fixed.header_bytes;
+    h->interval_ns = fixed.interval_ns;
+    h->clock_id = fixed.clock_id;
     h->published.store(0, std::memory_order_relaxed);
-    h->magic = kSlotMagic;  // for the CRC; published below with release
-    h->crc = header_crc(*h);
-    std::atomic_ref<std::uint64_t>(h->magic).store(0, std::memory_order_relaxed);
+    h->crc = crc32c(reinterpret_cast<const std::uint8_t*>(&fixed), kCrcBytes);
     std::atomic_ref<std::uint64_t>(h->magic).store(kSlotMagic, std::memory_order_release);
   }
   while (load_magic(h) == 0 && std::chrono::steady_clock::now() < until) {

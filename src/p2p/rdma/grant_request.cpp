@@ -1,0 +1,329 @@
+// The owner's answer to a GrantRequest, phase by phase: the protocol checks (a violation fails
+// the link), the target (a registered region, or a posted receive for a rendezvous), the QPs
+// (anything stale is a cache miss: no authority ever existed), the registration and receipt room
+// (waiting rather than failing where grants in flight will free them), the owned reservations
+// (slot, bytes, exact range lock, pin), then one window bound per segment. A refusal before
+// authority is a GrantNack; a rendezvous is deferred rather than refused for want of resources.
+#include <algorithm>
+#include <csignal>
+#include <random>
+
+#include "common/log.h"
+#include "p2p/rdma/lane.h"
+#include "p2p/rdma/verbs.h"
+
+namespace orbite::rdma {
+
+namespace {
+
+std::uint64_t grant_nonce() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng();
+}
+
+}  // namespace
+
+void RdmaLane::refuse_grant(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan,
+                            const Status& why, bool cache_miss) {
+  if (plan.receive_matched && why.code() == Errc::ResourceExhausted) {
+    // A message is not refused for want of slots or budget, as a put would be: it waits here
+    // (FIFO) until grants end, so back-pressure slows the sender instead of failing it.
+    return defer(peer, m);
+  }
+  if (plan.receive_matched && !cache_miss) {  // a cache miss is retried: the receive waits
+    handler_.rendezvous_done(
+        *peer.link, m.target, 0,
+        Status::error(why.code(), "the RDMA rendezvous was refused here: " + why.message()));
+  }
+  add(engine_->counters().grant_nacks);
+  send(peer, ControlKind::GrantNack,
+       encode(GrantNack{m.parent, static_cast<std::uint32_t>(why.code()),
+                        static_cast<std::uint8_t>(cache_miss ? 1 : 0), why.message()}));
+}
+
+bool RdmaLane::grant_request_valid(PeerRdma& peer, const GrantRequest& m) {
+  std::string bad;
+  if (m.link_incarnation != peer.my_link_incarnation) {
+    bad = "GrantRequest for link incarnation " + std::to_string(m.link_incarnation) +
+          ", this link is " + std::to_string(peer.my_link_incarnation);
+  }
+  for (const auto& [id, g] : peer.grants) {
+    if (bad.empty() && g.parent == m.parent) {
+      bad = "a second GrantRequest for parent " + std::to_string(m.parent);
+    }
+  }
+  if (Status st = check_tiling(m); bad.empty() && !st.ok()) bad = st.message();
+  for (const SegmentRequest& s : m.segments) {
+    if (bad.empty() && s.slot == kMessageSlot) bad = "GrantRequest names the message QP's slot";
+  }
+  if (bad.empty()) return true;
+  protocol_error(peer, bad);
+  return false;
+}
+
+Status RdmaLane::resolve_target(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan) {
+  if (!plan.to_receive) {
+    ORBITE_ASSIGN_OR_RETURN(plan.region,
+                            regions_.authorize(m.target, m.target_generation, m.offset, m.length,
+                                               plan.write, p2p::TransportId::Rdma));
+    return {};
+  }
+  // A rendezvous: the target is a receive the protocol matched to this peer's message.
+  ORBITE_ASSIGN_OR_RETURN(auto target,
+                          handler_.rendezvous_target(*peer.link, m.target, m.offset, m.length));
+  plan.receive_matched = true;
+  if (m.target_generation != 0) {
+    return Status::error(Errc::InvalidArgument,
+                         "a rendezvous GrantRequest with a target generation");
+  }
+  auto record = std::make_shared<detail::RegionRecord>();
+  record->id = m.target;
+  record->base = target.buffer;
+  record->length = target.length;
+  record->access = Access{false, true};
+  plan.region = std::move(record);
+  plan.receive = std::move(target.keepalive);
+  return {};
+}
+
+Status RdmaLane::resolve_qps(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan) {
+  // Every segment's QP: the current incarnation of a ready source-role end, connected to the QP
+  // the requester names. Anything else happened before authority existed: a cache miss.
+  for (const SegmentRequest& s : m.segments) {
+    Qp* q = nullptr;
+    for (const auto& [key, src] : peer.sources) {
+      if (std::get<2>(key) == s.slot && src.incarnation == s.qp_incarnation) q = qp(src.qp_handle);
+    }
+    if (q == nullptr || !q->ready || q->broken || q->remote_qpn != s.requester_qpn) {
+      return Status::error(Errc::Unavailable, "the connection of slot " + std::to_string(s.slot) +
+                                                  " is not (or no longer) established here");
+    }
+    std::size_t context = 0;
+    for (std::size_t c = 0; c < cqs_.size(); ++c) {
+      if (cqs_[c].get() == q->cqs) context = c;
+    }
+    plan.qps.push_back(q);
+    plan.contexts.push_back(context);  // a grant may span rails
+  }
+  return {};
+}
+
+Status RdmaLane::prepare_memory(const GrantRequest& m, GrantPlan& plan) {
+  detail::RegionRecord& r = *plan.region;
+  if (plan.to_receive) {
+    // Engine-owned memory (collective scratch) uses the MR cache's registration. A user's posted
+    // buffer is registered for this grant alone, over exactly the granted range: on the one rail
+    // its segments use, or on every usable context when they span rails.
+    std::unique_ptr<MrSet> mrs;
+    if (auto cached = cache_->find(r.base + m.offset, m.length)) {
+      mrs = MrSet::view_of(std::move(cached));
+    } else {
+      const auto& contexts = plan.contexts;
+      const bool one_rail = std::all_of(contexts.begin(), contexts.end(),
+                                        [&](std::size_t c) { return c == contexts.front(); });
+      mrs = std::make_unique<MrSet>(engine_);
+      ORBITE_RETURN_IF_ERROR(one_rail
+                                 ? mrs->prepare(r.base + m.offset, m.length, true, contexts.front())
+                                 : mrs->prepare(r.base + m.offset, m.length, true));
+    }
+    r.registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)] = std::move(mrs);
+  }
+  plan.set = mr_set_of(r);
+  for (std::size_t context : plan.contexts) {
+    const MrSet::Copy* copy = plan.set != nullptr ? plan.set->on(context) : nullptr;
+    if (copy == nullptr || copy->parent == nullptr) {
+      return Status::error(Errc::Unavailable,
+                           "region " + std::to_string(m.target) +
+                               " is not published with remote access on RDMA context " +
+                               engine_->contexts()[context]->name);
+    }
+  }
+  return {};
+}
+
+Result<bool> RdmaLane::receipt_room(const GrantPlan& plan) {
+  for (Qp* q : plan.qps) {
+    const auto need = static_cast<std::uint32_t>(std::count(plan.qps.begin(), plan.qps.end(), q));
+    if (need > q->recv_depth || need > cfg_.max_send_wr) {
+      add(engine_->counters().budget_exhausted);
+      return Status::error(Errc::ResourceExhausted,
+                           std::to_string(need) + " segments on one connection exceed its " +
+                               std::to_string(q->recv_depth) + " receipt slots or " +
+                               std::to_string(cfg_.max_send_wr) + " send WRs");
+    }
+    // Held by grants and binds in flight on this connection, which end on their own: the
+    // request waits (false) rather than failing.
+    if (q->recv_posted < q->receipts_reserved + need || q->sq.room() < need) return false;
+  }
+  return true;
+}
+
+void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
+  if (hooks_.kill_on_grant_request) ::raise(SIGKILL);  // test hook: dies before the grant
+  if (hooks_.retire_source_once && !m.segments.empty()) {
+    // Test hook: the slot's QP went away between the connect and this request.
+    hooks_.retire_source_once = false;
+    for (auto& [key, src] : peer.sources) {
+      if (std::get<2>(key) == m.segments.front().slot) retire_qp(src.qp_handle);
+    }
+  }
+  if (!grant_request_valid(peer, m)) return;
+  GrantPlan plan;
+  plan.to_receive = (m.op & kOpToReceive) != 0;
+  plan.write = (m.op & ~kOpToReceive) == kOpWrite;
+  if (!plan.to_receive && Clock::now() >= m.local_deadline) {
+    // Deferred past the requester's deadline (a rendezvous has none: its receive matched it).
+    return refuse_grant(peer, m, plan,
+                        Status::error(Errc::Timeout,
+                                      "the request's deadline passed while it waited at the "
+                                      "source; nothing was granted"));
+  }
+  if (hooks_.defer_deadlined && !plan.to_receive && m.deadline_us != 0) return defer(peer, m);
+  ORBITE_LOG(Debug, Rdma) << "GrantRequest: parent " << m.parent
+                          << (plan.to_receive ? ", receive " : ", region ") << m.target << " ["
+                          << m.offset << ", +" << m.length << ") "
+                          << (plan.write ? "WRITE" : "READ") << ", " << m.segments.size()
+                          << " segment(s)";
+  if (Status st = resolve_target(peer, m, plan); !st.ok()) return refuse_grant(peer, m, plan, st);
+  if (m.length == 0) {
+    // Nothing to move: the checks above are the whole answer.
+    return send(peer, ControlKind::GrantAck, encode(GrantAck{m.parent, 0, 0, 0, 0, {}}));
+  }
+  if (Status st = resolve_qps(peer, m, plan); !st.ok()) {
+    return refuse_grant(peer, m, plan, st, true);
+  }
+  if (plan.to_receive &&
+      range_locks().would_conflict(reinterpret_cast<std::uintptr_t>(plan.region->base + m.offset),
+                                   m.length, true)) {
+    // Another access holds the receive's range (receives posted into one buffer): wait before
+    // registering anything, so that each retry costs a lookup, not an MR.
+    return defer(peer, m);
+  }
+  if (Status st = prepare_memory(m, plan); !st.ok()) return refuse_grant(peer, m, plan, st);
+  auto room = receipt_room(plan);
+  if (!room.ok()) return refuse_grant(peer, m, plan, room.status());
+  if (!*room) return defer(peer, m);
+  std::optional<std::uint64_t> id = reserve_grant(peer, m, plan);
+  if (id) bind_windows(peer, *id, plan);
+}
+
+std::optional<std::uint64_t> RdmaLane::reserve_grant(PeerRdma& peer, const GrantRequest& m,
+                                                     GrantPlan& plan) {
+  detail::RegionRecord& r = *plan.region;
+  // Reservations, owned: each goes back by itself if a later one fails.
+  auto slot = charge(engine_->grants(), 1, engine_->counters().budget_exhausted);
+  if (!slot.ok()) {
+    refuse_grant(peer, m, plan, slot.status());
+    return std::nullopt;
+  }
+  auto bytes = charge(engine_->granted_bytes(), m.length, engine_->counters().budget_exhausted);
+  if (!bytes.ok()) {
+    refuse_grant(peer, m, plan, bytes.status());
+    return std::nullopt;
+  }
+  RangeLock lock = RangeLock::try_lock(reinterpret_cast<std::uintptr_t>(r.base + m.offset),
+                                       m.length, plan.write);
+  if (!lock) {
+    if (plan.to_receive) {
+      // Receives posted into one buffer (osu_bw's window does this) take their writes one after
+      // another: the grant waits here (FIFO, retried every pass) until the other access ends,
+      // never two DMA writers on one range at once.
+      defer(peer, m);
+      return std::nullopt;
+    }
+    add(engine_->counters().range_conflicts);
+    refuse_grant(peer, m, plan,
+                 Status::error(Errc::Unavailable, "range busy: [" + std::to_string(m.offset) +
+                                                      ", " + std::to_string(m.offset + m.length) +
+                                                      ") of region " + std::to_string(m.target) +
+                                                      " is locked by a conflicting access"));
+    return std::nullopt;
+  }
+  std::optional<RegionPin> pin = RegionPin::take(plan.region);
+  if (!pin) {
+    refuse_grant(peer, m, plan,
+                 Status::error(Errc::InvalidArgument,
+                               "region " + std::to_string(m.target) + " is being unregistered"));
+    return std::nullopt;
+  }
+  GrantState g;
+  g.id = engine_->next_grant_id();
+  g.generation = g.id;
+  g.nonce = grant_nonce();
+  g.parent = m.parent;
+  g.op = m.op;
+  g.target = m.target;
+  g.target_generation = m.target_generation;
+  g.offset = m.offset;
+  g.length = m.length;
+  g.region = plan.region;
+  g.to_receive = plan.to_receive;
+  g.receive = std::move(plan.receive);
+  g.pin = std::move(*pin);
+  g.lock = std::move(lock);
+  g.slot = std::move(*slot);
+  g.bytes = std::move(*bytes);
+  g.started = Clock::now();
+  for (std::size_t i = 0; i < m.segments.size(); ++i) {
+    const SegmentRequest& s = m.segments[i];
+    GrantSegment gs;
+    gs.context = plan.contexts[i];
+    gs.qp_handle = plan.qps[i]->handle;
+    gs.qp_incarnation = plan.qps[i]->incarnation;
+    gs.offset = s.offset;
+    gs.length = s.length;
+    gs.first_slice = s.first_slice;
+    gs.slices = s.slices;
+    gs.requester_qpn = s.requester_qpn;
+    g.segments.push_back(gs);
+    ++plan.qps[i]->receipts_reserved;
+  }
+  const std::uint64_t id = g.id;
+  peer.grants.emplace(id, std::move(g));
+  add(engine_->counters().grants_active);
+  const auto active = engine_->counters().grants_active.load();
+  if (active > engine_->counters().grants_peak.load()) engine_->counters().grants_peak = active;
+  return id;
+}
+
+void RdmaLane::bind_windows(PeerRdma& peer, std::uint64_t id, const GrantPlan& plan) {
+  GrantState& live = peer.grants.at(id);
+  // One window per segment, bound to exactly its range and direction through its QP.
+  for (std::size_t i = 0; i < live.segments.size(); ++i) {
+    GrantSegment& s = live.segments[i];
+    Qp& q = *plan.qps[i];
+    auto window = windows_.take(s.context);
+    if (!window.ok()) return close_grant(peer, id, window.status(), true);
+    s.mw = window->first;
+    s.rkey = window->second;
+    WrRecord rec;
+    rec.kind = WrKind::Bind;
+    rec.owner = id;
+    rec.segment = static_cast<std::uint16_t>(i);
+    rec.signaled = true;
+    const std::uint32_t seq = q.sq.push(rec);
+    ibv_send_wr wr{};
+    wr.wr_id = q.id(WrKind::Bind, seq).pack();
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.bind_mw.mw = s.mw;
+    wr.bind_mw.rkey = s.rkey;
+    wr.bind_mw.bind_info.mr = plan.set->on(s.context)->parent;
+    wr.bind_mw.bind_info.addr = reinterpret_cast<std::uint64_t>(plan.region->base + s.offset);
+    wr.bind_mw.bind_info.length = s.length;
+    wr.bind_mw.bind_info.mw_access_flags =
+        plan.write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
+    ibv_send_wr* bad = nullptr;
+    if (const int rc = verbs::post_send(q.qp, &wr, &bad); rc != 0) {
+      if (bad == &wr) q.sq.unpost_from(seq);
+      s.bind_failed = true;
+      retire_qp(q.handle);
+      return close_grant(
+          peer, id, verbs::errno_status(Errc::Unavailable, q.ctx->name + ": bind of a window", rc),
+          true);
+    }
+    add(engine_->counters().windows);
+  }
+}
+
+}  // namespace orbite::rdma
