@@ -6,22 +6,12 @@
 // authority is a GrantNack; a rendezvous is deferred rather than refused for want of resources.
 #include <algorithm>
 #include <csignal>
-#include <random>
 
 #include "common/log.h"
 #include "p2p/rdma/lane.h"
 #include "p2p/rdma/verbs.h"
 
 namespace orbite::rdma {
-
-namespace {
-
-std::uint64_t grant_nonce() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  return rng();
-}
-
-}  // namespace
 
 void RdmaLane::refuse_grant(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan,
                             const Status& why, bool cache_miss) {
@@ -249,7 +239,7 @@ std::optional<std::uint64_t> RdmaLane::reserve_grant(PeerRdma& peer, const Grant
   GrantState g;
   g.id = engine_->next_grant_id();
   g.generation = g.id;
-  g.nonce = grant_nonce();
+  g.nonce = random_u64();
   g.parent = m.parent;
   g.op = m.op;
   g.target = m.target;

@@ -36,6 +36,9 @@ namespace orbite::rdma {
 class RdmaLane;
 using Clock = std::chrono::steady_clock;
 
+// A random 64-bit value from a per-thread generator (grant nonces, PSNs); source.cpp.
+std::uint64_t random_u64();
+
 // Misbehaviour on demand, for the tests that prove the source's checks (tests/integration/
 // rdma_test.cpp): ORBITE_RDMA_TEST_HOOKS is a comma-separated list of these names. Each hook
 // makes this engine forge as a requester, kill itself at a protocol phase, or drop one of its

@@ -12,14 +12,10 @@
 
 namespace orbite::rdma {
 
-namespace {
-
 std::uint64_t random_u64() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   return rng();
 }
-
-}  // namespace
 
 void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
   QpAccept reply;
