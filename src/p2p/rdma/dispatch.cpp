@@ -35,19 +35,8 @@ void RdmaLane::dispatch() {
   admission_open_ = true;
   transmit_read_ = false;
   post_room_bounded_ = cfg_.post_queue_target > Duration::zero();
-  if (cfg_.deadline_bw_arbitration || post_room_bounded_) {
-    engine_->selector().transmit(transmit_);
-    transmit_read_ = true;
-  }
-  if (post_room_bounded_) {
-    const double target = std::chrono::duration<double>(cfg_.post_queue_target).count();
-    for (std::size_t i = 0; i < transmit_.size(); ++i) {
-      const auto window = std::max<std::uint64_t>(
-          kMinPostWindow, static_cast<std::uint64_t>(transmit_[i].Bps * target));
-      post_room_[i] = window > transmit_[i].posted ? window - transmit_[i].posted : 0;
-    }
-  }
   if (cfg_.deadline_bw_arbitration) {
+    read_transmit();
     nic_rates_.resize(transmit_.size());
     for (std::size_t i = 0; i < transmit_.size(); ++i) {
       nic_rates_[i] = NicRate{transmit_[i].healthy ? transmit_[i].Bps : 0.0, transmit_[i].posted};
@@ -59,6 +48,21 @@ void RdmaLane::dispatch() {
   // Payload waiting for its shared slot: no completion will wake the lane when the slot turns,
   // so it does not sleep (a slot lasts milliseconds).
   if (slot_wait_) dispatch_due_ = true;
+}
+
+void RdmaLane::read_transmit() {
+  // Once per pass, and only in a pass that needs it (a post, a prediction, arbitration): a pass
+  // whose parents all wait for grants takes no selector lock.
+  if (transmit_read_) return;
+  transmit_read_ = true;
+  engine_->selector().transmit(transmit_);
+  if (!post_room_bounded_) return;
+  const double target = std::chrono::duration<double>(cfg_.post_queue_target).count();
+  for (std::size_t i = 0; i < transmit_.size(); ++i) {
+    const auto window = std::max<std::uint64_t>(
+        kMinPostWindow, static_cast<std::uint64_t>(transmit_[i].Bps * target));
+    post_room_[i] = window > transmit_[i].posted ? window - transmit_[i].posted : 0;
+  }
 }
 
 Scheduler::Verdict RdmaLane::visit(SchedEntry& e, Clock::time_point now) {
@@ -94,6 +98,7 @@ Scheduler::Verdict RdmaLane::visit(SchedEntry& e, Clock::time_point now) {
     return V::Keep;
   }
   posting_tier_ = e.tier;
+  if (post_room_bounded_) read_transmit();
   post_payload(peer, p);
   auto again = peer.parents.find(id);
   if (again == peer.parents.end()) return V::Remove;
@@ -129,10 +134,7 @@ Scheduler::Verdict RdmaLane::admit(PeerRdma& peer, Parent& p, const SchedEntry& 
 
 bool RdmaLane::predicted_late(const PeerRdma& peer, const Parent& p, Clock::time_point now) {
   if (!(cfg_.deadline_admission_mlu > 0.0) || p.deadline == kNoDeadline) return false;
-  if (!transmit_read_) {
-    engine_->selector().transmit(transmit_);
-    transmit_read_ = true;
-  }
+  read_transmit();
   // The healthy NICs this parent may use, by their current transmit estimates. One without a
   // rate or a sample leaves the parent eligible: the prediction would mean nothing.
   const std::uint64_t mask = compatible_nics(peer);

@@ -337,6 +337,8 @@ class RdmaLane final : public p2p::LaneTransport {
   [[nodiscard]] ArbCandidate describe(const SchedEntry& e) const;
   // rdma.deadline_admission_mlu: the parent's DeadlineMlu over the healthy NICs it may use.
   bool predicted_late(const PeerRdma& peer, const Parent& p, Clock::time_point now);
+  // The selector's transmit snapshot for this pass (and post_room_ from it), taken once.
+  void read_transmit();
   void drop(PeerRdma& peer, Parent& p, const SchedEntry& e, const char* waited_for);
   void cancel_grant(PeerRdma& peer, Parent& p, const SchedEntry& e);
 
