@@ -139,11 +139,15 @@ struct ORBITE_API RdmaConfig {
   double default_bandwidth_gbps = 400.0;
   // Period of the monitor's context scans.
   Duration monitor_interval = std::chrono::seconds(1);
-  // One destruction window for a parent's cleanup; expiry proves nothing.
+  // One destruction window for a parent's cleanup and a retired QP's flushes; expiry proves
+  // nothing (the parent reports Unquiesced and keeps its loan; the QP is destroyed anyway).
   Duration destroy_timeout = std::chrono::seconds(30);
   // A grant whose receipts have not all arrived this long after it was reserved is revoked by
   // the source: windows invalidated, range, pin and budgets returned, the requester told.
   Duration grant_timeout = std::chrono::seconds(60);
+  // A requester's payload QP that carried nothing this long is retired at both ends (QpRetire),
+  // so that max_endpoints recovers; zero keeps idle QPs for good. Message QPs are kept.
+  Duration idle_qp_timeout = std::chrono::seconds(60);
 
   // The guide's RdmaConfig::new(device): strictly pin that device, port 1 and GID index 0.
   static RdmaConfig pinned(std::string device_name);

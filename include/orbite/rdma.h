@@ -74,6 +74,11 @@ struct RdmaStats {
   std::uint64_t reconnects = 0;      // pre-authority cache misses that rebuilt a connection
   std::uint64_t stale_cqes = 0;      // completions of an older QP generation, ignored
   std::uint64_t duplicate_cqes = 0;  // completions of a WR already resolved, ignored
+  // Status-1 receipts completed: segments given back unwritten because the request's deadline
+  // passed after its payload had started.
+  std::uint64_t receipts_released = 0;
+  // Payload QPs retired at both ends after rdma.idle_qp_timeout without traffic.
+  std::uint64_t qps_reaped = 0;
   // Source side.
   std::uint64_t grants = 0;         // grants published
   std::uint64_t grants_active = 0;  // published and not yet closed
@@ -89,12 +94,16 @@ struct RdmaStats {
   std::uint64_t windows_revoked = 0;      // deallocated without a receipt (failure, close)
   std::uint64_t receipts = 0;             // receipts accepted
   std::uint64_t receipt_mismatches = 0;   // receipts whose binding did not match: link failed
+  std::uint64_t segments_released = 0;    // of the receipts, status 1: released without payload
   std::uint64_t window_keys_used = 0;
   std::uint64_t window_indices = 0;
   std::uint64_t window_indices_parked = 0;
   // Both.
   std::uint64_t qps_created = 0;
   std::uint64_t qps_destroyed = 0;
+  // Of them, retired QPs whose WRs had not all completed or flushed within rdma.destroy_timeout:
+  // destroyed anyway (after the destroy no WR of theirs can run).
+  std::uint64_t qps_destroyed_undrained = 0;
   std::uint64_t mr_registrations = 0;  // MRs registered (eager copies on every context)
   std::uint64_t mr_deregistrations = 0;
   std::uint64_t budget_exhausted = 0;  // ResourceExhausted answers, any budget

@@ -11,6 +11,7 @@
 //   fail_destroy DEV QPN|* NTH ERRNO
 //   drop DEV QPN              disable|enable DEV mw|send_inv
 //   mw_strict DEV on|off      mw_index_limit DEV N (0: none)
+//   hold_flush DEV on|off     (send WRs flushed by a QP's move to ERR never complete)
 #include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -105,15 +106,15 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
   if (words.empty()) return "empty command";
   c->verb = words[0];
   static const char* const verbs[] = {
-      "port", "gid",  "rate",    "delay",  "fail_wr",   "fail_post",     "fail_destroy",
-      "drop", "show", "disable", "enable", "mw_strict", "mw_index_limit"};
+      "port", "gid",  "rate",    "delay",  "fail_wr",   "fail_post",      "fail_destroy",
+      "drop", "show", "disable", "enable", "mw_strict", "mw_index_limit", "hold_flush"};
   bool known = false;
   for (const char* v : verbs) known = known || c->verb == v;
   if (!known) {
     return "unknown command '" + c->verb +
            "' (port, gid, rate, delay, fail_wr, fail_post, fail_destroy, drop, show, disable, "
            "enable, "
-           "mw_strict, mw_index_limit)";
+           "mw_strict, mw_index_limit, hold_flush)";
   }
   if (words.size() < 2) return c->verb + ": missing device";
   if (resolve) {
@@ -184,6 +185,9 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
   } else if (c->verb == "mw_strict") {
     if (auto e = want(1, 1, "on|off"); !e.empty()) return e;
     if (a[0] != "on" && a[0] != "off") return "mw_strict: '" + a[0] + "' is not on or off";
+  } else if (c->verb == "hold_flush") {
+    if (auto e = want(1, 1, "on|off"); !e.empty()) return e;
+    if (a[0] != "on" && a[0] != "off") return "hold_flush: '" + a[0] + "' is not on or off";
   } else if (c->verb == "mw_index_limit") {
     if (auto e = want(1, 1, "N"); !e.empty()) return e;
     if (!parse_u64(a[0], &u) || u > kMwIndexCount) {
@@ -213,6 +217,8 @@ std::string show(DeviceState& st) {
   o << " delay_us " << st.delay_ns / 1000 << (st.mw_disabled ? " mw off" : "")
     << (st.send_inv_disabled ? " send_inv off" : "") << (st.mw_strict ? "" : " mw_strict off");
   if (const uint32_t limit = st.mw_index_limit; limit != 0) o << " mw_index_limit " << limit;
+  if (st.hold_flushes) o << " hold_flush on";
+  if (const uint64_t held = st.flushes_held; held != 0) o << " flushes_held " << held;
   std::lock_guard lock(st.gid_mu);
   o << " gids";
   for (const ibv_gid& g : st.gids) o << " " << gid_text(g);
@@ -326,6 +332,8 @@ int execute_command(const std::string& command, std::string* reply) {
     }
   } else if (c.verb == "disable" || c.verb == "enable") {
     (a[0] == "mw" ? st.mw_disabled : st.send_inv_disabled) = c.verb == "disable";
+  } else if (c.verb == "hold_flush") {
+    st.hold_flushes = a[0] == "on";
   } else if (c.verb == "mw_strict") {
     st.mw_strict = a[0] == "on";
   } else if (c.verb == "mw_index_limit") {

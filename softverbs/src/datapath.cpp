@@ -20,6 +20,11 @@ uint32_t qpn_of(const Qp& qp) {
 
 void complete_send(Qp& qp, const SendWr& w, ibv_wc_status status) {
   if (qp.destroyed || (status == IBV_WC_SUCCESS && !w.signaled)) return;
+  if (status == IBV_WC_WR_FLUSH_ERR && qp.dev->st->hold_flushes.load(std::memory_order_relaxed)) {
+    // "hold_flush": no completion before the QP is destroyed, and none after.
+    qp.dev->st->flushes_held.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   ibv_wc wc{};
   wc.wr_id = w.wr_id;
   wc.status = status;

@@ -335,6 +335,11 @@ struct DeviceState {
   std::atomic<bool> mw_strict{true};        // "mw_strict DEV on|off"
   std::atomic<uint32_t> mw_index_limit{0};  // "mw_index_limit DEV N"; 0: kMwIndexCount
   std::atomic<uint64_t> delay_ns{0};
+  // "hold_flush DEV on|off": while on, send WRs flushed by their QP's move to ERR get no
+  // completion at all (until the QP is destroyed, after which none can come): a device whose
+  // flush CQEs are late beyond any bound, for the consumer's destruction window.
+  std::atomic<bool> hold_flushes{false};
+  std::atomic<uint64_t> flushes_held{0};
   std::mutex fault_mu;
   std::vector<WrFault> wr_faults;
   std::atomic<bool> have_wr_faults{false};

@@ -199,10 +199,15 @@ void visit_rdma(V& v, C& r) {
           Dur{std::chrono::milliseconds(10), std::chrono::hours(1)},
           "Period of the monitor's context and route scans.");
   v.field("destroy_timeout", r.destroy_timeout, Dur{std::chrono::milliseconds(1), kForever},
-          "One destruction window for a parent's cleanup; expiry proves nothing.");
+          "One destruction window for a parent's cleanup and a retired QP's flushes; expiry "
+          "proves nothing (the parent reports Unquiesced and keeps its loan; the QP is destroyed "
+          "anyway).");
   v.field("grant_timeout", r.grant_timeout, Dur{std::chrono::milliseconds(1), kForever},
           "A grant without all its receipts this long after its reservation is revoked by the "
           "source (windows invalidated, range and budgets freed, the requester told).");
+  v.field("idle_qp_timeout", r.idle_qp_timeout, Dur{Duration::zero(), kForever},
+          "A requester's QP that carried nothing this long is retired at both ends, so that "
+          "max_endpoints recovers; zero keeps idle QPs for good.");
 }
 
 template <class V, class C>

@@ -334,6 +334,15 @@ bool Protocol::copies_pending() const {
          open_windows_ > 0;
 }
 
+int Protocol::next_timer_ms() const {
+  int soonest = -1;
+  for (const auto& t : transports_) {
+    const int ms = t ? t->next_timer_ms() : -1;
+    if (ms >= 0 && (soonest < 0 || ms < soonest)) soonest = ms;
+  }
+  return soonest;
+}
+
 bool Protocol::busy() const {
   if (control_->busy()) return true;
   // Staged transfers and windows wait for copies no fd announces: keep passing.

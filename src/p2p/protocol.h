@@ -71,6 +71,7 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   // Requests or sessions in flight, output queued, or connections being made.
   [[nodiscard]] bool busy() const override;
   [[nodiscard]] bool copies_pending() const override;
+  [[nodiscard]] int next_timer_ms() const override;
   void shutdown(const Status& why) override;
 
   // FrameHandler

@@ -263,6 +263,9 @@ class LaneTransport {
   virtual bool prepare_sleep() = 0;
   virtual void end_sleep() = 0;
   [[nodiscard]] virtual bool busy() const = 0;
+  // Milliseconds until work that no fd announces falls due while the transport is not busy (an
+  // idle connection to reap), or -1 for none: an idle worker's sleep ends by then.
+  [[nodiscard]] virtual int next_timer_ms() const { return -1; }
   // The link failed: drop this transport's state for it.
   virtual void forget(detail::PeerLink& link) = 0;
   virtual void shutdown(const Status& why) = 0;

@@ -148,6 +148,8 @@ void Lane::sleep_once() {
         timeout_ms = 1;
       else if (busy)
         timeout_ms = 100;  // connection deadlines and the like
+      else
+        timeout_ms = protocol->next_timer_ms();  // an idle connection to reap, or none (-1)
     }
     if (nap ? nap_on(protocol->epoll_fd(), ev, kCopyNapNs)
             : sleep_on(protocol->epoll_fd(), ev, timeout_ms)) {

@@ -6,6 +6,7 @@ add_executable(orbite-rdma-probe
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_faults.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_budgets.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_sched.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_cleanup.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_rails.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_cache.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_numa.cpp

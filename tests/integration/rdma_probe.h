@@ -73,6 +73,10 @@ void scenario_rdma_deadline_queued(RdmaContext& r);
 void scenario_rdma_grant_cancel(RdmaContext& r);
 void scenario_rdma_shared_slots(RdmaContext& r);
 void scenario_rdma_source_deadline(RdmaContext& r);
+// rdma_probe_cleanup.cpp
+void scenario_rdma_released_segments(RdmaContext& r);
+void scenario_rdma_idle_reaper(RdmaContext& r);
+void scenario_rdma_destroy_window(RdmaContext& r);
 // Two rails (rdma_probe_rails.cpp).
 void scenario_rdma_rails(RdmaContext& r);
 void scenario_rdma_port_down(RdmaContext& r);

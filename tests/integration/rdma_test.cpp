@@ -222,6 +222,25 @@ TEST(RdmaScheduling, ADeadlinePassingBeforeThePayloadGivesTheGrantBack) {
   expect_pass(run_ranks("grant_cancel", {}), "grant_cancel");
 }
 
+// Issue 24: a deadline passing after the payload started gives the unposted segments back with
+// status-1 receipts (two segments: two QPs per array).
+TEST(RdmaScheduling, ADeadlinePassingDuringThePayloadReleasesTheUnpostedSegments) {
+  expect_pass(run_ranks("released_segments", {{"ORBITE_NUM_LANES", "2"}}), "released_segments");
+}
+
+// Issue 24: the idle-QP reaper (rdma.idle_qp_timeout), so that max_endpoints recovers.
+TEST(Rdma, AnIdlePayloadQpIsReapedAtBothEnds) {
+  expect_pass(run_ranks("idle_reaper", {{"ORBITE_RDMA_IDLE_QP_TIMEOUT", "200ms"}}), "idle_reaper");
+}
+
+// Issue 24: the destruction window, with softverbs holding the flush completions back. The
+// retained loan is kept for good, on purpose: the ranks run without leak detection under ASan.
+TEST(Rdma, AParentWhoseFlushesNeverComeReportsUnquiescedAfterTheDestructionWindow) {
+  expect_pass(run_ranks("destroy_window", {{"ORBITE_RDMA_DESTROY_TIMEOUT", "300ms"},
+                                           {"ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1"}}),
+              "destroy_window");
+}
+
 TEST(Rdma, ARendezvousGrantRequestForAnUnmatchedReceiveIsRefusedAndBothSidesFail) {
   expect_pass(run_ranks("forged_rendezvous", {}), "forged_rendezvous");
 }

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include <softverbs/control.h>
 
@@ -26,9 +27,9 @@ std::string run(const std::string& cmd) {
 class Control : public Local {
  protected:
   void TearDown() override {
-    for (const char* c :
-         {"port soft_0 up", "delay soft_0 0", "rate soft_0 100", "enable soft_0 mw",
-          "enable soft_0 send_inv", "mw_strict soft_0 on", "mw_index_limit soft_0 0"}) {
+    for (const char* c : {"port soft_0 up", "delay soft_0 0", "rate soft_0 100", "enable soft_0 mw",
+                          "enable soft_0 send_inv", "mw_strict soft_0 on",
+                          "mw_index_limit soft_0 0", "hold_flush soft_0 off"}) {
       run(c);
     }
     release_big();
@@ -213,6 +214,29 @@ TEST_F(Control, AFailedDestroyLeavesTheQpUsable) {
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
 }
 
+// hold_flush: the WRs a QP's move to ERR flushes never complete (OrbiTE's destruction-window
+// test); the error completion that caused it still comes, and the QP can be destroyed.
+TEST_F(Control, HeldFlushesNeverComplete) {
+  make_qp();
+  to_rts();
+  run("hold_flush soft_0 on");
+  run("fail_wr soft_0 " + std::to_string(qp_->qp_num) + " 1 REM_OP_ERR");
+  for (uint64_t id = 1; id <= 3; ++id) ASSERT_EQ(write(0, 64, id), 0);
+  const ibv_wc first = poll();
+  EXPECT_EQ(first.wr_id, 1u);
+  EXPECT_EQ(first.status, IBV_WC_REM_OP_ERR);
+  EXPECT_EQ(qp_state(), IBV_QPS_ERR);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ibv_wc wc{};
+  EXPECT_EQ(ibv_poll_cq(cq_, 1, &wc), 0) << "a held flush completed: wr " << wc.wr_id;
+  const std::string shown = run("show soft_0");
+  EXPECT_NE(shown.find("hold_flush on"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("flushes_held 2"), std::string::npos) << shown;
+  run("hold_flush soft_0 off");
+  EXPECT_EQ(ibv_destroy_qp(qp_), 0);
+  qp_ = nullptr;
+}
+
 TEST_F(Control, DroppedConnectionFailsTheInFlightWr) {
   big_region();
   make_qp();
@@ -335,6 +359,7 @@ TEST_F(Control, BadCommandsNameTheFieldAndChangeNothing) {
       {"delay soft_0 soon", EINVAL, "'soon'"},
       {"disable soft_0 atomics", EINVAL, "'atomics'"},
       {"mw_strict soft_0 maybe", EINVAL, "'maybe' is not on or off"},
+      {"hold_flush soft_0 maybe", EINVAL, "'maybe' is not on or off"},
       {"mw_index_limit soft_0 many", EINVAL, "'many' is not 0..8388608"},
       {"mw_index_limit soft_0 8388609", EINVAL, "'8388609'"},
       {"fail_destroy soft_0 * 0 EIO", EINVAL, "NTH '0'"},

@@ -90,6 +90,7 @@ Scheduler::Verdict RdmaLane::visit(SchedEntry& e, Clock::time_point now) {
     cancel_grant(peer, p, e);
     return V::Remove;
   }
+  if (started && now >= p.deadline && p.released.ok()) release_unstarted(p);
   if (hooks_.hold_granted && !started && p.deadline != kNoDeadline) return V::Keep;
   if (slots_ != nullptr && !slots_->admits(e.tier)) {
     // Not this tier's shared slot: only payload waits (its receipts, if due, wait with it).
@@ -181,6 +182,29 @@ void RdmaLane::cancel_grant(PeerRdma& peer, Parent& p, const SchedEntry& e) {
                             "moved (the grant was given back)");
   p.state = ParentState::Canceling;
   send(peer, ControlKind::GrantCancel, encode(GrantCancel{p.id, p.grant, p.grant_generation}));
+}
+
+void RdmaLane::release_unstarted(Parent& p) {
+  std::uint64_t posted_bytes = 0;
+  std::size_t released = 0;
+  for (Segment& s : p.segments) {
+    if (s.posted == 0 && !s.receipt_posted && !s.released) {
+      s.released = true;  // post_payload() sends its status-1 receipt instead of its payload
+      ++released;
+    } else if (!s.released) {
+      posted_bytes += s.length;
+    }
+  }
+  if (released == 0) return;  // every segment started: they finish, and the request succeeds
+  // What the parent reports once its receipts are done and the source acknowledged (its failure
+  // is set only then: a failed parent reports as soon as its WRs drained).
+  p.released = Status::error(
+      Errc::Timeout, "the request's deadline passed while its payload was being posted: " +
+                         std::to_string(posted_bytes) + " of " + std::to_string(p.length) +
+                         " bytes were in segments posted before it, the rest (" +
+                         std::to_string(released) + (released == 1 ? " segment" : " segments") +
+                         ") was released unwritten");
+  ORBITE_LOG(Debug, Rdma) << "parent " << p.id << ": " << p.released.message();
 }
 
 }  // namespace orbite::rdma

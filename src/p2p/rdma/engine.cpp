@@ -299,6 +299,10 @@ RdmaStats RdmaEngine::stats() const {
   s.message_qp_moves = r(c.message_qp_moves);
   s.grant_requests_deferred = r(c.grant_requests_deferred);
   s.grants_expired = r(c.grants_expired);
+  s.receipts_released = r(c.receipts_released);
+  s.segments_released = r(c.segments_released);
+  s.qps_reaped = r(c.qps_reaped);
+  s.qps_destroyed_undrained = r(c.qps_destroyed_undrained);
   s.endpoints_in_use = endpoints_.used();
   s.grants_in_use = grants_.used();
   s.direct_bytes_in_use = direct_bytes_.used();

@@ -97,7 +97,8 @@ struct RdmaCounters {
       grant_nacks{0}, range_conflicts{0}, windows{0}, windows_invalidated{0}, windows_revoked{0},
       receipts{0}, receipt_mismatches{0}, qps_created{0}, qps_destroyed{0}, mr_registrations{0},
       mr_deregistrations{0}, budget_exhausted{0}, retained{0}, nic_tables_sent{0},
-      nic_tables_received{0}, message_qp_moves{0}, grant_requests_deferred{0}, grants_expired{0};
+      nic_tables_received{0}, message_qp_moves{0}, grant_requests_deferred{0}, grants_expired{0},
+      receipts_released{0}, segments_released{0}, qps_reaped{0}, qps_destroyed_undrained{0};
   // A gauge: receipts' registered slots taken and not yet given back (the WR not inline).
   std::atomic<std::uint64_t> receipt_slots_in_use{0};
   TierCounterSet tiers;  // the lanes' schedulers

@@ -140,6 +140,7 @@ TestHooks TestHooks::from_env() {
   h.flood_grant_requests = has("flood_grant_requests");
   h.hold_granted = has("hold_granted");
   h.defer_deadlined = has("defer_deadlined");
+  h.hold_later_segments = has("hold_later_segments");
   return h;
 }
 
@@ -458,6 +459,7 @@ int RdmaLane::progress() {
   // Every WR belongs to a parent, a grant, a frame or a retired QP, and frames arrive only where
   // a message QP's receiving end exists: with none of them, no completion can come, and the
   // lane's passes (shm's hot path among them) skip the CQs.
+  reap_idle_qps(Clock::now());
   if (!busy() && message_sources_ == 0) return 0;
   int work = poll_cqs();
   for (auto& [link, peer] : peers_) {

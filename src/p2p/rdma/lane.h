@@ -64,11 +64,14 @@ struct TestHooks {
   // grant goes back with a GrantCancel)
   bool hold_granted = false;
   bool defer_deadlined = false;  // source: a GrantRequest with a deadline waits until it passes
+  // requester: a granted parent with a deadline posts only its first segment until that deadline
+  // passed (its other segments go back with status-1 receipts)
+  bool hold_later_segments = false;
   [[nodiscard]] bool any() const {
     return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
            kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table ||
            forge_rendezvous || forge_connect_slot || withhold_receipt || flood_grant_requests ||
-           hold_granted || defer_deadlined;
+           hold_granted || defer_deadlined || hold_later_segments;
   }
   static TestHooks from_env();
 };
@@ -115,6 +118,9 @@ struct Segment {
   std::uint8_t completed = 0;  // slices proven successful
   bool receipt_posted = false;
   bool receipt_done = false;
+  // Given back unwritten with a status-1 receipt: the parent's deadline passed after its payload
+  // had started but before this segment's first post.
+  bool released = false;
   std::int32_t receipt_slot = -1;  // registered slot holding the binding when not inline
 };
 
@@ -165,6 +171,9 @@ struct Parent {
   bool acked = false;
   Status ack_status;
   Status failure;  // first failure; the parent ends once it has drained
+  // Its deadline passed after its payload started (release_unstarted): Timeout, reported after
+  // its receipts (status 1 for the segments given back) and the source's GrantAck.
+  Status released;
   std::size_t wrs_outstanding = 0;
   bool reported = false;  // its job was told (it may still wait for its GrantAck)
   // When it started draining: one destruction window (rdma.destroy_timeout) from here.
@@ -199,6 +208,7 @@ struct GrantSegment {
   bool bound = false;
   bool bind_failed = false;
   bool receipted = false;
+  bool released = false;  // its receipt had status 1: no payload was written through it
 };
 
 struct GrantState {
@@ -283,6 +293,7 @@ class RdmaLane final : public p2p::LaneTransport {
   bool prepare_sleep() override;
   void end_sleep() override;
   [[nodiscard]] bool busy() const override;
+  [[nodiscard]] int next_timer_ms() const override;  // the idle-QP reaper's next look
   void forget(detail::PeerLink& link) override;
   void shutdown(const Status& why) override;
 
@@ -304,6 +315,10 @@ class RdmaLane final : public p2p::LaneTransport {
   // A source-role QP's receives never run out while this holds (receipts, or frames).
   void retire_qp(std::uint16_t handle);
   void destroy_retired();
+  // Requester payload QPs idle for rdma.idle_qp_timeout (no WR outstanding, no parent naming
+  // them) are retired at both ends; looked at a few times per timeout.
+  void reap_idle_qps(Clock::time_point now);
+  [[nodiscard]] bool qp_in_use(const PeerRdma& peer, std::uint16_t handle) const;
   int poll_cqs();
   void on_send_cqe(const ibv_wc& wc);
   void on_recv_cqe(CqSet& cqs, const ibv_wc& wc);
@@ -341,6 +356,9 @@ class RdmaLane final : public p2p::LaneTransport {
   void read_transmit();
   void drop(PeerRdma& peer, Parent& p, const SchedEntry& e, const char* waited_for);
   void cancel_grant(PeerRdma& peer, Parent& p, const SchedEntry& e);
+  // The deadline passed after the payload started: segments not yet posted are given back with
+  // status-1 receipts, started ones finish (posted DMA is never preempted).
+  void release_unstarted(Parent& p);
 
   // requester.cpp
   void connect_parent(PeerRdma& peer, Parent& p);
@@ -352,11 +370,19 @@ class RdmaLane final : public p2p::LaneTransport {
   void on_grant_nack(PeerRdma& peer, const GrantNack& m);
   void on_grant_ack(PeerRdma& peer, const GrantAck& m);
   void post_payload(PeerRdma& peer, Parent& p);
+  // How many of segment `s`'s next slices may go on `q` now (SQ room, the NIC's posting window).
+  std::uint32_t payload_room(const Parent& p, const Segment& s, const Qp& q);
+  // Posts them; false when the post failed (the parent failed, and may have ended).
+  bool post_slices(PeerRdma& peer, Parent& p, std::size_t si, Qp& q, std::uint32_t n);
   // The transmit meter's share of `count` payload WRs the HCA accepted for segment `s`.
   void note_posted(Segment& s, const ibv_send_wr* wrs, std::uint32_t count);
   // The selection estimate's sample of one rail of a parent (its last segment just completed).
   void learn_rail(Parent& p, const Segment& last, Clock::time_point now);
-  void post_receipt(PeerRdma& peer, Parent& p, Segment& s);
+  // The segment's receipt: status 0 once its payload completed, status 1 (release) when it gives
+  // an unposted segment's window back.
+  void post_receipt(PeerRdma& peer, Parent& p, Segment& s, bool release = false);
+  [[nodiscard]] Binding receipt_binding(const PeerRdma& peer, const Parent& p, const Segment& s,
+                                        const Qp& q, bool release) const;
   void on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc);
   void fail_parent(PeerRdma& peer, Parent& p, const Status& why);
   void maybe_finish_parent(PeerRdma& peer, std::uint64_t id);
@@ -433,6 +459,7 @@ class RdmaLane final : public p2p::LaneTransport {
   std::vector<PeerRdma*> qp_peer_;  // the peer each QP serves (peers live as long as the lane)
   std::vector<std::uint16_t> free_handles_;
   std::vector<std::uint16_t> retired_;  // QPs in ERR, destroyed once drained
+  Clock::time_point next_reap_{};       // reap_idle_qps()' next look
   WindowPool windows_;                  // every grant's windows, their keys, the parked ones
   // Grants whose windows could not be revoked: their locks, pins and charges are kept for good.
   std::vector<GrantState> retained_grants_;
@@ -451,6 +478,10 @@ class RdmaLane final : public p2p::LaneTransport {
   std::uint64_t sent_nic_epoch_ = 0;  // the engine's nic_epoch() whose table the peers have
   std::array<std::byte, kFrameSlotBytes> frame_stage_{};  // an inline frame, assembled
   std::vector<std::pair<WrRecord, bool>> resolved_;       // on_send_cqe(): one completion's records
+  // post_slices()' chain under construction (reused: no allocation per post once grown).
+  std::vector<ibv_send_wr> wr_scratch_;
+  std::vector<ibv_sge> sge_scratch_;
+  std::vector<std::uint32_t> seq_scratch_;
   TestHooks hooks_;
   // The requester's order of work (dispatch.cpp): every parent from its start until its payload
   // is all posted or it ends. dispatch_due_: something became dispatchable outside a pass (a

@@ -48,22 +48,23 @@ void RdmaLane::note_posted(Segment& s, const ibv_send_wr* wrs, std::uint32_t cou
 }
 
 void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
-  const std::uint32_t every = std::clamp<std::uint32_t>(
-      cfg_.signal_interval, 1, std::max<std::uint32_t>(1, cfg_.max_send_wr / 2));
   const std::uint64_t id = p.id;
   for (std::size_t si = 0; si < p.segments.size() && p.state == ParentState::Granted; ++si) {
     Segment& s = p.segments[si];
-    if (s.completed == s.slices && !s.receipt_posted) {
-      post_receipt(peer, p, s);                 // one that found its SQ full earlier
+    if ((s.completed == s.slices || s.released) && !s.receipt_posted) {
+      post_receipt(peer, p, s, s.released);     // one that found its SQ full earlier
       if (peer.parents.count(id) == 0) return;  // it failed, and ended
       continue;
     }
+    if (s.released) continue;
     Qp* q = qp(s.qp_handle);
     if (q == nullptr || q->broken) {
       return fail_parent(
           peer, p, Status::error(Errc::ConnectionLost, "the RDMA connection of a segment failed"));
     }
     if (s.posted == s.slices) continue;
+    // Test hook: only the first segment posts before the deadline (release_unstarted then).
+    if (hooks_.hold_later_segments && si > 0 && p.deadline != kNoDeadline) continue;
     if (hooks_.other_qp && peer.arrays[s.array].slots.size() > 1) {
       // Test hook: the segment's WRs on another QP of the array (the window is not bound there).
       const QpSlot& other = peer.arrays[s.array].slots[(s.slot + 1) % peer.width];
@@ -71,92 +72,99 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
         q = qp(other.qp_handle);
       }
     }
-    const std::uint32_t room = q->sq.room();
-    if (room <= 1) continue;  // one WR stays free for the segment's receipt; a full QP waits
-    std::uint32_t n = std::min<std::uint32_t>(room - 1, s.slices - s.posted);
-    if (post_room_bounded_ && s.nic >= 0 && static_cast<std::size_t>(s.nic) < post_room_.size()) {
-      // The NIC's share of rdma.post_queue_target: at least one WR, then what fits; the rest
-      // stays in the scheduler's order for the next pass.
-      std::uint64_t& left = post_room_[static_cast<std::size_t>(s.nic)];
-      if (left == 0) continue;
-      std::uint32_t fit = 0;
-      std::uint64_t bytes = 0;
-      for (; fit < n; ++fit) {
-        const std::uint64_t len = p.plan.lengths[s.first_slice + s.posted + fit];
-        if (fit > 0 && bytes + len > left) break;
-        bytes += len;
-      }
-      n = fit;
-      left = bytes >= left ? 0 : left - bytes;
-    }
-    std::vector<ibv_send_wr> wrs(n);
-    std::vector<ibv_sge> sges(n);
-    std::vector<std::uint32_t> seqs(n);
-    for (std::uint32_t j = 0; j < n; ++j) {
-      const std::size_t slice = s.first_slice + s.posted + j;
-      const std::uint64_t at = slice * p.plan.block;
-      const std::uint64_t len = p.plan.lengths[slice];
-      const bool signaled = (j + 1) % every == 0 || j + 1 == n;
-      WrRecord rec;
-      rec.kind = WrKind::Payload;
-      rec.owner = p.id;
-      rec.segment = static_cast<std::uint16_t>(si);
-      rec.bytes = len;
-      rec.read = !p.write;
-      rec.signaled = signaled;
-      seqs[j] = q->sq.push(rec);
-      sges[j] = ibv_sge{reinterpret_cast<std::uint64_t>(p.local + at),
-                        static_cast<std::uint32_t>(len), s.lkey};
-      ibv_send_wr& wr = wrs[j];
-      wr.wr_id = q->id(WrKind::Payload, seqs[j]).pack();
-      wr.sg_list = &sges[j];
-      wr.num_sge = 1;
-      wr.opcode = p.write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
-      wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
-      wr.wr.rdma.remote_addr = s.remote_address + (at - s.offset);
-      wr.wr.rdma.rkey = s.rkey;
-      if (hooks_.replay_key && p.write && replay_rkey_ != 0) wr.wr.rdma.rkey = replay_rkey_;
-      if (hooks_.widen_write && p.write && s.posted + j + 1 == s.slices) ++sges[j].length;
-      wr.next = j + 1 < n ? &wrs[j + 1] : nullptr;
-    }
-    ibv_send_wr* bad = nullptr;
-    const int rc = verbs::post_send(q->qp, wrs.data(), &bad);
-    if (rc != 0) {
-      const std::ptrdiff_t k = bad == nullptr ? -1 : bad - wrs.data();
-      // A proven unaccepted suffix is forgotten exactly; an unknown result keeps every WR
-      // charged until the QP is destroyed.
-      const bool proven = k >= 0 && k < static_cast<std::ptrdiff_t>(n);
-      const auto accepted = proven ? static_cast<std::uint32_t>(k) : n;
-      if (proven) q->sq.unpost_from(seqs[accepted]);
-      note_posted(s, wrs.data(), accepted);
-      s.posted = static_cast<std::uint8_t>(s.posted + accepted);
-      p.wrs_outstanding += accepted;
-      slot_broken(peer, *q);
-      return fail_parent(peer, p,
-                         verbs::errno_status(Errc::ConnectionLost,
-                                             q->ctx->name + ": ibv_post_send of a payload WR", rc));
-    }
-    note_posted(s, wrs.data(), n);
-    s.posted = static_cast<std::uint8_t>(s.posted + n);
-    p.wrs_outstanding += n;
-    if (hooks_.kill_after_payload) ::raise(SIGKILL);  // test hook: dies mid-payload
+    const std::uint32_t n = payload_room(p, s, *q);
+    if (n == 0) continue;  // a full QP (or NIC window) waits without holding back the others
+    if (!post_slices(peer, p, si, *q, n)) return;  // the parent failed
   }
 }
 
-void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
-  Qp* q = qp(s.qp_handle);
-  if (q == nullptr || q->broken) {
-    return fail_parent(
-        peer, p,
-        Status::error(Errc::ConnectionLost, "the RDMA connection failed before the receipt"));
+std::uint32_t RdmaLane::payload_room(const Parent& p, const Segment& s, const Qp& q) {
+  const std::uint32_t room = q.sq.room();
+  if (room <= 1) return 0;  // one WR stays free for the segment's receipt
+  std::uint32_t n = std::min<std::uint32_t>(room - 1, s.slices - s.posted);
+  if (!post_room_bounded_ || s.nic < 0 || static_cast<std::size_t>(s.nic) >= post_room_.size()) {
+    return n;
   }
-  if (hooks_.kill_before_receipt) ::raise(SIGKILL);  // test hook: dies before the receipt
-  if (hooks_.withhold_receipt) {
-    // Test hook: the first parent to get here stalls, alive, and never sends its receipts.
-    if (withheld_parent_ == 0) withheld_parent_ = p.id;
-    if (withheld_parent_ == p.id) return;
+  // The NIC's share of rdma.post_queue_target: at least one WR, then what fits; the rest stays
+  // in the scheduler's order for the next pass.
+  std::uint64_t& left = post_room_[static_cast<std::size_t>(s.nic)];
+  if (left == 0) return 0;
+  std::uint32_t fit = 0;
+  std::uint64_t bytes = 0;
+  for (; fit < n; ++fit) {
+    const std::uint64_t len = p.plan.lengths[s.first_slice + s.posted + fit];
+    if (fit > 0 && bytes + len > left) break;
+    bytes += len;
   }
-  if (hooks_.flood_grant_requests) return;  // test hook: every grant stays open
+  left = bytes >= left ? 0 : left - bytes;
+  return fit;
+}
+
+bool RdmaLane::post_slices(PeerRdma& peer, Parent& p, std::size_t si, Qp& q, std::uint32_t n) {
+  Segment& s = p.segments[si];
+  const std::uint32_t every = std::clamp<std::uint32_t>(
+      cfg_.signal_interval, 1, std::max<std::uint32_t>(1, cfg_.max_send_wr / 2));
+  // The lane's scratch (no allocation per post once grown).
+  wr_scratch_.assign(n, ibv_send_wr{});
+  sge_scratch_.assign(n, ibv_sge{});
+  seq_scratch_.assign(n, 0);
+  for (std::uint32_t j = 0; j < n; ++j) {
+    const std::size_t slice = s.first_slice + s.posted + j;
+    const std::uint64_t at = slice * p.plan.block;
+    const std::uint64_t len = p.plan.lengths[slice];
+    const bool signaled = (j + 1) % every == 0 || j + 1 == n;
+    WrRecord rec;
+    rec.kind = WrKind::Payload;
+    rec.owner = p.id;
+    rec.segment = static_cast<std::uint16_t>(si);
+    rec.bytes = len;
+    rec.read = !p.write;
+    rec.signaled = signaled;
+    seq_scratch_[j] = q.sq.push(rec);
+    sge_scratch_[j] = ibv_sge{reinterpret_cast<std::uint64_t>(p.local + at),
+                              static_cast<std::uint32_t>(len), s.lkey};
+    ibv_send_wr& wr = wr_scratch_[j];
+    wr.wr_id = q.id(WrKind::Payload, seq_scratch_[j]).pack();
+    wr.sg_list = &sge_scratch_[j];
+    wr.num_sge = 1;
+    wr.opcode = p.write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+    wr.wr.rdma.remote_addr = s.remote_address + (at - s.offset);
+    wr.wr.rdma.rkey = s.rkey;
+    if (hooks_.replay_key && p.write && replay_rkey_ != 0) wr.wr.rdma.rkey = replay_rkey_;
+    if (hooks_.widen_write && p.write && s.posted + j + 1 == s.slices) ++sge_scratch_[j].length;
+    wr.next = j + 1 < n ? &wr_scratch_[j + 1] : nullptr;
+  }
+  q.last_used = Clock::now();
+  ibv_send_wr* bad = nullptr;
+  const int rc = verbs::post_send(q.qp, wr_scratch_.data(), &bad);
+  std::uint32_t accepted = n;
+  if (rc != 0) {
+    const std::ptrdiff_t k = bad == nullptr ? -1 : bad - wr_scratch_.data();
+    // A proven unaccepted suffix is forgotten exactly; an unknown result keeps every WR
+    // charged until the QP is destroyed.
+    const bool proven = k >= 0 && k < static_cast<std::ptrdiff_t>(n);
+    if (proven) {
+      accepted = static_cast<std::uint32_t>(k);
+      q.sq.unpost_from(seq_scratch_[accepted]);
+    }
+  }
+  note_posted(s, wr_scratch_.data(), accepted);
+  s.posted = static_cast<std::uint8_t>(s.posted + accepted);
+  p.wrs_outstanding += accepted;
+  if (rc != 0) {
+    slot_broken(peer, q);
+    fail_parent(peer, p,
+                verbs::errno_status(Errc::ConnectionLost,
+                                    q.ctx->name + ": ibv_post_send of a payload WR", rc));
+    return false;
+  }
+  if (hooks_.kill_after_payload) ::raise(SIGKILL);  // test hook: dies mid-payload
+  return true;
+}
+
+Binding RdmaLane::receipt_binding(const PeerRdma& peer, const Parent& p, const Segment& s,
+                                  const Qp& q, bool release) const {
   Binding b;
   b.op = p.job->wire_op;
   b.first_slice = s.first_slice;
@@ -164,7 +172,7 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
   b.source_engine = peer.info.engine;
   b.requester_engine = engine_->engine_key();
   b.link_incarnation = peer.info.link_incarnation;
-  b.qp_incarnation = q->remote_incarnation;
+  b.qp_incarnation = q.remote_incarnation;
   b.grant_id = p.grant;
   b.grant_generation = p.grant_generation;
   b.grant_nonce = p.grant_nonce;
@@ -174,14 +182,32 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
   b.offset = p.remote_offset + s.offset;
   b.length = s.length;
   b.rkey = s.rkey;
-  b.source_qpn = q->remote_qpn;
-  b.requester_qpn = q->qp->qp_num;
-  b.payload_wrs = s.slices;
-  b.status = 0;
-  const auto bytes = encode(b);
-  ibv_sge sge{};
-  ibv_send_wr wr{};
+  b.source_qpn = q.remote_qpn;
+  b.requester_qpn = q.qp->qp_num;
+  b.payload_wrs = release ? 0 : s.slices;
+  b.status = release ? 1 : 0;
+  return b;
+}
+
+void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s, bool release) {
+  Qp* q = qp(s.qp_handle);
+  if (q == nullptr || q->broken) {
+    return fail_parent(
+        peer, p,
+        Status::error(Errc::ConnectionLost, "the RDMA connection failed before the receipt"));
+  }
+  if (!release) {
+    if (hooks_.kill_before_receipt) ::raise(SIGKILL);  // test hook: dies before the receipt
+    if (hooks_.withhold_receipt) {
+      // Test hook: the first parent to get here stalls, alive, and never sends its receipts.
+      if (withheld_parent_ == 0) withheld_parent_ = p.id;
+      if (withheld_parent_ == p.id) return;
+    }
+    if (hooks_.flood_grant_requests) return;  // test hook: every grant stays open
+  }
   if (q->sq.room() == 0) return;  // the SQ is full: posted on a later pass
+  const auto bytes = encode(receipt_binding(peer, p, s, *q, release));
+  ibv_sge sge{};
   const bool inline_ok = q->max_inline >= kBindingBytes;
   if (inline_ok) {
     sge = ibv_sge{reinterpret_cast<std::uint64_t>(bytes.data()), kBindingBytes, 0};
@@ -200,6 +226,7 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
   rec.segment = static_cast<std::uint16_t>(&s - p.segments.data());
   rec.signaled = true;
   const std::uint32_t seq = q->sq.push(rec);
+  ibv_send_wr wr{};
   wr.wr_id = q->id(WrKind::Receipt, seq).pack();
   wr.sg_list = &sge;
   wr.num_sge = 1;
@@ -207,6 +234,7 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s) {
   wr.invalidate_rkey = s.rkey;
   // The fence keeps the receipt behind every READ of the segment.
   wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE | (inline_ok ? IBV_SEND_INLINE : 0);
+  q->last_used = Clock::now();
   ibv_send_wr* bad = nullptr;
   if (const int rc = verbs::post_send(q->qp, &wr, &bad); rc != 0) {
     if (bad == &wr) {
@@ -275,7 +303,7 @@ void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok
   } else if (r.kind == WrKind::Receipt) {
     s.receipt_done = true;
     replay_rkey_ = s.rkey;
-    add(engine_->counters().receipts_sent);
+    add(s.released ? engine_->counters().receipts_released : engine_->counters().receipts_sent);
   }
   maybe_finish_parent(peer, r.owner);
 }

@@ -14,6 +14,7 @@
 #include <infiniband/verbs.h>
 
 #include <bit>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -158,6 +159,11 @@ struct Qp {
   std::uint32_t owed = 0;     // source role: consumed receives not yet credited back
   bool ready = false;         // RTS
   bool broken = false;  // an error completion, a failed post or a transition failure: no posts
+  // Its last post (or its creation): a requester's payload QP idle for rdma.idle_qp_timeout is
+  // reaped. When it was retired: a QP that does not drain within rdma.destroy_timeout is
+  // destroyed anyway.
+  std::chrono::steady_clock::time_point last_used{};
+  std::optional<std::chrono::steady_clock::time_point> retired_at;
   SqLedger sq;
   explicit Qp(std::uint32_t depth) : sq(depth) {}
   [[nodiscard]] WrId id(WrKind kind, std::uint32_t seq) const {

@@ -59,6 +59,7 @@ Result<Qp*> RdmaLane::new_qp(std::size_t context, QpRole role, PeerRdma& peer, s
   q->max_inline = max_inline;
   q->recv_depth = caps.recv_depth;
   q->message = message;
+  q->last_used = Clock::now();
   if (message && role == QpRole::Source) ++message_sources_;
   qps_[handle] = std::move(q);
   qp_peer_[handle] = &peer;
@@ -99,6 +100,7 @@ void RdmaLane::retire_qp(std::uint16_t handle) {
   }
   q->broken = true;
   q->ready = false;
+  q->retired_at = Clock::now();
   ORBITE_LOG(Debug, Rdma) << q->ctx->name << ": QP " << q->qp->qp_num << " (slot " << q->slot
                           << (q->role == QpRole::Source ? ", source" : ", requester")
                           << ") retired";
@@ -113,12 +115,24 @@ void RdmaLane::retire_qp(std::uint16_t handle) {
 }
 
 void RdmaLane::destroy_retired() {
+  const auto now = Clock::now();
   for (std::size_t i = 0; i < retired_.size();) {
     Qp* q = qp(retired_[i]);
-    // A QP goes once every WR it had has completed or flushed: then none of them can run.
+    // A QP goes once every WR it had has completed or flushed: then none of them can run. One
+    // whose completions do not come within rdma.destroy_timeout is destroyed anyway (only the
+    // destroy proves that none of its WRs runs again; the parents that waited for them reported
+    // Unquiesced when their own window ran out). Receive slots it still held are not reused.
     if (q != nullptr && (q->sq.outstanding() != 0 || q->recv_posted != 0)) {
-      ++i;
-      continue;
+      if (!q->retired_at || now - *q->retired_at < cfg_.destroy_timeout) {
+        ++i;
+        continue;
+      }
+      add(engine_->counters().qps_destroyed_undrained);
+      ORBITE_LOG(Warn, Rdma) << q->ctx->name << ": QP " << q->qp->qp_num << " did not drain within "
+                             << "rdma.destroy_timeout (" << q->sq.outstanding()
+                             << " WRs outstanding); destroying it";
+      q->sq.clear();
+      q->recv_posted = 0;
     }
     if (q != nullptr) {
       if (q->message && q->role == QpRole::Source) --message_sources_;
@@ -138,6 +152,63 @@ void RdmaLane::destroy_retired() {
     }
     retired_.erase(retired_.begin() + static_cast<std::ptrdiff_t>(i));
   }
+}
+
+// ---- the idle-QP reaper ---------------------------------------------------------------------
+
+namespace {
+// How often the reaper looks: a quarter of the timeout, within [10 ms, 1 s].
+Duration reap_period(Duration timeout) {
+  return std::clamp<Duration>(timeout / 4, std::chrono::milliseconds(10), std::chrono::seconds(1));
+}
+}  // namespace
+
+bool RdmaLane::qp_in_use(const PeerRdma& peer, std::uint16_t handle) const {
+  for (const auto& [id, p] : peer.parents) {
+    for (const Segment& s : p.segments) {
+      if (s.qp_handle == handle) return true;
+    }
+  }
+  return false;
+}
+
+void RdmaLane::reap_idle_qps(Clock::time_point now) {
+  if (cfg_.idle_qp_timeout == Duration::zero() || now < next_reap_) return;
+  next_reap_ = now + reap_period(cfg_.idle_qp_timeout);
+  for (auto& [link, peer] : peers_) {
+    if (peer->failed) continue;
+    for (QpArray& arr : peer->arrays) {
+      for (QpSlot& slot : arr.slots) {
+        if (slot.state != QpSlot::State::Ready || !slot.waiters.empty()) continue;
+        Qp* q = qp(slot.qp_handle);
+        if (q == nullptr || q->sq.outstanding() != 0 || now - q->last_used < cfg_.idle_qp_timeout ||
+            qp_in_use(*peer, q->handle)) {
+          continue;
+        }
+        // Both ends go: the source retires its end on the QpRetire (no grant names this QP,
+        // since no parent does), and the endpoint budget recovers on both sides.
+        slot.state = QpSlot::State::Empty;
+        send(*peer, ControlKind::QpRetire, encode(QpRetire{q->slot, q->remote_incarnation}));
+        retire_qp(q->handle);
+        add(engine_->counters().qps_reaped);
+      }
+    }
+  }
+}
+
+int RdmaLane::next_timer_ms() const {
+  if (cfg_.idle_qp_timeout == Duration::zero()) return -1;
+  for (const auto& [link, peer] : peers_) {
+    for (const QpArray& arr : peer->arrays) {
+      for (const QpSlot& slot : arr.slots) {
+        if (slot.state != QpSlot::State::Ready) continue;
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::max(next_reap_ - Clock::now(), Duration::zero()));
+        return static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1000));
+      }
+    }
+  }
+  return -1;
 }
 
 }  // namespace orbite::rdma

@@ -441,11 +441,16 @@ void RdmaLane::on_grant_ack(PeerRdma& peer, const GrantAck& m) {
     return protocol_error(peer, "GrantAck for " + std::to_string(m.bytes) + " bytes of grant " +
                                     std::to_string(m.grant) + " does not match the parent");
   }
+  if (m.errc == 0 && !p.released.ok()) {
+    return protocol_error(peer, "GrantAck Ok for grant " + std::to_string(m.grant) +
+                                    " although segments of it were released unwritten");
+  }
   p.acked = true;
   if (m.errc != 0) {
     p.ack_status = Status::error(static_cast<Errc>(m.errc),
                                  "peer " + p2p::short_id(peer.link->ep.id) + ": " + m.reason);
-    if (p.failure.ok()) p.failure = p.ack_status;
+    // A parent that gave segments back reports why (the source only saw status-1 receipts).
+    if (p.failure.ok()) p.failure = p.released.ok() ? p.ack_status : p.released;
     p.state = ParentState::Draining;
   }
   maybe_finish_parent(peer, p.id);

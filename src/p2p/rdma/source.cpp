@@ -241,12 +241,19 @@ void RdmaLane::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot,
   if (seg->qp_handle != q.handle) return mismatch("it arrived on another QP than the segment's");
   if (wc.invalidated_rkey != seg->rkey) return mismatch("it invalidated another key");
   if (wc.qp_num != q.qp->qp_num) return mismatch("the completion names another QP");
-  if (const std::string field = binding_mismatch(expected_binding(peer, g, *seg, q), b);
-      !field.empty()) {
+  // Status 1: the requester gives the segment back unwritten (it posted no payload WR on it).
+  Binding expected = expected_binding(peer, g, *seg, q);
+  if (b.status == 1) {
+    expected.status = 1;
+    expected.payload_wrs = 0;
+  }
+  if (const std::string field = binding_mismatch(expected, b); !field.empty()) {
     return mismatch("field " + field + " differs from the grant");
   }
   // The hardware invalidated the window: it is free for the next grant (with a new key).
   seg->receipted = true;
+  seg->released = b.status == 1;
+  if (seg->released) add(engine_->counters().segments_released);
   if (q.receipts_reserved > 0) --q.receipts_reserved;
   windows_.give_back(seg->context, seg->mw);
   seg->mw = nullptr;
@@ -255,10 +262,19 @@ void RdmaLane::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot,
   if (Status st = post_receives(q); !st.ok()) {
     ORBITE_LOG(Warn, Rdma) << "reposting receipt slots failed: " << st.message();
   }
-  if (std::all_of(g.segments.begin(), g.segments.end(),
-                  [](const GrantSegment& s) { return s.receipted; })) {
-    close_grant(peer, g.id, {}, true);
+  if (!std::all_of(g.segments.begin(), g.segments.end(),
+                   [](const GrantSegment& s) { return s.receipted; })) {
+    return;
   }
+  std::uint64_t unwritten = 0;
+  for (const GrantSegment& s : g.segments) unwritten += s.released ? s.length : 0;
+  close_grant(peer, g.id,
+              unwritten == 0 ? Status{}
+                             : Status::error(Errc::Cancelled,
+                                             "the requester released " + std::to_string(unwritten) +
+                                                 " of the grant's " + std::to_string(g.length) +
+                                                 " bytes unwritten (status-1 receipts)"),
+              true);
 }
 
 void RdmaLane::expire_grants(PeerRdma& peer) {
