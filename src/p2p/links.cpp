@@ -59,8 +59,8 @@ Protocol::~Protocol() {
 Status Protocol::init() {
   ORBITE_RETURN_IF_ERROR(poller_.init());
   control_ = std::make_unique<ControlPlane>(config_, self_, poller_, *this, counters_);
-  ORBITE_ASSIGN_OR_RETURN(transports_, make_lane_transports(config_, self_, poller_, *this,
-                                                            *control_, domains_, regions_));
+  const LaneParts parts{config_, self_, poller_, *this, *control_, regions_};
+  ORBITE_ASSIGN_OR_RETURN(transports_, make_lane_transports(parts, domains_));
   return {};
 }
 

@@ -28,8 +28,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "p2p/endpoint.h"
 #include "p2p/frame.h"
+
+namespace orbite {
+struct EngineConfig;
+}  // namespace orbite
 
 namespace orbite::detail {
 struct PeerLink;
@@ -68,6 +74,28 @@ struct Capabilities {
   // Runs put/get itself (start_rma): RDMA's grant protocol. With frames too, a rendezvous's
   // payload goes the same way: the sender writes into the receiver's posted buffer.
   bool rma = false;
+};
+
+class LaneTransport;
+class Poller;
+class RegionRegistry;
+class FrameHandler;
+class ControlSender;
+
+// What a lane offers the transports it makes (LaneTransport's construction); all outlive them.
+struct LaneParts {
+  const EngineConfig& config;
+  const detail::Identity& self;
+  Poller& poller;
+  FrameHandler& handler;
+  ControlSender& control;
+  RegionRegistry& regions;
+};
+
+// What transports add to the engine's reports (TransferEngine::rdma_stats, nic_load_stats).
+struct TransportReport {
+  RdmaStats rdma;  // installed = false unless a domain fills it
+  std::vector<NicLoad> nics;
 };
 
 // The per-transport part of one registration; none for tcp and shm.
@@ -114,6 +142,19 @@ class MemoryDomain {
   // comes before it is freed, so a transport may keep what it prepared for it across requests.
   virtual void declare_owned(std::byte* /*base*/, std::uint64_t /*length*/) {}
   virtual void forget_owned(const std::byte* /*base*/) {}
+
+  // The transport's factory: one lane's transport when this domain makes it (null: the table
+  // makes the lane's transport itself, or there is none).
+  virtual Result<std::unique_ptr<LaneTransport>> make_lane(const LaneParts& /*parts*/) const {
+    return std::unique_ptr<LaneTransport>();
+  }
+  // The proxy's monitor thread, which names no transport: the fds it waits on for this domain
+  // (device events), their events consumed without blocking, and the periodic scan.
+  [[nodiscard]] virtual std::vector<int> monitor_fds() const { return {}; }
+  virtual void drain_monitor_events() const {}
+  virtual void monitor_scan() const {}
+  // This domain's part of the engine's reports (any thread).
+  virtual void report(TransportReport& /*out*/) const {}
 };
 
 // A domain for transports that need nothing per registration and no key in the descriptor.

@@ -1,166 +1,139 @@
+// The transport table: for each TransportId, how its memory domain is made and how one lane's
+// transport is made. The only file outside the transports' folders that names them.
 #include "p2p/transports.h"
 
-#include "common/log.h"
 #include "p2p/shm/shm_transport.h"
 #include "p2p/tcp/tcp_transport.h"
 #if ORBITE_WITH_RDMA
-#include "p2p/rdma/engine.h"
-#include "p2p/rdma/lane.h"
+#include "p2p/rdma/factory.h"
 #endif
 
 namespace orbite::p2p {
 
 namespace {
-constexpr auto kRdma = static_cast<std::size_t>(TransportId::Rdma);
+
+using DomainResult = Result<std::unique_ptr<MemoryDomain>>;
+using LaneResult = Result<std::unique_ptr<LaneTransport>>;
+
+struct Entry {
+  TransportId id;
+  DomainResult (*domain)(const EngineConfig& config, const detail::Identity& self,
+                         std::string* note);
+  // `domain`: the engine's, or null. The lane's transport, or null where it has none.
+  LaneResult (*lane)(const LaneParts& parts, const MemoryDomain* domain);
+};
+
+DomainResult shm_domain(const EngineConfig& config, const detail::Identity&, std::string*) {
+  // A region is published on shm only where shm serves other peers; the loopback needs no key.
+  if (!config.shm.enable) return std::unique_ptr<MemoryDomain>();
+  return std::unique_ptr<MemoryDomain>(std::make_unique<KeylessDomain>(TransportId::Shm));
 }
 
-Result<LaneTransports> make_lane_transports(const EngineConfig& config,
-                                            const detail::Identity& self, Poller& poller,
-                                            FrameHandler& handler, ControlSender& control,
-                                            const MemoryDomains& domains, RegionRegistry& regions) {
-  LaneTransports out;
-  // shm is always there for the loopback to this engine; shm.enable governs other peers.
-  out[static_cast<std::size_t>(TransportId::Shm)] =
-      std::make_unique<ShmLane>(config, self, handler, control);
-  out[static_cast<std::size_t>(TransportId::Tcp)] =
-      std::make_unique<TcpLane>(config, self, poller, handler, control);
+LaneResult shm_lane(const LaneParts& parts, const MemoryDomain*) {
+  // Always there for the loopback to this engine; shm.enable governs other peers.
+  return std::unique_ptr<LaneTransport>(
+      std::make_unique<ShmLane>(parts.config, parts.self, parts.handler, parts.control));
+}
+
+DomainResult tcp_domain(const EngineConfig&, const detail::Identity&, std::string*) {
+  return std::unique_ptr<MemoryDomain>(std::make_unique<KeylessDomain>(TransportId::Tcp));
+}
+
+LaneResult tcp_lane(const LaneParts& parts, const MemoryDomain*) {
+  return std::unique_ptr<LaneTransport>(std::make_unique<TcpLane>(
+      parts.config, parts.self, parts.poller, parts.handler, parts.control));
+}
+
 #if ORBITE_WITH_RDMA
-  if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {
-    auto lane = std::make_unique<rdma::RdmaLane>(domain->engine(), domain->cache(), self, regions,
-                                                 poller, handler, control);
-    ORBITE_RETURN_IF_ERROR(lane->init());
-    out[kRdma] = std::move(lane);
-  }
+DomainResult rdma_domain(const EngineConfig& config, const detail::Identity& self,
+                         std::string* note) {
+  return rdma::install_domain(config, self, note);
+}
 #else
-  (void)domains;
-  (void)regions;
+DomainResult rdma_domain(const EngineConfig& config, const detail::Identity&, std::string* note) {
+  if (config.rdma.enable == rdma::RdmaEnable::Off) {
+    *note = "rdma.enable is off";
+    return std::unique_ptr<MemoryDomain>();
+  }
+  *note = "OrbiTE was built without RDMA support (ORBITE_WITH_RDMA=OFF)";
+  if (config.rdma.enable == rdma::RdmaEnable::On) {
+    return Status::error(Errc::Unavailable, "rdma.enable = on: " + *note);
+  }
+  return std::unique_ptr<MemoryDomain>();
+}
 #endif
+
+// A transport whose lanes exist only with its domain, which makes them.
+LaneResult domain_lane(const LaneParts& parts, const MemoryDomain* domain) {
+  if (domain == nullptr) return std::unique_ptr<LaneTransport>();
+  return domain->make_lane(parts);
+}
+
+constexpr Entry kTable[] = {
+    {TransportId::Shm, shm_domain, shm_lane},
+    {TransportId::Tcp, tcp_domain, tcp_lane},
+    {TransportId::Rdma, rdma_domain, domain_lane},
+};
+
+}  // namespace
+
+Result<LaneTransports> make_lane_transports(const LaneParts& parts, const MemoryDomains& domains) {
+  LaneTransports out;
+  for (const Entry& e : kTable) {
+    const auto i = static_cast<std::size_t>(e.id);
+    ORBITE_ASSIGN_OR_RETURN(out[i], e.lane(parts, domains[i].get()));
+  }
   return out;
 }
 
 Result<MemoryDomains> make_memory_domains(const EngineConfig& config, const detail::Identity& self,
-                                          std::string* rdma_note) {
+                                          DomainNotes* notes) {
   MemoryDomains out;
-  // A region is published on shm only where shm serves other peers; the loopback needs no key.
-  if (config.shm.enable) {
-    out[static_cast<std::size_t>(TransportId::Shm)] =
-        std::make_unique<KeylessDomain>(TransportId::Shm);
+  for (const Entry& e : kTable) {
+    const auto i = static_cast<std::size_t>(e.id);
+    ORBITE_ASSIGN_OR_RETURN(out[i], e.domain(config, self, &(*notes)[i]));
   }
-  out[static_cast<std::size_t>(TransportId::Tcp)] =
-      std::make_unique<KeylessDomain>(TransportId::Tcp);
-  const auto enable = config.rdma.enable;
-  if (enable == rdma::RdmaEnable::Off) {
-    *rdma_note = "rdma.enable is off";
-    return out;
-  }
-#if ORBITE_WITH_RDMA
-  auto engine = rdma::RdmaEngine::install(config, self);
-  if (!engine.ok()) {
-    // A conflicting library path is the configuration's fault, whatever rdma.enable says.
-    if (enable == rdma::RdmaEnable::On || engine.status().code() == Errc::Configuration) {
-      return engine.status().with_context(enable == rdma::RdmaEnable::On ? "rdma.enable = on"
-                                                                         : "rdma");
-    }
-    *rdma_note = engine.status().message();
-    ORBITE_LOG(Debug, Rdma) << "RDMA not installed: " << *rdma_note;
-    return out;
-  }
-  out[kRdma] = std::make_unique<rdma::RdmaDomain>(std::move(*engine));
-#else
-  (void)self;
-  *rdma_note = "OrbiTE was built without RDMA support (ORBITE_WITH_RDMA=OFF)";
-  if (enable == rdma::RdmaEnable::On) {
-    return Status::error(Errc::Unavailable, "rdma.enable = on: " + *rdma_note);
-  }
-#endif
   return out;
 }
 
 std::array<bool, kTransportCount> built_transports(const MemoryDomains& domains) {
   std::array<bool, kTransportCount> out{};
+  // tcp and shm lanes exist without a domain (shm's loopback); the others only with theirs.
   out[static_cast<std::size_t>(TransportId::Shm)] = true;
   out[static_cast<std::size_t>(TransportId::Tcp)] = true;
-  out[kRdma] = domains[kRdma] != nullptr;
+  out[static_cast<std::size_t>(TransportId::Rdma)] =
+      domains[static_cast<std::size_t>(TransportId::Rdma)] != nullptr;
   return out;
 }
 
-void scan_rdma_ports(const MemoryDomains& domains) {
-#if ORBITE_WITH_RDMA
-  if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {
-    domain->engine()->scan_ports();
+TransportReport report_of(const MemoryDomains& domains, const DomainNotes& notes) {
+  TransportReport out;
+  out.rdma.why_not = notes[static_cast<std::size_t>(TransportId::Rdma)];
+  for (const auto& d : domains) {
+    if (d) d->report(out);
   }
-#else
-  (void)domains;
-#endif
-}
-
-std::vector<int> rdma_event_fds(const MemoryDomains& domains) {
-#if ORBITE_WITH_RDMA
-  if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {
-    return domain->engine()->event_fds();
-  }
-#else
-  (void)domains;
-#endif
-  return {};
-}
-
-void drain_rdma_events(const MemoryDomains& domains) {
-#if ORBITE_WITH_RDMA
-  if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {
-    domain->engine()->drain_events();
-  }
-#else
-  (void)domains;
-#endif
-}
-
-std::vector<NicLoad> nic_load_of(const MemoryDomains& domains) {
-  std::vector<NicLoad> out;
-#if ORBITE_WITH_RDMA
-  if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {
-    for (const topo::NicLoadStats& n : domain->engine()->nic_load_stats()) {
-      NicLoad l;
-      l.nic_id = n.id;
-      l.name = n.name;
-      l.healthy = n.healthy;
-      l.link_gbps = n.link_gbps;
-      l.effective_gbps = n.effective_gbps;
-      l.selection_bytes_per_s = n.selection_Bps;
-      l.transmit_bytes_per_s = n.transmit_Bps;
-      l.charged_bytes = n.charged_bytes;
-      l.posted_bytes = n.posted_bytes;
-      l.completed_bytes = n.completed_bytes;
-      l.allocated_bytes = n.allocated_bytes;
-      if (n.id >= 0 && static_cast<std::size_t>(n.id) < rdma::kMaxNics) {
-        for (std::size_t t = 0; t < l.posted_by_tier.size(); ++t) {
-          l.posted_by_tier[t] =
-              domain->engine()->counters().nic_tier_posted[static_cast<std::size_t>(n.id)][t].load(
-                  std::memory_order_relaxed);
-        }
-      }
-      out.push_back(std::move(l));
-    }
-  }
-#else
-  (void)domains;
-#endif
   return out;
 }
 
-RdmaStats rdma_stats_of(const MemoryDomains& domains, const std::string& note) {
-#if ORBITE_WITH_RDMA
-  if (const auto* domain = dynamic_cast<const rdma::RdmaDomain*>(domains[kRdma].get())) {
-    RdmaStats stats = domain->engine()->stats();
-    stats.mr_cache = domain->cache()->stats();
-    return stats;
+std::vector<int> monitor_fds(const MemoryDomains& domains) {
+  std::vector<int> out;
+  for (const auto& d : domains) {
+    if (!d) continue;
+    for (int fd : d->monitor_fds()) out.push_back(fd);
   }
-#else
-  (void)domains;
-#endif
-  RdmaStats s;
-  s.why_not = note;
-  return s;
+  return out;
+}
+
+void drain_monitor_events(const MemoryDomains& domains) {
+  for (const auto& d : domains) {
+    if (d) d->drain_monitor_events();
+  }
+}
+
+void monitor_scan(const MemoryDomains& domains) {
+  for (const auto& d : domains) {
+    if (d) d->monitor_scan();
+  }
 }
 
 }  // namespace orbite::p2p

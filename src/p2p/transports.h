@@ -18,9 +18,6 @@ namespace orbite::p2p {
 using LaneTransports = std::array<std::unique_ptr<LaneTransport>, kTransportCount>;
 
 // The lane transports of one lane, indexed by TransportId (null: not built or not enabled).
-Result<LaneTransports> make_lane_transports(const EngineConfig& config,
-                                            const detail::Identity& self, Poller& poller,
-                                            FrameHandler& handler, ControlSender& control,
-                                            const MemoryDomains& domains, RegionRegistry& regions);
+Result<LaneTransports> make_lane_transports(const LaneParts& parts, const MemoryDomains& domains);
 
 }  // namespace orbite::p2p

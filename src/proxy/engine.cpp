@@ -440,11 +440,11 @@ Status TransferEngine::close(Duration timeout) {
 }
 
 std::vector<NicLoad> TransferEngine::nic_load_stats() const {
-  return p2p::nic_load_of(core_->domains);
+  return p2p::report_of(core_->domains, core_->domain_notes).nics;
 }
 
 RdmaStats TransferEngine::rdma_stats() const {
-  return p2p::rdma_stats_of(core_->domains, core_->rdma_note);
+  return p2p::report_of(core_->domains, core_->domain_notes).rdma;
 }
 
 EngineStats TransferEngine::stats() const {

@@ -60,7 +60,7 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   core->self.host_id = host.host_id;
   core->self.pid = ::getpid();
   ORBITE_ASSIGN_OR_RETURN(core->domains,
-                          p2p::make_memory_domains(config, core->self, &core->rdma_note));
+                          p2p::make_memory_domains(config, core->self, &core->domain_notes));
   core->built = p2p::built_transports(core->domains);
   EngineCore* owner = core.get();
   ORBITE_ASSIGN_OR_RETURN(
@@ -136,7 +136,7 @@ void EngineCore::run_monitor() {
   using Clock = std::chrono::steady_clock;
   const auto period = std::min<Duration>(config.rdma.monitor_interval, std::chrono::seconds(1));
   std::vector<pollfd> fds{{monitor_wake.get(), POLLIN, 0}};
-  for (int fd : p2p::rdma_event_fds(domains)) fds.push_back({fd, POLLIN, 0});
+  for (int fd : p2p::monitor_fds(domains)) fds.push_back({fd, POLLIN, 0});
   auto next_scan = Clock::now() + period;
   while (!stopping.load(std::memory_order_acquire)) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(next_scan - Clock::now());
@@ -148,14 +148,14 @@ void EngineCore::run_monitor() {
       std::this_thread::sleep_for(period);
     }
     if (n > 0) {
-      // A port event pauses or resumes its rail now rather than at the next scan.
-      p2p::drain_rdma_events(domains);
+      // A device event (a port's) takes effect now rather than at the next scan.
+      p2p::drain_monitor_events(domains);
       for (auto& l : lanes) l->wake();
     }
     if (Clock::now() < next_scan) continue;
     next_scan = Clock::now() + period;
-    // RDMA contexts follow their ports (a port that came back resumes its rail).
-    p2p::scan_rdma_ports(domains);
+    // The transports' scans (RDMA contexts follow their ports).
+    p2p::monitor_scan(domains);
     // Event-driven workers sleep without a timeout; the monitor's tick lets them check
     // connection deadlines.
     for (auto& l : lanes) l->wake();
@@ -407,7 +407,7 @@ Status EngineCore::close(Duration timeout) {
   }
   // Native RDMA objects whose destroy failed (or whose work never drained) are kept for good:
   // the memory they may touch must stay valid.
-  if (const std::uint64_t retained = p2p::rdma_stats_of(domains, rdma_note).retained;
+  if (const std::uint64_t retained = p2p::report_of(domains, domain_notes).rdma.retained;
       retained > 0) {
     return Status::error(Errc::Unquiesced,
                          "close: " + std::to_string(retained) +

@@ -85,7 +85,7 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   // One memory domain per transport, indexed by TransportId; the table's built column.
   p2p::MemoryDomains domains;
   std::array<bool, p2p::kTransportCount> built{};
-  std::string rdma_note;  // why RDMA is not installed ("" when it is)
+  p2p::DomainNotes domain_notes;  // why a transport's domain is not installed
   // The staging pool (rdma.max_staging_bytes, cuda.staging_chunk_bytes). Each slab is registered
   // once on every memory domain, never published; the holder forgets the registrations after
   // the lanes (declared below) are gone and before the domains (above) are.

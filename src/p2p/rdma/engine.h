@@ -255,6 +255,14 @@ class RdmaDomain final : public p2p::MemoryDomain {
   const std::shared_ptr<MrCache>& cache() const { return cache_; }
   void declare_owned(std::byte* base, std::uint64_t length) override;
   void forget_owned(const std::byte* base) override;
+  // factory.cpp: the transport's factory and monitor hook. A lane's RdmaLane; the devices' async
+  // event fds, drained without blocking (a port event pauses or resumes its context at once);
+  // the port scan; rdma_stats() and nic_load_stats().
+  Result<std::unique_ptr<p2p::LaneTransport>> make_lane(const p2p::LaneParts& parts) const override;
+  [[nodiscard]] std::vector<int> monitor_fds() const override;
+  void drain_monitor_events() const override;
+  void monitor_scan() const override;
+  void report(p2p::TransportReport& out) const override;
 
  private:
   std::shared_ptr<RdmaEngine> engine_;

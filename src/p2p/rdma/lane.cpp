@@ -105,6 +105,7 @@ RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, std::shared_ptr<MrCache> 
       control_(control),
       caps_(rdma_caps()),
       cfg_(engine_->config().rdma),
+      qps_(*engine_, cfg_),
       windows_(*engine_, engine_->contexts().size()),
       hooks_(TestHooks::from_env()),
       sched_(SchedulerConfig{cfg_.deadline_bw_arbitration, cfg_.priority_promotion_timeout,
@@ -378,7 +379,7 @@ void RdmaLane::on_send_cqe(const ibv_wc& wc) {
   }
   // The physical completion of a payload WR (signaled, or flushed).
   if (resolved.back().first.kind == WrKind::Payload) add(engine_->counters().payload_send_cqes);
-  PeerRdma* peer = qp_peer_[q->handle];
+  PeerRdma* peer = qps_.peer(q->handle);
   for (const auto& [rec, success] : resolved) {
     if (rec.kind == WrKind::Frame) {
       on_frame_wr(*peer, *q, rec, success, success ? nullptr : &wc);
@@ -388,9 +389,7 @@ void RdmaLane::on_send_cqe(const ibv_wc& wc) {
       on_source_wr(*peer, rec, success);
     }
   }
-  if (q->broken && std::find(retired_.begin(), retired_.end(), q->handle) == retired_.end()) {
-    retire_qp(q->handle);
-  }
+  if (q->broken && !qps_.retired(q->handle)) retire_qp(q->handle);
 }
 
 }  // namespace orbite::rdma
@@ -408,7 +407,7 @@ void RdmaLane::on_recv_cqe(CqSet& cqs, const ibv_wc& wc) {
     return;
   }
   const bool live = q != nullptr && (q->generation & 0xfff) == id.generation;
-  PeerRdma* peer = live ? qp_peer_[q->handle] : nullptr;
+  PeerRdma* peer = live ? qps_.peer(q->handle) : nullptr;
   if (live && q->recv_posted > 0) --q->recv_posted;
   if (frame) {
     // A frame's slot goes back once the frame is read (on_frame), or now.
@@ -453,6 +452,17 @@ void RdmaLane::on_recv_cqe(CqSet& cqs, const ibv_wc& wc) {
   on_receipt(*peer, *q, cqs, slot, wc);
 }
 
+Result<Qp*> RdmaLane::new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot) {
+  CqSet* cqs = context < cqs_.size() ? cqs_[context].get() : nullptr;
+  if (cqs == nullptr) {
+    return Status::error(Errc::Unavailable,
+                         "RDMA context " + std::to_string(context) + " is not usable on this lane");
+  }
+  ORBITE_ASSIGN_OR_RETURN(Qp * q, qps_.create(*cqs, role, peer, slot));
+  peer.qps.push_back(q->handle);
+  return q;
+}
+
 int RdmaLane::progress() {
   if (kill_pending_) ::raise(SIGKILL);  // test hook kill_after_grant: the Grant has left
   send_nic_tables();                    // a context paused or resumed since the last pass
@@ -460,7 +470,7 @@ int RdmaLane::progress() {
   // a message QP's receiving end exists: with none of them, no completion can come, and the
   // lane's passes (shm's hot path among them) skip the CQs.
   reap_idle_qps(Clock::now());
-  if (!busy() && message_sources_ == 0) return 0;
+  if (!busy() && qps_.message_sources() == 0) return 0;
   int work = poll_cqs();
   for (auto& [link, peer] : peers_) {
     expire_drains(*peer);
@@ -482,13 +492,13 @@ int RdmaLane::progress() {
     send_waiting_requests(*peer);
   }
   dispatch();
-  if (!retired_.empty()) destroy_retired();
+  if (qps_.any_retired()) qps_.destroy_retired(Clock::now());
   return work;
 }
 
 bool RdmaLane::prepare_sleep() {
   if (dispatch_due_) return false;  // a parent to admit or a payload to post: one more pass
-  if (!busy() && message_sources_ == 0) return true;  // nothing can complete (see progress)
+  if (!busy() && qps_.message_sources() == 0) return true;  // nothing can complete (see progress)
   // Arm every CQ, then look once more: a completion that arrived before the arming would
   // otherwise wait for the next one.
   for (auto& set : cqs_) {
@@ -510,7 +520,7 @@ bool RdmaLane::busy() const {
       return true;
     }
   }
-  return !retired_.empty();
+  return qps_.any_retired();
 }
 
 void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
@@ -557,18 +567,12 @@ void RdmaLane::shutdown(const Status& why) {
   for (auto& [link, peer] : peers_) fail_peer(*peer, why);
   // Drain what was flushed, then destroy: a QP that is destroyed runs no WR any more.
   const auto deadline = Clock::now() + std::chrono::seconds(2);
-  while (!retired_.empty() && Clock::now() < deadline) {
+  while (qps_.any_retired() && Clock::now() < deadline) {
     poll_cqs();
-    destroy_retired();
+    qps_.destroy_retired(Clock::now());
   }
-  for (std::uint16_t h : retired_) {
-    if (Qp* q = qp(h)) {
-      // Not drained in time: destroying the QP is what proves none of its WRs runs again.
-      q->sq.clear();
-      q->recv_posted = 0;
-    }
-  }
-  destroy_retired();
+  // Not drained in time: destroying the QP is what proves none of its WRs runs again.
+  qps_.abandon_retired();
   // Parents still waiting: their QPs are gone now, so no DMA can touch their buffers.
   for (auto& [link, peer] : peers_) {
     for (auto& [id, p] : peer->parents) p.wrs_outstanding = 0;

@@ -23,6 +23,7 @@
 #include "p2p/rdma/engine.h"
 #include "p2p/rdma/mr_cache.h"
 #include "p2p/rdma/qp.h"
+#include "p2p/rdma/qp_table.h"
 #include "p2p/rdma/range_locks.h"
 #include "p2p/rdma/region_pin.h"
 #include "p2p/rdma/scheduler.h"
@@ -310,11 +311,10 @@ class RdmaLane final : public p2p::LaneTransport {
                               std::uint64_t my_incarnation);
   PeerRdma* peer_of(detail::PeerLink& link);
   void send(PeerRdma& peer, ControlKind kind, std::string body);
-  Qp* qp(std::uint16_t handle);
+  [[nodiscard]] Qp* qp(std::uint16_t handle) const { return qps_.get(handle); }
+  // A QP on the lane's CQ set of `context` for the peer's slot (listed in peer.qps).
   Result<Qp*> new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot);
-  // A source-role QP's receives never run out while this holds (receipts, or frames).
-  void retire_qp(std::uint16_t handle);
-  void destroy_retired();
+  void retire_qp(std::uint16_t handle) { qps_.retire(handle); }
   // Requester payload QPs idle for rdma.idle_qp_timeout (no WR outstanding, no parent naming
   // them) are retired at both ends; looked at a few times per timeout.
   void reap_idle_qps(Clock::time_point now);
@@ -322,7 +322,7 @@ class RdmaLane final : public p2p::LaneTransport {
   int poll_cqs();
   void on_send_cqe(const ibv_wc& wc);
   void on_recv_cqe(CqSet& cqs, const ibv_wc& wc);
-  Status post_receives(Qp& q);
+  Status post_receives(Qp& q) { return qps_.post_receives(q); }
   void fail_peer(PeerRdma& peer, const Status& why);
   void protocol_error(PeerRdma& peer, const std::string& what);
 
@@ -361,6 +361,9 @@ class RdmaLane final : public p2p::LaneTransport {
   void release_unstarted(Parent& p);
 
   // requester.cpp
+  // A send buffer (no region): its MRs from the cache of engine-owned memory, or registered for
+  // this job only (job.transient), and op.local_region set to them.
+  Status register_send_buffer(p2p::RmaOp& op, RmaJob& job);
   void connect_parent(PeerRdma& peer, Parent& p);
   void request_grant(PeerRdma& peer, Parent& p);
   // Sends the waiting GrantRequests that kMaxPendingGrantRequests now allows.
@@ -453,28 +456,18 @@ class RdmaLane final : public p2p::LaneTransport {
   // One CQ set per usable context (null for inert ones), indexed like engine_->contexts().
   std::vector<std::unique_ptr<CqSet>> cqs_;
   std::vector<std::unique_ptr<ChannelWatch>> watches_;
-  // The QP table: handle -> QP (null: free); generations advance on reuse.
-  std::vector<std::unique_ptr<Qp>> qps_;
-  std::vector<std::uint16_t> qp_generations_;
-  std::vector<PeerRdma*> qp_peer_;  // the peer each QP serves (peers live as long as the lane)
-  std::vector<std::uint16_t> free_handles_;
-  std::vector<std::uint16_t> retired_;  // QPs in ERR, destroyed once drained
-  Clock::time_point next_reap_{};       // reap_idle_qps()' next look
-  WindowPool windows_;                  // every grant's windows, their keys, the parked ones
+  QpTable qps_;                    // every QP of the lane, and the retired ones until destroyed
+  Clock::time_point next_reap_{};  // reap_idle_qps()' next look
+  WindowPool windows_;             // every grant's windows, their keys, the parked ones
   // Grants whose windows could not be revoked: their locks, pins and charges are kept for good.
   std::vector<GrantState> retained_grants_;
   std::vector<std::uint64_t> expired_;  // expire_grants' scratch (no allocation per pass)
   std::uint64_t withheld_parent_ = 0;   // test hook withhold_receipt: the parent it stalls
-  // QPs whose ibv_destroy_qp failed, with their endpoint and CQ charges, kept for good.
-  std::vector<std::unique_ptr<Qp>> retained_qps_;
   std::unordered_map<detail::PeerLink*, std::unique_ptr<PeerRdma>> peers_;
   std::unordered_map<detail::PeerLink*, std::uint64_t> offered_;  // link incarnations offered
   std::uint64_t next_parent_ = 1;
   std::uint64_t next_builder_ = 1;
-  std::uint64_t next_qp_incarnation_ = 1;
   std::vector<ibv_wc> wcs_;
-  // Message QPs' receiving ends exist: frames may arrive at any time, so passes poll the CQs.
-  std::size_t message_sources_ = 0;
   std::uint64_t sent_nic_epoch_ = 0;  // the engine's nic_epoch() whose table the peers have
   std::array<std::byte, kFrameSlotBytes> frame_stage_{};  // an inline frame, assembled
   std::vector<std::pair<WrRecord, bool>> resolved_;       // on_send_cqe(): one completion's records

@@ -130,6 +130,31 @@ Status RdmaLane::plan_segments(PeerRdma& peer, Parent& p, const MrSet& local) {
   return {};
 }
 
+Status RdmaLane::register_send_buffer(p2p::RmaOp& op, RmaJob& job) {
+  // Engine-owned memory (collective scratch) uses the MR cache. A user's buffer is registered on
+  // every usable context for this job only (the selector may pick any rail): a cached MR could
+  // outlive the user's mapping, and freed and re-mapped memory would be reached through the
+  // stale MR.
+  if (op.local_buffer == nullptr) {
+    return Status::error(Errc::Internal, "an RDMA op without a local region or buffer");
+  }
+  const std::byte* at = op.local_buffer + op.local_offset;
+  if (auto cached = cache_->find(at, op.length)) {
+    op.local_offset = static_cast<std::uint64_t>(at - cached->base);
+    job.transient = std::move(cached);
+  } else {
+    auto record = std::make_shared<detail::RegionRecord>();
+    record->base = const_cast<std::byte*>(op.local_buffer);
+    record->length = op.local_offset + op.length;
+    auto mrs = std::make_unique<MrSet>(engine_);
+    ORBITE_RETURN_IF_ERROR(mrs->prepare(record->base + op.local_offset, op.length, false));
+    record->registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)] = std::move(mrs);
+    job.transient = std::move(record);
+  }
+  op.local_region = job.transient.get();
+  return {};
+}
+
 Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
   PeerRdma* peer = peer_of(link);
   if (peer == nullptr) {
@@ -143,27 +168,7 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
   }
   auto job = std::make_shared<RmaJob>();
   if (op.local_region == nullptr && op.length > 0) {
-    // A send buffer. Engine-owned memory (collective scratch) uses the MR cache. A user's buffer
-    // is registered on every usable context for this job only (the selector may pick any rail):
-    // a cached MR could outlive the user's mapping, and freed and re-mapped memory would be
-    // reached through the stale MR.
-    if (op.local_buffer == nullptr) {
-      return Status::error(Errc::Internal, "an RDMA op without a local region or buffer");
-    }
-    const std::byte* at = op.local_buffer + op.local_offset;
-    if (auto cached = cache_->find(at, op.length)) {
-      op.local_offset = static_cast<std::uint64_t>(at - cached->base);
-      job->transient = std::move(cached);
-    } else {
-      auto record = std::make_shared<detail::RegionRecord>();
-      record->base = const_cast<std::byte*>(op.local_buffer);
-      record->length = op.local_offset + op.length;
-      auto mrs = std::make_unique<MrSet>(engine_);
-      ORBITE_RETURN_IF_ERROR(mrs->prepare(record->base + op.local_offset, op.length, false));
-      record->registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)] = std::move(mrs);
-      job->transient = std::move(record);
-    }
-    op.local_region = job->transient.get();
+    ORBITE_RETURN_IF_ERROR(register_send_buffer(op, *job));
   }
   const MrSet* set = op.local_region != nullptr ? mr_set_of(*op.local_region) : nullptr;
   if (op.length > 0 && set == nullptr) {
