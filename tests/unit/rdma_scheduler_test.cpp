@@ -70,6 +70,35 @@ TEST(RdmaScheduler, EntriesPushedDuringADispatchJoinAfterIt) {
   EXPECT_EQ(order_of(s), (std::vector<std::uint64_t>{2, 1}));
 }
 
+// A parent waiting for its grant leaves the passes (parked) and comes back at the tail of its
+// tier with its age: a pass visits only what it can act on.
+TEST(RdmaScheduler, AParkedEntryResumesAtItsTiersTailWithItsAge) {
+  TierCounterSet counters;
+  SchedulerConfig config;
+  config.promotion_timeout = 10ms;
+  Scheduler s(config, counters);
+  s.push(nullptr, 1, Priority::Low, t0);
+  s.push(nullptr, 2, Priority::Low, t0 + 1ms);
+  SchedEntry parked{};
+  s.dispatch(
+      t0, {}, [](const SchedEntry&) { return ArbCandidate{}; },
+      [&](SchedEntry& e) {
+        if (e.parent != 1) return V::Keep;
+        parked = e;
+        return V::Remove;
+      });
+  EXPECT_EQ(order_of(s), (std::vector<std::uint64_t>{2}));
+  EXPECT_EQ(counters[2].queued.load(), 1U);
+  s.resume(parked);
+  EXPECT_EQ(order_of(s), (std::vector<std::uint64_t>{2, 1}));
+  EXPECT_EQ(counters[2].queued.load(), 2U);
+  // Its age is kept: 10 ms after it was first queued, the tier (headed by 2, 9 ms old) waits,
+  // and at 11 ms both are promoted.
+  EXPECT_EQ(s.promote(t0 + 10ms), 0U);
+  EXPECT_EQ(s.promote(t0 + 11ms), 2U);
+  EXPECT_EQ(s.size(1), 2U);
+}
+
 TEST(RdmaScheduler, AnAgedHeadPromotesItsWholeTierOneTierPerCheck) {
   TierCounterSet counters;
   SchedulerConfig config;

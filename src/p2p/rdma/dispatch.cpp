@@ -81,7 +81,10 @@ Scheduler::Verdict RdmaLane::visit(SchedEntry& e, Clock::time_point now) {
         return V::Remove;
       }
       return V::Keep;
-    case ParentState::Requesting: return V::Keep;  // the Grant (or a refusal) decides
+    case ParentState::Requesting:
+      // The Grant (or a refusal) decides: parked out of the passes until then (on_grant).
+      p.parked = e;
+      return V::Remove;
     case ParentState::Granted: break;
     default: return V::Remove;  // done posting, failed or canceling: nothing left to order
   }

@@ -254,6 +254,7 @@ std::optional<std::uint64_t> RdmaLane::reserve_grant(PeerRdma& peer, const Grant
   g.slot = std::move(*slot);
   g.bytes = std::move(*bytes);
   g.started = Clock::now();
+  next_grant_expiry_ = std::min(next_grant_expiry_, g.started + cfg_.grant_timeout);
   for (std::size_t i = 0; i < m.segments.size(); ++i) {
     const SegmentRequest& s = m.segments[i];
     GrantSegment gs;

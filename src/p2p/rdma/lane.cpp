@@ -475,7 +475,6 @@ int RdmaLane::progress() {
   for (auto& [link, peer] : peers_) {
     expire_drains(*peer);
     if (peer->failed) continue;
-    expire_grants(*peer);
     pump_frames(*peer);
     if (!peer->deferred.empty()) {
       std::deque<GrantRequest> retry;
@@ -491,6 +490,7 @@ int RdmaLane::progress() {
     }
     send_waiting_requests(*peer);
   }
+  expire_grants(Clock::now());
   dispatch();
   if (qps_.any_retired()) qps_.destroy_retired(Clock::now());
   return work;

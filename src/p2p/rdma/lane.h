@@ -167,6 +167,9 @@ struct Parent {
   // receiver already matched it): the scheduler's inputs, and the GrantRequest's.
   Priority priority = Priority::High;
   Clock::time_point deadline = kNoDeadline;
+  // Its scheduler entry while it waits for its grant (parent 0: none parked): out of the
+  // scheduler's passes until the Grant, or a cache miss that reconnects, resumes it.
+  SchedEntry parked{};
   bool reconnected = false;
   bool request_waiting = false;  // in its peer's requests_waiting
   bool acked = false;
@@ -370,6 +373,8 @@ class RdmaLane final : public p2p::LaneTransport {
   void send_waiting_requests(PeerRdma& peer);
   void on_qp_accept(PeerRdma& peer, const QpAccept& m);
   void on_grant(PeerRdma& peer, const Grant& m);
+  // A parked parent (Parent::parked) back into the scheduler's passes.
+  void resume(Parent& p);
   void on_grant_nack(PeerRdma& peer, const GrantNack& m);
   void on_grant_ack(PeerRdma& peer, const GrantAck& m);
   void post_payload(PeerRdma& peer, Parent& p);
@@ -403,7 +408,9 @@ class RdmaLane final : public p2p::LaneTransport {
   void slot_broken(PeerRdma& peer, Qp& q);
   // Source: revokes every grant older than rdma.grant_timeout (a requester that stalls, alive,
   // must not hold a range, a pin and budgets for ever).
-  void expire_grants(PeerRdma& peer);
+  // Looked at once the earliest grant is due (next_grant_expiry_), not every pass.
+  void expire_grants(Clock::time_point now);
+  void expire_grants(PeerRdma& peer, Clock::time_point now);
   // A receipt's registered slot back to its pool, once the HCA is done with it (or never had it).
   void release_receipt_slot(Qp& q, Segment& s);
 
@@ -462,6 +469,9 @@ class RdmaLane final : public p2p::LaneTransport {
   // Grants whose windows could not be revoked: their locks, pins and charges are kept for good.
   std::vector<GrantState> retained_grants_;
   std::vector<std::uint64_t> expired_;  // expire_grants' scratch (no allocation per pass)
+  // When the earliest open grant reaches rdma.grant_timeout (max: none open); a grant closed
+  // early leaves it early, which only costs one scan.
+  Clock::time_point next_grant_expiry_ = Clock::time_point::max();
   std::uint64_t withheld_parent_ = 0;   // test hook withhold_receipt: the parent it stalls
   std::unordered_map<detail::PeerLink*, std::unique_ptr<PeerRdma>> peers_;
   std::unordered_map<detail::PeerLink*, std::uint64_t> offered_;  // link incarnations offered

@@ -404,7 +404,14 @@ void RdmaLane::on_grant(PeerRdma& peer, const Grant& m) {
     p.segments[i].remote_address = m.segments[i].address;
   }
   p.state = ParentState::Granted;
+  resume(p);
   dispatch_due_ = true;  // it posts in the scheduler's order, next pass
+}
+
+void RdmaLane::resume(Parent& p) {
+  if (p.parked.parent == 0) return;  // still in the scheduler (no pass saw it Requesting yet)
+  sched_.resume(p.parked);
+  p.parked.parent = 0;
 }
 
 void RdmaLane::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
@@ -426,6 +433,7 @@ void RdmaLane::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
         slot.state = QpSlot::State::Empty;
       }
     }
+    resume(p);  // Connecting again: its deadline is watched by the passes
     return connect_parent(peer, p);
   }
   fail_parent(peer, p,

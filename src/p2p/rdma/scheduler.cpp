@@ -109,6 +109,14 @@ void Scheduler::push(PeerRdma* peer, std::uint64_t parent, Priority priority,
   }
 }
 
+void Scheduler::resume(const SchedEntry& e) {
+  if (dispatching_) {
+    incoming_.push_back(e);
+  } else {
+    enqueue(e);
+  }
+}
+
 std::size_t Scheduler::promote_tier(std::size_t from, SchedClock::time_point now) {
   std::deque<SchedEntry>& src = tiers_[from];
   const auto aged = [&](const SchedEntry& e) {

@@ -111,6 +111,10 @@ class Scheduler {
   void push(PeerRdma* peer, std::uint64_t parent, Priority priority, SchedClock::time_point now,
             SchedClock::time_point deadline = kNoDeadline);
 
+  // An entry a visit removed while it waited for something outside the scheduler (a parent
+  // waiting for its grant), back at the tail of its tier with its age, tier and deadline.
+  void resume(const SchedEntry& e);
+
   // At most once per millisecond: entries older than the promotion timeout move one tier up (to
   // the tail). Per tier (the default, TENT's): an aged head moves its whole tier, and once Medium
   // moved Low waits for the next check. Per entry: exactly the aged entries, Medium first, so no

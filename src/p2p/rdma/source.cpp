@@ -277,12 +277,24 @@ void RdmaLane::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot,
               true);
 }
 
-void RdmaLane::expire_grants(PeerRdma& peer) {
+void RdmaLane::expire_grants(Clock::time_point now) {
+  // A timer, not a scan per pass: the grants are looked at only once the oldest one is due.
+  if (now < next_grant_expiry_) return;
+  next_grant_expiry_ = Clock::time_point::max();
+  for (auto& [link, peer] : peers_) {
+    if (!peer->failed) expire_grants(*peer, now);
+  }
+}
+
+void RdmaLane::expire_grants(PeerRdma& peer, Clock::time_point now) {
   if (peer.grants.empty()) return;
-  const auto now = Clock::now();
   expired_.clear();
   for (const auto& [id, g] : peer.grants) {
-    if (now - g.started >= cfg_.grant_timeout) expired_.push_back(id);
+    if (now - g.started >= cfg_.grant_timeout) {
+      expired_.push_back(id);
+    } else {
+      next_grant_expiry_ = std::min(next_grant_expiry_, g.started + cfg_.grant_timeout);
+    }
   }
   for (std::uint64_t id : expired_) {
     add(engine_->counters().grants_expired);
