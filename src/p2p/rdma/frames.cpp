@@ -21,14 +21,14 @@ static_assert(kFramePayload >= p2p::kMaxControlPayload, "a Reject's reason must 
 bool RdmaLane::frames_pending(PeerLink& link) {
   auto it = peers_.find(&link);
   if (it == peers_.end() || it->second->failed) return false;
-  return !it->second->frames_out.empty() || !it->second->frames_posted.empty();
+  return it->second->frames.pending();
 }
 
 void RdmaLane::send_frame(PeerLink& link, SendItem item) {
   PeerRdma* peer = peer_of(link);
   const std::uint64_t payload = item.owned.size() + item.data_len;
   if (peer == nullptr || payload > kFramePayload || payload != item.header.payload_len) {
-    if (item.pinned != nullptr) item.pinned->unpin();
+    MessageChannel::release(item);
     handler_.endpoint_failed(
         link, peer == nullptr
                   ? Status::error(Errc::ConnectionLost, "the RDMA endpoint to the peer has failed")
@@ -36,17 +36,14 @@ void RdmaLane::send_frame(PeerLink& link, SendItem item) {
                                                       " bytes does not fit an RDMA frame slot"));
     return;
   }
-  peer->frames_out.push_back(std::move(item));
+  peer->frames.queue(std::move(item));
   pump_frames(*peer);
 }
 
 void RdmaLane::drop_unsent_frames(PeerLink& link) {
   PeerRdma* peer = peer_of(link);
   if (peer == nullptr) return;  // failed: fail_peer released them
-  for (SendItem& item : peer->frames_out) {
-    if (item.pinned != nullptr) item.pinned->unpin();
-  }
-  peer->frames_out.clear();
+  peer->frames.drop_unsent();
 }
 
 void RdmaLane::frames_failed(PeerRdma& peer, const Status& why) {
@@ -63,13 +60,13 @@ void RdmaLane::build_message_qp(PeerRdma& peer) {
   Qp& q = **made;
   q.message = true;
   q.psn = random_psn();
-  peer.msg.state = QpSlot::State::Building;
-  peer.msg_remote_nic = arr.remote_nic;
-  peer.msg.qp_handle = q.handle;
-  peer.msg.incarnation = q.incarnation;
-  peer.msg.builder = next_builder_++;
+  peer.frames.qp.state = QpSlot::State::Building;
+  peer.frames.remote_nic = arr.remote_nic;
+  peer.frames.qp.qp_handle = q.handle;
+  peer.frames.qp.incarnation = q.incarnation;
+  peer.frames.qp.builder = next_builder_++;
   QpConnect m;
-  m.builder = peer.msg.builder;
+  m.builder = peer.frames.qp.builder;
   m.slot = kMessageSlot;
   m.qp_incarnation = q.incarnation;
   // Frames need no READ: both depths 0.
@@ -80,7 +77,7 @@ void RdmaLane::build_message_qp(PeerRdma& peer) {
 }
 
 void RdmaLane::on_message_accept(PeerRdma& peer, const QpAccept& m) {
-  Qp* q = qp(peer.msg.qp_handle);
+  Qp* q = qp(peer.frames.qp.qp_handle);
   Status st;
   if (m.errc != 0) {
     st = Status::error(static_cast<Errc>(m.errc),
@@ -93,7 +90,7 @@ void RdmaLane::on_message_accept(PeerRdma& peer, const QpAccept& m) {
     st = connect_rc_qp(*q->ctx, q->qp, remote_end(*nic, m.qp.qpn, m.qp.psn), q->psn, 0, 0);
   }
   if (!st.ok()) {
-    peer.msg.state = QpSlot::State::Empty;
+    peer.frames.qp.state = QpSlot::State::Empty;
     if (q != nullptr) retire_qp(q->handle);
     return frames_failed(peer, st);
   }
@@ -101,24 +98,24 @@ void RdmaLane::on_message_accept(PeerRdma& peer, const QpAccept& m) {
   q->remote_qpn = m.qp.qpn;
   q->remote_incarnation = m.qp_incarnation;
   q->credits = kMessageSlots;
-  peer.msg.state = QpSlot::State::Ready;
+  peer.frames.qp.state = QpSlot::State::Ready;
   pump_frames(peer);
 }
 
 void RdmaLane::pump_frames(PeerRdma& peer) {
-  if (peer.failed || peer.frames_out.empty()) return;
-  if (peer.msg.state != QpSlot::State::Ready) {
-    if (peer.msg.state == QpSlot::State::Empty) build_message_qp(peer);
+  if (peer.failed || !peer.frames.waiting()) return;
+  if (peer.frames.qp.state != QpSlot::State::Ready) {
+    if (peer.frames.qp.state == QpSlot::State::Empty) build_message_qp(peer);
     return;
   }
-  Qp* q = qp(peer.msg.qp_handle);
+  Qp* q = qp(peer.frames.qp.qp_handle);
   if (q == nullptr || q->broken) {
     return frames_failed(peer,
                          Status::error(Errc::ConnectionLost, "the RDMA message QP has failed"));
   }
   if (move_message_qp_if_paused(peer, *q)) return;
-  while (!peer.frames_out.empty() && q->credits > 0 && q->sq.room() > 0) {
-    SendItem& item = peer.frames_out.front();
+  while (peer.frames.waiting() && q->credits > 0 && q->sq.room() > 0) {
+    SendItem& item = peer.frames.next();
     const std::uint32_t payload = item.header.payload_len;
     const std::uint32_t total = static_cast<std::uint32_t>(p2p::kFrameHeaderBytes) + payload;
     // Inline frames are copied at post time; larger ones into a registered staging slot.
@@ -162,26 +159,25 @@ void RdmaLane::pump_frames(PeerRdma& peer) {
                                                q->ctx->name + ": ibv_post_send of a frame", rc));
     }
     --q->credits;
-    peer.frames_posted.push_back(std::move(item));
-    peer.frames_out.pop_front();
+    peer.frames.posted();
   }
 }
 
 bool RdmaLane::move_message_qp_if_paused(PeerRdma& peer, Qp& q) {
-  const NicRecord* remote = peer.nic(peer.msg_remote_nic);
+  const NicRecord* remote = peer.nic(peer.frames.remote_nic);
   if (q.ctx->state == ContextState::Active && remote != nullptr && remote->active != 0) {
     return false;
   }
   // Frames already posted finish (or fail, and the link with them: whether they arrived is
   // unknown, so none is sent again); only then can the next go elsewhere, in order.
-  if (!peer.frames_posted.empty()) return true;
+  if (peer.frames.in_flight()) return true;
   ORBITE_LOG(Info, Rdma) << q.ctx->name << ": the message QP to peer "
                          << p2p::short_id(peer.link->ep.id) << " moves off a paused rail";
   if (!peer.failed) {
     send(peer, ControlKind::QpRetire, encode(QpRetire{q.slot, q.remote_incarnation}));
   }
   retire_qp(q.handle);
-  peer.msg = QpSlot{};
+  peer.frames.qp = QpSlot{};
   add(engine_->counters().message_qp_moves);
   build_message_qp(peer);
   return true;
@@ -190,14 +186,12 @@ bool RdmaLane::move_message_qp_if_paused(PeerRdma& peer, Qp& q) {
 void RdmaLane::on_frame_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc) {
   if (r.owner != 0) q.cqs->frames.give(static_cast<std::uint32_t>(r.owner - 1));
   if (peer.failed) return;
-  if (peer.frames_posted.empty()) {
-    return protocol_error(peer, "a frame completion without a posted frame");
-  }
   // RC completes a QP's sends in order: this is the oldest posted frame.
-  SendItem item = std::move(peer.frames_posted.front());
-  peer.frames_posted.pop_front();
+  std::optional<SendItem> done = peer.frames.completed();
+  if (!done) return protocol_error(peer, "a frame completion without a posted frame");
+  SendItem& item = *done;
   if (!ok) {
-    if (item.pinned != nullptr) item.pinned->unpin();
+    MessageChannel::release(item);
     return frames_failed(peer,
                          Status::error(Errc::ConnectionLost,
                                        q.ctx->name + ": a frame's SEND completed with " +
@@ -205,8 +199,8 @@ void RdmaLane::on_frame_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, co
   }
   if (p2p::PeerEndpoint* ep = peer.link->endpoint(p2p::TransportId::Rdma)) {
     handler_.frame_written(*ep, item);
-  } else if (item.pinned != nullptr) {
-    item.pinned->unpin();
+  } else {
+    MessageChannel::release(item);
   }
   pump_frames(peer);
 }
@@ -262,7 +256,7 @@ void RdmaLane::on_frame(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, c
 }
 
 void RdmaLane::on_frame_credit(PeerRdma& peer, const FrameCredit& m) {
-  Qp* q = peer.msg.state == QpSlot::State::Ready ? qp(peer.msg.qp_handle) : nullptr;
+  Qp* q = peer.frames.qp.state == QpSlot::State::Ready ? qp(peer.frames.qp.qp_handle) : nullptr;
   if (q == nullptr || q->incarnation != m.qp_incarnation) return;  // for a QP already gone
   if (q->credits + m.credits > kMessageSlots) {
     return protocol_error(peer, "FrameCredit returns " + std::to_string(m.credits) +

@@ -515,8 +515,8 @@ void RdmaLane::end_sleep() {}
 
 bool RdmaLane::busy() const {
   for (const auto& [link, peer] : peers_) {
-    if (!peer->parents.empty() || !peer->grants.empty() || !peer->frames_out.empty() ||
-        !peer->frames_posted.empty() || !peer->deferred.empty()) {
+    if (!peer->parents.empty() || !peer->grants.empty() || peer->frames.pending() ||
+        !peer->deferred.empty()) {
       return true;
     }
   }
@@ -527,13 +527,7 @@ void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
   if (peer.failed) return;
   peer.failed = true;
   // Frames not yet sent, or not proven delivered: the link's requests fail with it.
-  for (auto* queue : {&peer.frames_out, &peer.frames_posted}) {
-    for (detail::SendItem& item : *queue) {
-      if (item.pinned != nullptr) item.pinned->unpin();
-    }
-    queue->clear();
-  }
-  peer.msg.state = QpSlot::State::Empty;
+  peer.frames.fail();
   peer.deferred.clear();  // their receives fail with the link
   peer.requests_waiting.clear();
   peer.requests_out = 0;

@@ -21,6 +21,7 @@
 #include "p2p/peer.h"
 #include "p2p/poller.h"
 #include "p2p/rdma/engine.h"
+#include "p2p/rdma/message_channel.h"
 #include "p2p/rdma/mr_cache.h"
 #include "p2p/rdma/qp.h"
 #include "p2p/rdma/qp_table.h"
@@ -184,14 +185,8 @@ struct Parent {
   std::optional<Clock::time_point> draining_since;
 };
 
-// A QP array: W slots between one local context and one of the peer's NICs, for one role.
-struct QpSlot {
-  enum class State : std::uint8_t { Empty, Building, Ready } state = State::Empty;
-  std::uint16_t qp_handle = 0;
-  std::uint64_t incarnation = 0;  // this side's generation of the slot
-  std::uint64_t builder = 0;
-  std::vector<std::uint64_t> waiters;  // parents
-};
+// A QP array: W slots (QpSlot, message_channel.h) between one local context and one of the
+// peer's NICs, for one role.
 struct QpArray {
   std::size_t context = 0;  // index into RdmaEngine::contexts()
   std::uint8_t remote_nic = 0;
@@ -263,12 +258,7 @@ struct PeerRdma {
   std::size_t requests_out = 0;
   std::deque<std::uint64_t> requests_waiting;
   std::vector<std::uint16_t> qps;  // every QP of this peer (handles)
-  // Frames (frames.cpp): this side's message QP to the peer, the frames waiting for it (credit,
-  // SQ room or the connection) and those posted, in order, until their SEND completes.
-  QpSlot msg;
-  std::uint8_t msg_remote_nic = 0;  // the peer's NIC the message QP connects to
-  std::deque<detail::SendItem> frames_out;
-  std::deque<detail::SendItem> frames_posted;
+  MessageChannel frames;           // this side's message QP to the peer and its frames
   // The peer's NIC with that ID, or null.
   [[nodiscard]] const NicRecord* nic(std::uint8_t id) const {
     for (const NicRecord& n : info.nics) {
@@ -472,7 +462,7 @@ class RdmaLane final : public p2p::LaneTransport {
   // When the earliest open grant reaches rdma.grant_timeout (max: none open); a grant closed
   // early leaves it early, which only costs one scan.
   Clock::time_point next_grant_expiry_ = Clock::time_point::max();
-  std::uint64_t withheld_parent_ = 0;   // test hook withhold_receipt: the parent it stalls
+  std::uint64_t withheld_parent_ = 0;  // test hook withhold_receipt: the parent it stalls
   std::unordered_map<detail::PeerLink*, std::unique_ptr<PeerRdma>> peers_;
   std::unordered_map<detail::PeerLink*, std::uint64_t> offered_;  // link incarnations offered
   std::uint64_t next_parent_ = 1;

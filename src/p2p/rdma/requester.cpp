@@ -267,7 +267,7 @@ void RdmaLane::connect_parent(PeerRdma& peer, Parent& p) {
 }
 
 void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
-  if (peer.msg.state == QpSlot::State::Building && peer.msg.builder == m.builder) {
+  if (peer.frames.qp.state == QpSlot::State::Building && peer.frames.qp.builder == m.builder) {
     return on_message_accept(peer, m);
   }
   QpArray* arr = nullptr;
