@@ -37,10 +37,8 @@ bool RdmaLane::grant_request_valid(PeerRdma& peer, const GrantRequest& m) {
     bad = "GrantRequest for link incarnation " + std::to_string(m.link_incarnation) +
           ", this link is " + std::to_string(peer.my_link_incarnation);
   }
-  for (const auto& [id, g] : peer.grants) {
-    if (bad.empty() && g.parent == m.parent) {
-      bad = "a second GrantRequest for parent " + std::to_string(m.parent);
-    }
+  if (bad.empty() && peer.grants.has_parent(m.parent)) {
+    bad = "a second GrantRequest for parent " + std::to_string(m.parent);
   }
   if (Status st = check_tiling(m); bad.empty() && !st.ok()) bad = st.message();
   for (const SegmentRequest& s : m.segments) {
@@ -270,7 +268,7 @@ std::optional<std::uint64_t> RdmaLane::reserve_grant(PeerRdma& peer, const Grant
     ++plan.qps[i]->receipts_reserved;
   }
   const std::uint64_t id = g.id;
-  peer.grants.emplace(id, std::move(g));
+  peer.grants.insert(std::move(g));
   add(engine_->counters().grants_active);
   const auto active = engine_->counters().grants_active.load();
   if (active > engine_->counters().grants_peak.load()) engine_->counters().grants_peak = active;
@@ -278,7 +276,7 @@ std::optional<std::uint64_t> RdmaLane::reserve_grant(PeerRdma& peer, const Grant
 }
 
 void RdmaLane::bind_windows(PeerRdma& peer, std::uint64_t id, const GrantPlan& plan) {
-  GrantState& live = peer.grants.at(id);
+  GrantState& live = *peer.grants.find(id);
   // One window per segment, bound to exactly its range and direction through its QP.
   for (std::size_t i = 0; i < live.segments.size(); ++i) {
     GrantSegment& s = live.segments[i];

@@ -429,14 +429,7 @@ void RdmaLane::on_recv_cqe(CqSet& cqs, const ibv_wc& wc) {
     if (!q->broken) retire_qp(q->handle);
     if (peer != nullptr && !peer->failed) {
       std::vector<std::uint64_t> hit;
-      for (const auto& [gid, g] : peer->grants) {
-        for (const auto& s : g.segments) {
-          if (s.qp_handle == q->handle && !s.receipted) {
-            hit.push_back(gid);
-            break;
-          }
-        }
-      }
+      peer->grants.through(q->handle, true, hit);
       for (std::uint64_t gid : hit) {
         close_grant(
             *peer, gid,
@@ -476,14 +469,8 @@ int RdmaLane::progress() {
     expire_drains(*peer);
     if (peer->failed) continue;
     pump_frames(*peer);
-    if (!peer->deferred.empty()) {
-      std::deque<GrantRequest> retry;
-      retry.swap(peer->deferred);
-      // The requesters' tiers first (FIFO within one): High waits least behind Low.
-      std::stable_sort(
-          retry.begin(), retry.end(),
-          [](const GrantRequest& a, const GrantRequest& b) { return a.priority < b.priority; });
-      for (const GrantRequest& m : retry) {
+    if (peer->grants.has_deferred()) {
+      for (const GrantRequest& m : peer->grants.take_deferred()) {
         if (peer->failed) break;
         on_grant_request(*peer, m);
       }
@@ -516,7 +503,7 @@ void RdmaLane::end_sleep() {}
 bool RdmaLane::busy() const {
   for (const auto& [link, peer] : peers_) {
     if (!peer->parents.empty() || !peer->grants.empty() || peer->frames.pending() ||
-        !peer->deferred.empty()) {
+        peer->grants.has_deferred()) {
       return true;
     }
   }
@@ -528,12 +515,12 @@ void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
   peer.failed = true;
   // Frames not yet sent, or not proven delivered: the link's requests fail with it.
   peer.frames.fail();
-  peer.deferred.clear();  // their receives fail with the link
+  peer.grants.clear_deferred();  // their receives fail with the link
   peer.requests_waiting.clear();
   peer.requests_out = 0;
   // Grants: windows deallocated (nothing can use them afterwards), ranges unlocked.
   std::vector<std::uint64_t> grants;
-  for (const auto& [id, g] : peer.grants) grants.push_back(id);
+  peer.grants.ids(grants);
   for (std::uint64_t id : grants) close_grant(peer, id, why, false);
   // Every QP of the peer goes to ERR: what was posted flushes, and parents end once drained.
   for (std::uint16_t h : peer.qps) {

@@ -21,6 +21,7 @@
 #include "p2p/peer.h"
 #include "p2p/poller.h"
 #include "p2p/rdma/engine.h"
+#include "p2p/rdma/grant_table.h"
 #include "p2p/rdma/message_channel.h"
 #include "p2p/rdma/mr_cache.h"
 #include "p2p/rdma/qp.h"
@@ -193,44 +194,6 @@ struct QpArray {
   std::vector<QpSlot> slots;
 };
 
-struct GrantSegment {
-  std::size_t context = 0;  // of its QP (and window)
-  std::uint16_t qp_handle = 0;
-  std::uint64_t qp_incarnation = 0;
-  ibv_mw* mw = nullptr;
-  std::uint32_t rkey = 0;
-  std::uint64_t offset = 0;  // in the target region
-  std::uint64_t length = 0;
-  std::uint8_t first_slice = 0;
-  std::uint8_t slices = 0;
-  std::uint32_t requester_qpn = 0;
-  bool bound = false;
-  bool bind_failed = false;
-  bool receipted = false;
-  bool released = false;  // its receipt had status 1: no payload was written through it
-};
-
-struct GrantState {
-  std::uint64_t id = 0, generation = 0, nonce = 0;
-  std::uint64_t parent = 0;
-  std::uint8_t op = 0;
-  std::uint64_t target = 0, target_generation = 0, offset = 0, length = 0;
-  std::shared_ptr<detail::RegionRecord> region;
-  // What the grant holds until it closes (owners: released by close_grant, or kept for good when
-  // a window could not be revoked): the region's pin, the exact range's lock, one max_grants
-  // slot and its bytes of max_direct_bytes.
-  RegionPin pin;
-  RangeLock lock;
-  Charge slot, bytes;
-  // A rendezvous into a posted receive (target = its id): `region` is a record of this grant
-  // only, holding the MR over exactly the granted range, and `receive` keeps the request.
-  bool to_receive = false;
-  std::shared_ptr<detail::RequestState> receive;
-  std::vector<GrantSegment> segments;
-  bool published = false;
-  Clock::time_point started;
-};
-
 // The source-role end of a requester's slot.
 struct SourceSlot {
   std::uint16_t qp_handle = 0;
@@ -248,10 +211,7 @@ struct PeerRdma {
   // with more rails, or one whose NIC paused), each with its own slots.
   std::map<std::tuple<std::uint8_t, std::uint8_t, std::uint32_t>, SourceSlot> sources;
   std::unordered_map<std::uint64_t, Parent> parents;  // waiting ones are in the lane's scheduler
-  std::unordered_map<std::uint64_t, GrantState> grants;
-  // GrantRequests waiting, oldest first: for their connection's receipt slots or SQ room, or
-  // (rendezvous only) for max_grants / max_direct_bytes.
-  std::deque<GrantRequest> deferred;  // at most kMaxPendingGrantRequests
+  GrantTable grants;  // this side as the source: its grants and deferred GrantRequests
   // Requester: GrantRequests sent and not yet answered by a Grant or GrantNack, and the parents
   // whose QPs are ready but whose request waits for that count to fall below
   // kMaxPendingGrantRequests (FIFO; stale ids are skipped).

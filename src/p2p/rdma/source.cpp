@@ -91,14 +91,7 @@ void RdmaLane::on_qp_retire(PeerRdma& peer, const QpRetire& m) {
     if (std::get<2>(it->first) != m.slot || it->second.incarnation != m.qp_incarnation) continue;
     const std::uint16_t handle = it->second.qp_handle;
     std::vector<std::uint64_t> hit;
-    for (const auto& [id, g] : peer.grants) {
-      for (const auto& s : g.segments) {
-        if (s.qp_handle == handle) {
-          hit.push_back(id);
-          break;
-        }
-      }
-    }
+    peer.grants.through(handle, false, hit);
     for (std::uint64_t id : hit) {
       close_grant(peer, id,
                   Status::error(Errc::ConnectionLost,
@@ -113,12 +106,11 @@ void RdmaLane::on_qp_retire(PeerRdma& peer, const QpRetire& m) {
 }
 
 void RdmaLane::on_grant_cancel(PeerRdma& peer, const GrantCancel& m) {
-  auto it = peer.grants.find(m.grant);
-  if (it == peer.grants.end() || it->second.generation != m.generation ||
-      it->second.parent != m.parent) {
+  GrantState* g = peer.grants.find(m.grant);
+  if (g == nullptr || g->generation != m.generation || g->parent != m.parent) {
     return;  // closed already (expired, or its connection failed): its GrantAck went that way
   }
-  for (const GrantSegment& s : it->second.segments) {
+  for (const GrantSegment& s : g->segments) {
     if (s.receipted) {
       return protocol_error(peer, "GrantCancel for grant " + std::to_string(m.grant) +
                                       " after a receipt of its payload");
@@ -132,7 +124,8 @@ void RdmaLane::on_grant_cancel(PeerRdma& peer, const GrantCancel& m) {
 }
 
 void RdmaLane::defer(PeerRdma& peer, const GrantRequest& m) {
-  if (peer.deferred.size() >= kMaxPendingGrantRequests) {
+  bool first = false;
+  if (!peer.grants.defer(m, &first)) {
     // A conforming requester never has that many unanswered (see kMaxPendingGrantRequests):
     // the queue, and the passes that retry it, stay bounded.
     return protocol_error(peer, "more than " + std::to_string(kMaxPendingGrantRequests) +
@@ -140,16 +133,14 @@ void RdmaLane::defer(PeerRdma& peer, const GrantRequest& m) {
                                     std::to_string(m.parent) + ")");
   }
   // Counted once however often it waits, by its own mark (a pass may also take new requests).
-  if (!m.deferred) add(engine_->counters().grant_requests_deferred);
-  peer.deferred.push_back(m);
-  peer.deferred.back().deferred = true;
+  if (first) add(engine_->counters().grant_requests_deferred);
 }
 
 void RdmaLane::on_source_wr(PeerRdma& peer, const WrRecord& r, bool ok) {
   if (r.kind != WrKind::Bind) return;
-  auto it = peer.grants.find(r.owner);
-  if (it == peer.grants.end()) return;
-  GrantState& g = it->second;
+  GrantState* found = peer.grants.find(r.owner);
+  if (found == nullptr) return;
+  GrantState& g = *found;
   GrantSegment& s = g.segments[r.segment];
   if (!ok) {
     s.bind_failed = true;
@@ -227,11 +218,11 @@ void RdmaLane::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot,
       decode_binding(reinterpret_cast<const std::uint8_t*>(cqs.receipts.at(slot)), wc.byte_len);
   if (!decoded.ok()) return mismatch(decoded.status().message());
   const Binding& b = *decoded;
-  auto it = peer.grants.find(b.grant_id);
-  if (it == peer.grants.end() || !it->second.published) {
+  GrantState* found = peer.grants.find(b.grant_id);
+  if (found == nullptr || !found->published) {
     return mismatch("grant " + std::to_string(b.grant_id) + " is not published");
   }
-  GrantState& g = it->second;
+  GrantState& g = *found;
   GrantSegment* seg = nullptr;
   for (GrantSegment& s : g.segments) {
     if (s.first_slice == b.first_slice && !s.receipted) seg = &s;
@@ -288,14 +279,7 @@ void RdmaLane::expire_grants(Clock::time_point now) {
 
 void RdmaLane::expire_grants(PeerRdma& peer, Clock::time_point now) {
   if (peer.grants.empty()) return;
-  expired_.clear();
-  for (const auto& [id, g] : peer.grants) {
-    if (now - g.started >= cfg_.grant_timeout) {
-      expired_.push_back(id);
-    } else {
-      next_grant_expiry_ = std::min(next_grant_expiry_, g.started + cfg_.grant_timeout);
-    }
-  }
+  peer.grants.due(now, cfg_.grant_timeout, expired_, next_grant_expiry_);
   for (std::uint64_t id : expired_) {
     add(engine_->counters().grants_expired);
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.grant_timeout);
@@ -309,10 +293,9 @@ void RdmaLane::expire_grants(PeerRdma& peer, Clock::time_point now) {
 }
 
 void RdmaLane::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outcome, bool send_ack) {
-  auto it = peer.grants.find(id);
-  if (it == peer.grants.end()) return;
-  GrantState g = std::move(it->second);
-  peer.grants.erase(it);
+  std::optional<GrantState> taken = peer.grants.take(id);
+  if (!taken) return;
+  GrantState g = std::move(*taken);
   bool retained = false;
   for (GrantSegment& s : g.segments) {
     Qp* q = qp(s.qp_handle);

@@ -1,0 +1,147 @@
+// One peer's grants on a lane, this side being the source (the owner of the memory): the live
+// grants by id, and the GrantRequests deferred until their connection's receipt slots or SQ room
+// (or, for a rendezvous, max_grants / max_direct_bytes) allow them. grant_request.cpp answers a
+// request, source.cpp receipts and closes grants; this table holds their records and enforces
+// the deferred queue's bound. Touched by the lane's mutex holder only.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "p2p/rdma/engine.h"
+#include "p2p/rdma/range_locks.h"
+#include "p2p/rdma/region_pin.h"
+#include "p2p/rdma/wire.h"
+#include "p2p/registry.h"
+#include "p2p/request.h"
+
+struct ibv_mw;
+
+namespace orbite::rdma {
+
+struct GrantSegment {
+  std::size_t context = 0;  // of its QP (and window)
+  std::uint16_t qp_handle = 0;
+  std::uint64_t qp_incarnation = 0;
+  ibv_mw* mw = nullptr;
+  std::uint32_t rkey = 0;
+  std::uint64_t offset = 0;  // in the target region
+  std::uint64_t length = 0;
+  std::uint8_t first_slice = 0;
+  std::uint8_t slices = 0;
+  std::uint32_t requester_qpn = 0;
+  bool bound = false;
+  bool bind_failed = false;
+  bool receipted = false;
+  bool released = false;  // its receipt had status 1: no payload was written through it
+};
+
+struct GrantState {
+  std::uint64_t id = 0, generation = 0, nonce = 0;
+  std::uint64_t parent = 0;
+  std::uint8_t op = 0;
+  std::uint64_t target = 0, target_generation = 0, offset = 0, length = 0;
+  std::shared_ptr<detail::RegionRecord> region;
+  // What the grant holds until it closes (owners: released by close_grant, or kept for good when
+  // a window could not be revoked): the region's pin, the exact range's lock, one max_grants
+  // slot and its bytes of max_direct_bytes.
+  RegionPin pin;
+  RangeLock lock;
+  Charge slot, bytes;
+  // A rendezvous into a posted receive (target = its id): `region` is a record of this grant
+  // only, holding the MR over exactly the granted range, and `receive` keeps the request.
+  bool to_receive = false;
+  std::shared_ptr<detail::RequestState> receive;
+  std::vector<GrantSegment> segments;
+  bool published = false;
+  std::chrono::steady_clock::time_point started;
+};
+
+class GrantTable {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  [[nodiscard]] GrantState* find(std::uint64_t id) {
+    auto it = grants_.find(id);
+    return it == grants_.end() ? nullptr : &it->second;
+  }
+  GrantState& insert(GrantState g) {
+    const std::uint64_t id = g.id;
+    return grants_.emplace(id, std::move(g)).first->second;
+  }
+  // Removes the grant; nullopt when it is not (or no longer) there.
+  std::optional<GrantState> take(std::uint64_t id) {
+    auto it = grants_.find(id);
+    if (it == grants_.end()) return std::nullopt;
+    GrantState g = std::move(it->second);
+    grants_.erase(it);
+    return g;
+  }
+  [[nodiscard]] bool empty() const { return grants_.empty(); }
+  [[nodiscard]] bool has_parent(std::uint64_t parent) const {
+    return std::any_of(grants_.begin(), grants_.end(),
+                       [&](const auto& kv) { return kv.second.parent == parent; });
+  }
+  // The grants with a segment on QP `handle` (only those not yet receipted with `open_only`).
+  void through(std::uint16_t handle, bool open_only, std::vector<std::uint64_t>& out) const {
+    out.clear();
+    for (const auto& [id, g] : grants_) {
+      for (const GrantSegment& s : g.segments) {
+        if (s.qp_handle == handle && (!open_only || !s.receipted)) {
+          out.push_back(id);
+          break;
+        }
+      }
+    }
+  }
+  void ids(std::vector<std::uint64_t>& out) const {
+    out.clear();
+    for (const auto& [id, g] : grants_) out.push_back(id);
+  }
+  // The grants `timeout` old at `now` into `out`; `next` lowered to the earliest other expiry.
+  void due(Clock::time_point now, Clock::duration timeout, std::vector<std::uint64_t>& out,
+           Clock::time_point& next) const {
+    out.clear();
+    for (const auto& [id, g] : grants_) {
+      if (now - g.started >= timeout) {
+        out.push_back(id);
+      } else {
+        next = std::min(next, g.started + timeout);
+      }
+    }
+  }
+
+  // Deferred GrantRequests: at most kMaxPendingGrantRequests (false: the peer exceeded it, a
+  // protocol error). `first` says whether this request had not waited before.
+  bool defer(const GrantRequest& m, bool* first) {
+    if (deferred_.size() >= kMaxPendingGrantRequests) return false;
+    *first = !m.deferred;
+    deferred_.push_back(m);
+    deferred_.back().deferred = true;
+    return true;
+  }
+  [[nodiscard]] bool has_deferred() const { return !deferred_.empty(); }
+  // Every deferred request, in the requesters' tier order (FIFO within a tier: High waits least
+  // behind Low); the queue is empty afterwards (those still waiting defer again).
+  std::deque<GrantRequest> take_deferred() {
+    std::deque<GrantRequest> out;
+    out.swap(deferred_);
+    std::stable_sort(out.begin(), out.end(), [](const GrantRequest& a, const GrantRequest& b) {
+      return a.priority < b.priority;
+    });
+    return out;
+  }
+  void clear_deferred() { deferred_.clear(); }
+
+ private:
+  std::unordered_map<std::uint64_t, GrantState> grants_;
+  std::deque<GrantRequest> deferred_;
+};
+
+}  // namespace orbite::rdma
