@@ -68,9 +68,9 @@ void RdmaLane::read_transmit() {
 Scheduler::Verdict RdmaLane::visit(SchedEntry& e, Clock::time_point now) {
   using V = Scheduler::Verdict;
   PeerRdma& peer = *e.peer;
-  auto it = peer.parents.find(e.parent);
-  if (it == peer.parents.end()) return V::Remove;
-  Parent& p = it->second;
+  Parent* found = peer.parents.find(e.parent);
+  if (found == nullptr) return V::Remove;
+  Parent& p = *found;
   const std::uint64_t id = p.id;
   switch (p.state) {
     case ParentState::Admission: return admit(peer, p, e, now);
@@ -104,13 +104,13 @@ Scheduler::Verdict RdmaLane::visit(SchedEntry& e, Clock::time_point now) {
   posting_tier_ = e.tier;
   if (post_room_bounded_) read_transmit();
   post_payload(peer, p);
-  auto again = peer.parents.find(id);
-  if (again == peer.parents.end()) return V::Remove;
-  if (!started && any_posted(again->second)) {
+  Parent* again = peer.parents.find(id);
+  if (again == nullptr) return V::Remove;
+  if (!started && any_posted(*again)) {
     sched_.counters()[e.tier].posted.fetch_add(1, std::memory_order_relaxed);
   }
   // Receipts that found the SQ full are retried from here too, so it stays while Granted.
-  return again->second.state == ParentState::Granted ? V::Keep : V::Remove;
+  return again->state == ParentState::Granted ? V::Keep : V::Remove;
 }
 
 Scheduler::Verdict RdmaLane::admit(PeerRdma& peer, Parent& p, const SchedEntry& e,
@@ -133,7 +133,7 @@ Scheduler::Verdict RdmaLane::admit(PeerRdma& peer, Parent& p, const SchedEntry& 
   p.direct = Charge(engine_->direct_bytes(), p.length);
   const std::uint64_t id = p.id;
   connect_parent(peer, p);
-  return peer.parents.count(id) != 0 ? V::Keep : V::Remove;
+  return peer.parents.contains(id) ? V::Keep : V::Remove;
 }
 
 bool RdmaLane::predicted_late(const PeerRdma& peer, const Parent& p, Clock::time_point now) {
@@ -155,9 +155,9 @@ bool RdmaLane::predicted_late(const PeerRdma& peer, const Parent& p, Clock::time
 
 ArbCandidate RdmaLane::describe(const SchedEntry& e) const {
   ArbCandidate c;
-  const auto it = e.peer->parents.find(e.parent);
-  if (it == e.peer->parents.end() || it->second.state != ParentState::Granted) return c;
-  const Parent& p = it->second;
+  const Parent* found = e.peer->parents.find(e.parent);
+  if (found == nullptr || found->state != ParentState::Granted) return c;
+  const Parent& p = *found;
   c.deadline = p.deadline;
   for (const Segment& s : p.segments) {
     if (s.posted == s.slices) continue;

@@ -516,8 +516,7 @@ void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
   // Frames not yet sent, or not proven delivered: the link's requests fail with it.
   peer.frames.fail();
   peer.grants.clear_deferred();  // their receives fail with the link
-  peer.requests_waiting.clear();
-  peer.requests_out = 0;
+  peer.parents.reset_window();
   // Grants: windows deallocated (nothing can use them afterwards), ranges unlocked.
   std::vector<std::uint64_t> grants;
   peer.grants.ids(grants);
@@ -532,7 +531,7 @@ void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
     if (!p.draining_since) p.draining_since = Clock::now();
   }
   std::vector<std::uint64_t> ids;
-  for (const auto& [id, p] : peer.parents) ids.push_back(id);
+  peer.parents.ids(ids);
   for (std::uint64_t id : ids) maybe_finish_parent(peer, id);
 }
 
@@ -558,7 +557,7 @@ void RdmaLane::shutdown(const Status& why) {
   for (auto& [link, peer] : peers_) {
     for (auto& [id, p] : peer->parents) p.wrs_outstanding = 0;
     std::vector<std::uint64_t> ids;
-    for (const auto& [id, p] : peer->parents) ids.push_back(id);
+    peer->parents.ids(ids);
     for (std::uint64_t id : ids) maybe_finish_parent(*peer, id);
     peer->parents.clear();
   }

@@ -24,6 +24,7 @@
 #include "p2p/rdma/grant_table.h"
 #include "p2p/rdma/message_channel.h"
 #include "p2p/rdma/mr_cache.h"
+#include "p2p/rdma/parent_table.h"
 #include "p2p/rdma/qp.h"
 #include "p2p/rdma/qp_table.h"
 #include "p2p/rdma/range_locks.h"
@@ -100,92 +101,6 @@ class RdmaEndpoint final : public p2p::PeerEndpoint {
   bool closed_ = false;  // later frames are released at once, never sent
 };
 
-// One payload-carrying run of a parent's slices on one QP: one window, one receipt.
-struct Segment {
-  std::uint8_t first_slice = 0;
-  std::uint8_t slices = 0;
-  std::size_t array = 0;   // its rail: the QP array (local context, remote NIC) in the peer
-  int nic = 0;             // the local NIC the selector gave its slices
-  std::uint32_t lkey = 0;  // the local memory's local-only MR on the array's context
-  // Its first payload post: the selection estimate learns the segment's bytes over first post
-  // to last payload completion.
-  std::optional<Clock::time_point> first_post;
-  std::uint32_t slot = 0;
-  std::uint64_t offset = 0;  // of the segment in the parent
-  std::uint64_t length = 0;
-  // Requester side.
-  std::uint16_t qp_handle = 0;
-  std::uint32_t rkey = 0;
-  std::uint64_t remote_address = 0;
-  std::uint8_t posted = 0;     // slices posted
-  std::uint8_t completed = 0;  // slices proven successful
-  bool receipt_posted = false;
-  bool receipt_done = false;
-  // Given back unwritten with a status-1 receipt: the parent's deadline passed after its payload
-  // had started but before this segment's first post.
-  bool released = false;
-  std::int32_t receipt_slot = -1;  // registered slot holding the binding when not inline
-};
-
-enum class ParentState : std::uint8_t {
-  Admission,   // waiting for the direct-bytes budget
-  Connecting,  // waiting for its QP slots
-  Requesting,  // GrantRequest sent
-  Granted,     // posting payload
-  AwaitAck,    // every receipt posted
-  Draining,    // failed: waiting until no WR of it can run
-  Canceling,   // its deadline passed before its payload: GrantCancel sent, waiting for the ack
-};
-
-struct RmaJob {
-  p2p::RmaOp op;
-  std::size_t parents_left = 0;
-  Status first_error;
-  // What the GrantRequests and receipts name: the wire op (kOpToReceive for a rendezvous) and
-  // the target (a region and its generation, or the peer's receive id and 0).
-  std::uint8_t wire_op = kOpRead;
-  std::uint64_t target = 0, target_generation = 0;
-  // A send buffer registered for this job only (op.local_buffer); released with the job, after
-  // every parent has drained.
-  std::shared_ptr<detail::RegionRecord> transient;
-};
-
-struct Parent {
-  std::uint64_t id = 0;
-  std::shared_ptr<RmaJob> job;
-  ParentState state = ParentState::Admission;
-  bool write = false;
-  std::byte* local = nullptr;  // first byte of the parent in the local region
-  std::uint64_t remote_offset = 0;
-  std::uint64_t length = 0;
-  SlicePlan plan;
-  std::vector<Segment> segments;
-  // The selector's charges for its slices (one NIC each), returned as slices complete; what is
-  // left is abandoned when the parent reports.
-  topo::DeviceLease lease;
-  std::uint64_t grant = 0, grant_generation = 0, grant_nonce = 0;
-  Charge direct;  // its requester loan of max_direct_bytes, from admission until it reports
-  // Its request's priority and deadline (kNoDeadline: none; a rendezvous has none here, since its
-  // receiver already matched it): the scheduler's inputs, and the GrantRequest's.
-  Priority priority = Priority::High;
-  Clock::time_point deadline = kNoDeadline;
-  // Its scheduler entry while it waits for its grant (parent 0: none parked): out of the
-  // scheduler's passes until the Grant, or a cache miss that reconnects, resumes it.
-  SchedEntry parked{};
-  bool reconnected = false;
-  bool request_waiting = false;  // in its peer's requests_waiting
-  bool acked = false;
-  Status ack_status;
-  Status failure;  // first failure; the parent ends once it has drained
-  // Its deadline passed after its payload started (release_unstarted): Timeout, reported after
-  // its receipts (status 1 for the segments given back) and the source's GrantAck.
-  Status released;
-  std::size_t wrs_outstanding = 0;
-  bool reported = false;  // its job was told (it may still wait for its GrantAck)
-  // When it started draining: one destruction window (rdma.destroy_timeout) from here.
-  std::optional<Clock::time_point> draining_since;
-};
-
 // A QP array: W slots (QpSlot, message_channel.h) between one local context and one of the
 // peer's NICs, for one role.
 struct QpArray {
@@ -210,13 +125,8 @@ struct PeerRdma {
   // By (the requester's NIC, my NIC, slot): two requester NICs may map to one NIC here (a peer
   // with more rails, or one whose NIC paused), each with its own slots.
   std::map<std::tuple<std::uint8_t, std::uint8_t, std::uint32_t>, SourceSlot> sources;
-  std::unordered_map<std::uint64_t, Parent> parents;  // waiting ones are in the lane's scheduler
-  GrantTable grants;  // this side as the source: its grants and deferred GrantRequests
-  // Requester: GrantRequests sent and not yet answered by a Grant or GrantNack, and the parents
-  // whose QPs are ready but whose request waits for that count to fall below
-  // kMaxPendingGrantRequests (FIFO; stale ids are skipped).
-  std::size_t requests_out = 0;
-  std::deque<std::uint64_t> requests_waiting;
+  ParentTable parents;  // this side as the requester: its parents and its GrantRequest window
+  GrantTable grants;    // this side as the source: its grants and deferred GrantRequests
   std::vector<std::uint16_t> qps;  // every QP of this peer (handles)
   MessageChannel frames;           // this side's message QP to the peer and its frames
   // The peer's NIC with that ID, or null.
@@ -271,7 +181,6 @@ class RdmaLane final : public p2p::LaneTransport {
   // Requester payload QPs idle for rdma.idle_qp_timeout (no WR outstanding, no parent naming
   // them) are retired at both ends; looked at a few times per timeout.
   void reap_idle_qps(Clock::time_point now);
-  [[nodiscard]] bool qp_in_use(const PeerRdma& peer, std::uint16_t handle) const;
   int poll_cqs();
   void on_send_cqe(const ibv_wc& wc);
   void on_recv_cqe(CqSet& cqs, const ibv_wc& wc);

@@ -52,8 +52,8 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
   for (std::size_t si = 0; si < p.segments.size() && p.state == ParentState::Granted; ++si) {
     Segment& s = p.segments[si];
     if ((s.completed == s.slices || s.released) && !s.receipt_posted) {
-      post_receipt(peer, p, s, s.released);     // one that found its SQ full earlier
-      if (peer.parents.count(id) == 0) return;  // it failed, and ended
+      post_receipt(peer, p, s, s.released);    // one that found its SQ full earlier
+      if (!peer.parents.contains(id)) return;  // it failed, and ended
       continue;
     }
     if (s.released) continue;
@@ -258,9 +258,9 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s, bool release)
 
 void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok,
                                const ibv_wc* wc) {
-  auto it = peer.parents.find(r.owner);
-  if (it == peer.parents.end()) return;
-  Parent& p = it->second;
+  Parent* found = peer.parents.find(r.owner);
+  if (found == nullptr) return;
+  Parent& p = *found;
   if (p.wrs_outstanding > 0) --p.wrs_outstanding;
   Segment& s = p.segments[r.segment];
   // A receipt's completion, successful, failed or flushed, ends the HCA's use of its slot.

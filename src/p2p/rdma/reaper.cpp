@@ -13,15 +13,6 @@ Duration reap_period(Duration timeout) {
 }
 }  // namespace
 
-bool RdmaLane::qp_in_use(const PeerRdma& peer, std::uint16_t handle) const {
-  for (const auto& [id, p] : peer.parents) {
-    for (const Segment& s : p.segments) {
-      if (s.qp_handle == handle) return true;
-    }
-  }
-  return false;
-}
-
 void RdmaLane::reap_idle_qps(Clock::time_point now) {
   if (cfg_.idle_qp_timeout == Duration::zero() || now < next_reap_) return;
   next_reap_ = now + reap_period(cfg_.idle_qp_timeout);
@@ -32,7 +23,7 @@ void RdmaLane::reap_idle_qps(Clock::time_point now) {
         if (slot.state != QpSlot::State::Ready || !slot.waiters.empty()) continue;
         Qp* q = qp(slot.qp_handle);
         if (q == nullptr || q->sq.outstanding() != 0 || now - q->last_used < cfg_.idle_qp_timeout ||
-            qp_in_use(*peer, q->handle)) {
+            peer->parents.uses_qp(q->handle)) {
           continue;
         }
         // Both ends go: the source retires its end on the QpRetire (no grant names this QP,

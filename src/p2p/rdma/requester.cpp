@@ -214,8 +214,7 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
   for (Parent& p : planned) {
     add(engine_->counters().parents);
     sched_.push(peer, p.id, priority, now, deadline);  // one batch: its parents keep their order
-    const std::uint64_t id = p.id;
-    peer->parents.emplace(id, std::move(p));
+    peer->parents.insert(std::move(p));
   }
   dispatch_due_ = true;
   return {};
@@ -306,8 +305,8 @@ void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
     slot->state = QpSlot::State::Empty;
     if (q != nullptr) retire_qp(q->handle);
     for (std::uint64_t id : waiters) {
-      auto it = peer.parents.find(id);
-      if (it != peer.parents.end()) fail_parent(peer, it->second, st.with_context("nothing moved"));
+      if (Parent* p = peer.parents.find(id))
+        fail_parent(peer, *p, st.with_context("nothing moved"));
     }
     return;
   }
@@ -328,21 +327,18 @@ void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
     l.max_inline_data = q->max_inline;
   }
   for (std::uint64_t id : waiters) {
-    auto it = peer.parents.find(id);
-    if (it != peer.parents.end() && it->second.state == ParentState::Connecting) {
-      connect_parent(peer, it->second);
-    }
+    Parent* p = peer.parents.find(id);
+    if (p != nullptr && p->state == ParentState::Connecting) connect_parent(peer, *p);
   }
 }
 
 void RdmaLane::request_grant(PeerRdma& peer, Parent& p) {
-  if (peer.requests_out >= kMaxPendingGrantRequests && !hooks_.flood_grant_requests) {
-    if (!p.request_waiting) peer.requests_waiting.push_back(p.id);
-    p.request_waiting = true;
+  if (peer.parents.window_full() && !hooks_.flood_grant_requests) {
+    peer.parents.hold(p);
     return;  // still Connecting: its QPs are ready, its request waits for an answer to another
   }
   p.request_waiting = false;
-  ++peer.requests_out;
+  peer.parents.requested();
   p.state = ParentState::Requesting;
   GrantRequest m;
   m.parent = p.id;
@@ -375,27 +371,18 @@ void RdmaLane::request_grant(PeerRdma& peer, Parent& p) {
 }
 
 void RdmaLane::send_waiting_requests(PeerRdma& peer) {
-  while (!peer.requests_waiting.empty() && peer.requests_out < kMaxPendingGrantRequests) {
-    const std::uint64_t id = peer.requests_waiting.front();
-    peer.requests_waiting.pop_front();
-    auto it = peer.parents.find(id);
-    if (it == peer.parents.end() || !it->second.request_waiting ||
-        it->second.state != ParentState::Connecting) {
-      continue;  // it ended, or failed, while it waited
-    }
-    request_grant(peer, it->second);
-  }
+  while (Parent* p = peer.parents.next_held()) request_grant(peer, *p);
 }
 
 void RdmaLane::on_grant(PeerRdma& peer, const Grant& m) {
-  auto it = peer.parents.find(m.parent);
-  if (it == peer.parents.end() || it->second.state != ParentState::Requesting ||
-      m.segments.size() != it->second.segments.size()) {
+  Parent* found = peer.parents.find(m.parent);
+  if (found == nullptr || found->state != ParentState::Requesting ||
+      m.segments.size() != found->segments.size()) {
     return protocol_error(peer, "Grant for parent " + std::to_string(m.parent) +
                                     " that asked for none (or for another segment count)");
   }
-  Parent& p = it->second;
-  if (peer.requests_out > 0) --peer.requests_out;
+  Parent& p = *found;
+  peer.parents.answered();
   p.grant = m.grant;
   p.grant_generation = m.generation;
   p.grant_nonce = m.nonce;
@@ -415,13 +402,13 @@ void RdmaLane::resume(Parent& p) {
 }
 
 void RdmaLane::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
-  auto it = peer.parents.find(m.parent);
-  if (it == peer.parents.end() || it->second.state != ParentState::Requesting) {
+  Parent* found = peer.parents.find(m.parent);
+  if (found == nullptr || found->state != ParentState::Requesting) {
     return protocol_error(
         peer, "GrantNack for parent " + std::to_string(m.parent) + " that is not requesting");
   }
-  Parent& p = it->second;
-  if (peer.requests_out > 0) --peer.requests_out;
+  Parent& p = *found;
+  peer.parents.answered();
   if (m.cache_miss != 0 && !p.reconnected) {
     // The only case that may reconnect: no authority ever existed for this parent.
     p.reconnected = true;
@@ -442,14 +429,14 @@ void RdmaLane::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
 }
 
 void RdmaLane::on_grant_ack(PeerRdma& peer, const GrantAck& m) {
-  auto it = peer.parents.find(m.parent);
-  if (it == peer.parents.end() || it->second.acked ||
-      (it->second.state == ParentState::Requesting && !it->second.segments.empty()) ||
-      it->second.state == ParentState::Connecting || it->second.state == ParentState::Admission) {
+  Parent* found = peer.parents.find(m.parent);
+  if (found == nullptr || found->acked ||
+      (found->state == ParentState::Requesting && !found->segments.empty()) ||
+      found->state == ParentState::Connecting || found->state == ParentState::Admission) {
     return protocol_error(peer,
                           "GrantAck for parent " + std::to_string(m.parent) + " that has no grant");
   }
-  Parent& p = it->second;
+  Parent& p = *found;
   if (m.errc == 0 && (m.bytes != p.length || m.grant != p.grant)) {
     return protocol_error(peer, "GrantAck for " + std::to_string(m.bytes) + " bytes of grant " +
                                     std::to_string(m.grant) + " does not match the parent");
@@ -518,9 +505,9 @@ void RdmaLane::report(Parent& p, const Status& st) {
 }
 
 void RdmaLane::maybe_finish_parent(PeerRdma& peer, std::uint64_t id) {
-  auto it = peer.parents.find(id);
-  if (it == peer.parents.end()) return;
-  Parent& p = it->second;
+  Parent* found = peer.parents.find(id);
+  if (found == nullptr) return;
+  Parent& p = *found;
   const bool granted = p.grant != 0;
   if (!p.failure.ok() || p.state == ParentState::Draining) {
     // Reported only once no WR of the parent can run any more.
@@ -536,7 +523,7 @@ void RdmaLane::maybe_finish_parent(PeerRdma& peer, std::uint64_t id) {
       for (auto& arr : peer.arrays) {
         for (auto& slot : arr.slots) std::erase(slot.waiters, id);
       }
-      peer.parents.erase(it);
+      peer.parents.erase(id);
     }
     return;
   }
@@ -545,7 +532,7 @@ void RdmaLane::maybe_finish_parent(PeerRdma& peer, std::uint64_t id) {
                                     [](const Segment& s) { return s.receipt_done; });
   if (!receipts || p.wrs_outstanding > 0) return;
   report(p, {});
-  peer.parents.erase(it);
+  peer.parents.erase(id);
 }
 
 }  // namespace orbite::rdma
