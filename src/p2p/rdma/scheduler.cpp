@@ -102,11 +102,7 @@ void Scheduler::push(PeerRdma* peer, std::uint64_t parent, Priority priority,
   e.enqueued = now;
   e.deadline = deadline;
   e.tier = e.original = static_cast<std::uint8_t>(tier_of(priority));
-  if (dispatching_) {
-    incoming_.push_back(e);
-  } else {
-    enqueue(e);
-  }
+  resume(e);
 }
 
 void Scheduler::resume(const SchedEntry& e) {

@@ -111,8 +111,8 @@ class Scheduler {
   void push(PeerRdma* peer, std::uint64_t parent, Priority priority, SchedClock::time_point now,
             SchedClock::time_point deadline = kNoDeadline);
 
-  // An entry a visit removed while it waited for something outside the scheduler (a parent
-  // waiting for its grant), back at the tail of its tier with its age, tier and deadline.
+  // An entry at the tail of its tier as it is: a new one (push), or one a visit removed while it
+  // waited outside the scheduler (a parent waiting for its grant) with its age, tier, deadline.
   void resume(const SchedEntry& e);
 
   // At most once per millisecond: entries older than the promotion timeout move one tier up (to
