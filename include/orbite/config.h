@@ -96,10 +96,12 @@ struct ORBITE_API RdmaConfig {
   // of deadline left) reaches this is dropped before dispatch (Timeout, nothing moved). 0: only
   // requests whose deadline already passed are dropped. TENT's guidance: 1.2 to 1.5.
   double deadline_admission_mlu = 0.0;
-  // Payload posted to a NIC and not yet completed is kept to about this much of its transmit
-  // estimate (at least 1 MiB, at least one WR): what is not posted stays in the scheduler, where
-  // High work can still overtake it (posted DMA is never preempted). 0: only the QPs' depth bounds.
-  Duration post_queue_target = std::chrono::milliseconds(1);
+  // Medium and Low payload posted to a NIC and not yet completed, counted with the work of the
+  // tiers above it, is kept to about this much of the NIC's transmit estimate (at least 256 KiB,
+  // at least one WR): what is not posted stays in the scheduler, where higher-tier work can still
+  // overtake it (posted DMA is never preempted). High has no tier above it and is bounded by its
+  // QPs' depth only. 0: only the QPs' depth bounds every tier.
+  Duration post_queue_target = std::chrono::microseconds(500);
   // Age after which ready lower-priority payloads are promoted one tier.
   Duration priority_promotion_timeout = std::chrono::milliseconds(10);
   // Promote only entries that individually aged out (false: an aged head promotes its tier).

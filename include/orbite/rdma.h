@@ -145,6 +145,9 @@ struct NicLoad {
   std::uint64_t allocated_bytes = 0;   // bytes the selection gave it, lifetime
   // Payload bytes posted to it, lifetime, by the scheduler tier the parent was in (Priority index).
   std::array<std::uint64_t, 3> posted_by_tier{};
+  // Payload bytes posted to it and not yet completed, by tier: what rdma.post_queue_target bounds
+  // for Medium and Low (the backlog a higher tier's work finds ahead of it).
+  std::array<std::uint64_t, 3> outstanding_by_tier{};
 };
 
 }  // namespace orbite

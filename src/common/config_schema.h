@@ -143,8 +143,9 @@ void visit_rdma(V& v, C& r) {
           "Drop a request with a deadline before dispatch when its predicted DeadlineMlu reaches "
           "this (0: only deadlines already passed drop).");
   v.field("post_queue_target", r.post_queue_target, Dur{Duration::zero(), std::chrono::seconds(1)},
-          "Payload posted to a NIC and not completed is kept to about this much of its transmit "
-          "estimate (at least 1 MiB), so High work can overtake the rest (0: QP depth only).");
+          "Medium and Low payload posted to a NIC and not completed (with the work of the tiers "
+          "above) is kept to about this much of its transmit estimate (at least 256 KiB), so "
+          "higher-tier work finds a short queue (0: QP depth only; High is never held by it).");
   v.field("priority_promotion_timeout", r.priority_promotion_timeout,
           Dur{Duration::zero(), kForever},
           "Age after which ready lower-priority payloads are promoted one tier.");

@@ -412,6 +412,42 @@ TEST(SqLedger, UnpostAcrossTheWrap) {
   EXPECT_EQ(l.records().back().seq, 0xfffffffdu);
 }
 
+// The payload a QP owes by tier: what keeps lower-tier WRs from going in front of a higher tier's
+// receipt (RC serves the QP in order). Every way a record leaves the ledger forgets its tier.
+TEST(SqLedger, CountsOutstandingPayloadByTier) {
+  SqLedger l(16);
+  auto tiered = [](std::uint64_t owner, std::uint8_t tier, WrKind kind = WrKind::Payload) {
+    WrRecord r = record(owner, kind);
+    r.tier = tier;
+    return r;
+  };
+  EXPECT_FALSE(l.payload_above(2));
+  l.push(tiered(1, 2));                   // seq 0: Low payload
+  l.push(tiered(2, 0));                   // seq 1: High payload
+  l.push(tiered(3, 0, WrKind::Receipt));  // seq 2: a receipt counts for no tier
+  l.push(tiered(4, 1));                   // seq 3: Medium payload
+  EXPECT_FALSE(l.payload_above(0));       // nothing is above High
+  EXPECT_TRUE(l.payload_above(1));
+  EXPECT_TRUE(l.payload_above(2));
+  Resolved out;
+  ASSERT_EQ(l.complete(1, true, out), SqLedger::Apply::Applied);  // the Low and the High one
+  EXPECT_FALSE(l.payload_above(1));
+  EXPECT_TRUE(l.payload_above(2));  // the Medium payload is still owed
+  // A flush resolves it; an unposted High WR is forgotten; a destroyed QP owes nothing.
+  ASSERT_EQ(l.complete(3, false, out), SqLedger::Apply::Applied);
+  EXPECT_FALSE(l.payload_above(2));
+  const std::uint32_t seq = l.push(tiered(5, 0));
+  EXPECT_TRUE(l.payload_above(2));
+  l.unpost_from(seq);
+  EXPECT_FALSE(l.payload_above(2));
+  l.push(tiered(6, 0));
+  l.push(tiered(7, 1));
+  l.clear();
+  EXPECT_FALSE(l.payload_above(2));
+  l.push(tiered(8, 2));
+  EXPECT_FALSE(l.payload_above(2));  // a tier never waits for itself
+}
+
 // ------------------------------------------------------------------------------------------------
 // READ depth clamp
 

@@ -15,7 +15,8 @@ namespace orbite::rdma {
 namespace {
 
 // The smallest posting window per NIC: below it the pass-to-pass gaps would starve the link.
-constexpr std::uint64_t kMinPostWindow = 1ULL << 20;
+constexpr std::uint64_t kMinPostWindow = 256ULL << 10;
+static_assert(kTiers == kWrTiers, "the QP ledger counts payload by the scheduler's tiers");
 
 bool any_posted(const Parent& p) {
   for (const Segment& s : p.segments) {
@@ -58,10 +59,16 @@ void RdmaLane::read_transmit() {
   engine_->selector().transmit(transmit_);
   if (!post_room_bounded_) return;
   const double target = std::chrono::duration<double>(cfg_.post_queue_target).count();
+  const auto& outstanding = engine_->counters().nic_tier_outstanding;
   for (std::size_t i = 0; i < transmit_.size(); ++i) {
     const auto window = std::max<std::uint64_t>(
         kMinPostWindow, static_cast<std::uint64_t>(transmit_[i].Bps * target));
-    post_room_[i] = window > transmit_[i].posted ? window - transmit_[i].posted : 0;
+    std::uint64_t ahead = 0;
+    for (std::size_t t = 0; t < kTiers; ++t) {
+      ahead += static_cast<std::uint64_t>(
+          std::max<std::int64_t>(0, outstanding[i][t].load(std::memory_order_relaxed)));
+      post_room_[i][t] = window > ahead ? window - ahead : 0;
+    }
   }
 }
 

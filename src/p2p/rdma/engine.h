@@ -104,6 +104,21 @@ struct RdmaCounters {
   TierCounterSet tiers;  // the lanes' schedulers
   // Payload bytes posted per NIC and tier (nic_load_stats()).
   std::array<std::array<std::atomic<std::uint64_t>, kTiers>, kMaxNics> nic_tier_posted{};
+  // Payload bytes posted per NIC and tier and not yet resolved (completed, flushed, or gone with
+  // their QP): rdma.post_queue_target's room per tier.
+  std::array<std::array<std::atomic<std::int64_t>, kTiers>, kMaxNics> nic_tier_outstanding{};
+  void payload_posted(int nic, std::size_t tier, std::uint64_t bytes) {
+    if (nic < 0 || static_cast<std::size_t>(nic) >= kMaxNics || tier >= kTiers) return;
+    const auto i = static_cast<std::size_t>(nic);
+    nic_tier_posted[i][tier].fetch_add(bytes, std::memory_order_relaxed);
+    nic_tier_outstanding[i][tier].fetch_add(static_cast<std::int64_t>(bytes),
+                                            std::memory_order_relaxed);
+  }
+  void payload_resolved(int nic, std::size_t tier, std::uint64_t bytes) {
+    if (nic < 0 || static_cast<std::size_t>(nic) >= kMaxNics || tier >= kTiers) return;
+    nic_tier_outstanding[static_cast<std::size_t>(nic)][tier].fetch_sub(
+        static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  }
   std::mutex last_qp_mu;           // a leaf: taken alone, by a lane or by stats()
   RdmaQpLimits last_connected_qp;  // guarded by last_qp_mu
 };

@@ -2,6 +2,8 @@
 // makes, and what the proxy's monitor and reports ask of it.
 #include "p2p/rdma/factory.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "p2p/rdma/engine.h"
 #include "p2p/rdma/lane.h"
@@ -67,8 +69,12 @@ void RdmaDomain::report(p2p::TransportReport& out) const {
     l.allocated_bytes = n.allocated_bytes;
     if (n.id >= 0 && static_cast<std::size_t>(n.id) < kMaxNics) {
       const auto& tiers = engine_->counters().nic_tier_posted[static_cast<std::size_t>(n.id)];
+      const auto& outstanding =
+          engine_->counters().nic_tier_outstanding[static_cast<std::size_t>(n.id)];
       for (std::size_t t = 0; t < l.posted_by_tier.size(); ++t) {
         l.posted_by_tier[t] = tiers[t].load(std::memory_order_relaxed);
+        l.outstanding_by_tier[t] = static_cast<std::uint64_t>(
+            std::max<std::int64_t>(0, outstanding[t].load(std::memory_order_relaxed)));
       }
     }
     out.nics.push_back(std::move(l));

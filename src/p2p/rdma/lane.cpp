@@ -381,6 +381,8 @@ void RdmaLane::on_send_cqe(const ibv_wc& wc) {
   if (resolved.back().first.kind == WrKind::Payload) add(engine_->counters().payload_send_cqes);
   PeerRdma* peer = qps_.peer(q->handle);
   for (const auto& [rec, success] : resolved) {
+    if (rec.kind == WrKind::Payload)
+      engine_->counters().payload_resolved(rec.nic, rec.tier, rec.bytes);
     if (rec.kind == WrKind::Frame) {
       on_frame_wr(*peer, *q, rec, success, success ? nullptr : &wc);
     } else if (q->role == QpRole::Requester) {

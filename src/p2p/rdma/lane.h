@@ -360,7 +360,10 @@ class RdmaLane final : public p2p::LaneTransport {
   const SharedSlots* slots_ = nullptr;  // the engine's (it outlives the lane), or null
   bool slot_wait_ = false;              // this pass: a payload waited for its shared slot
   std::size_t posting_tier_ = 0;        // the tier of the parent post_payload() posts for
-  std::array<std::uint64_t, kMaxNics> post_room_{};
+  // Per NIC and tier: the window less the payload outstanding for that tier and the tiers above
+  // it (a lower tier's backlog never holds back higher-tier work; a post counts against its own
+  // tier and the tiers below).
+  std::array<std::array<std::uint64_t, kTiers>, kMaxNics> post_room_{};
   bool kill_pending_ = false;      // kill_after_grant: at the start of the next pass
   std::uint32_t replay_rkey_ = 0;  // replay_key: the key of the last receipted segment
 };

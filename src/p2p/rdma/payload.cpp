@@ -41,10 +41,7 @@ void RdmaLane::note_posted(Segment& s, const ibv_send_wr* wrs, std::uint32_t cou
   std::uint64_t bytes = 0;
   for (std::uint32_t j = 0; j < count; ++j) bytes += wrs[j].sg_list->length;
   engine_->selector().on_posted(s.nic, bytes, now);
-  if (s.nic >= 0 && static_cast<std::size_t>(s.nic) < kMaxNics) {
-    engine_->counters().nic_tier_posted[static_cast<std::size_t>(s.nic)][posting_tier_].fetch_add(
-        bytes, std::memory_order_relaxed);
-  }
+  engine_->counters().payload_posted(s.nic, posting_tier_, bytes);
 }
 
 void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
@@ -79,15 +76,22 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
 }
 
 std::uint32_t RdmaLane::payload_room(const Parent& p, const Segment& s, const Qp& q) {
+  // RC serves a QP in order: lower-tier WRs posted now would go before the receipt that a
+  // higher tier's outstanding payload is about to post, so they wait for it.
+  if (q.sq.payload_above(posting_tier_)) return 0;
   const std::uint32_t room = q.sq.room();
   if (room <= 1) return 0;  // one WR stays free for the segment's receipt
   std::uint32_t n = std::min<std::uint32_t>(room - 1, s.slices - s.posted);
-  if (!post_room_bounded_ || s.nic < 0 || static_cast<std::size_t>(s.nic) >= post_room_.size()) {
+  // The window keeps a tier's backlog short for the tiers above it: High has none above it, so
+  // only its QPs' depth bounds it (default-priority traffic streams unthrottled).
+  if (!post_room_bounded_ || posting_tier_ == 0 || s.nic < 0 ||
+      static_cast<std::size_t>(s.nic) >= post_room_.size()) {
     return n;
   }
   // The NIC's share of rdma.post_queue_target: at least one WR, then what fits; the rest stays
   // in the scheduler's order for the next pass.
-  std::uint64_t& left = post_room_[static_cast<std::size_t>(s.nic)];
+  auto& rooms = post_room_[static_cast<std::size_t>(s.nic)];
+  const std::uint64_t left = rooms[posting_tier_];
   if (left == 0) return 0;
   std::uint32_t fit = 0;
   std::uint64_t bytes = 0;
@@ -96,7 +100,9 @@ std::uint32_t RdmaLane::payload_room(const Parent& p, const Segment& s, const Qp
     if (fit > 0 && bytes + len > left) break;
     bytes += len;
   }
-  left = bytes >= left ? 0 : left - bytes;
+  for (std::size_t t = posting_tier_; t < kTiers; ++t) {
+    rooms[t] = bytes >= rooms[t] ? 0 : rooms[t] - bytes;
+  }
   return fit;
 }
 
@@ -120,6 +126,8 @@ bool RdmaLane::post_slices(PeerRdma& peer, Parent& p, std::size_t si, Qp& q, std
     rec.bytes = len;
     rec.read = !p.write;
     rec.signaled = signaled;
+    rec.tier = static_cast<std::uint8_t>(posting_tier_);
+    rec.nic = static_cast<std::int16_t>(s.nic);
     seq_scratch_[j] = q.sq.push(rec);
     sge_scratch_[j] = ibv_sge{reinterpret_cast<std::uint64_t>(p.local + at),
                               static_cast<std::uint32_t>(len), s.lkey};

@@ -13,6 +13,7 @@ namespace orbite::rdma {
 
 std::uint32_t SqLedger::push(WrRecord r) {
   r.seq = next_++;
+  if (r.kind == WrKind::Payload && r.tier < kWrTiers) ++payload_[r.tier];
   outstanding_.push_back(r);
   return r.seq;
 }
@@ -29,15 +30,18 @@ SqLedger::Apply SqLedger::complete(std::uint32_t seq, bool success,
   // RC completes in order: everything before `seq` succeeded.
   while (!outstanding_.empty() && outstanding_.front().seq != seq) {
     resolved.emplace_back(outstanding_.front(), true);
+    forget(outstanding_.front());
     outstanding_.pop_front();
   }
   resolved.emplace_back(outstanding_.front(), success);
+  forget(outstanding_.front());
   outstanding_.pop_front();
   return Apply::Applied;
 }
 
 void SqLedger::unpost_from(std::uint32_t seq) {
   while (!outstanding_.empty() && static_cast<std::int32_t>(outstanding_.back().seq - seq) >= 0) {
+    forget(outstanding_.back());
     outstanding_.pop_back();
   }
   next_ = seq;

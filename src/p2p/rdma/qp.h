@@ -13,6 +13,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <array>
 #include <bit>
 #include <chrono>
 #include <cstdint>
@@ -45,6 +46,9 @@ struct WrId {
 };
 
 // One posted send WR, until a completion resolves it.
+// The scheduler's tiers (High, Medium, Low) as the ledger counts payload WRs by them.
+inline constexpr std::size_t kWrTiers = 3;
+
 struct WrRecord {
   std::uint32_t seq = 0;
   WrKind kind = WrKind::Payload;
@@ -53,6 +57,8 @@ struct WrRecord {
   std::uint64_t bytes = 0;
   bool read = false;
   bool signaled = false;
+  std::uint8_t tier = 0;  // a payload WR: the scheduler tier it was posted for
+  std::int16_t nic = -1;  // a payload WR: the selector's NIC it was charged to
 };
 
 // The send ledger of one QP. Pure bookkeeping (unit-tested without verbs).
@@ -73,13 +79,28 @@ class SqLedger {
   // A failed post proved the WRs from `seq` on were never accepted: forget them.
   void unpost_from(std::uint32_t seq);
   // The QP is destroyed: none of its WRs can run any more.
-  void clear() { outstanding_.clear(); }
+  void clear() {
+    outstanding_.clear();
+    payload_.fill(0);
+  }
   [[nodiscard]] const std::deque<WrRecord>& records() const { return outstanding_; }
+  // A payload WR of a tier above `tier` (a smaller number) is outstanding: RC serves the QP in
+  // order, so work of `tier` posted now would delay that payload's receipt.
+  [[nodiscard]] bool payload_above(std::size_t tier) const {
+    for (std::size_t t = 0; t < tier && t < kWrTiers; ++t) {
+      if (payload_[t] != 0) return true;
+    }
+    return false;
+  }
 
  private:
+  void forget(const WrRecord& r) {
+    if (r.kind == WrKind::Payload && r.tier < kWrTiers && payload_[r.tier] > 0) --payload_[r.tier];
+  }
   std::uint32_t depth_;
   std::uint32_t next_ = 0;
-  std::deque<WrRecord> outstanding_;  // seq order
+  std::deque<WrRecord> outstanding_;               // seq order
+  std::array<std::uint32_t, kWrTiers> payload_{};  // outstanding payload WRs per tier
 };
 
 class CqSet;

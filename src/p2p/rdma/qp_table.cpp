@@ -124,6 +124,7 @@ void QpTable::destroy_retired(Clock::time_point now) {
       ORBITE_LOG(Warn, Rdma) << q->ctx->name << ": QP " << q->qp->qp_num << " did not drain within "
                              << "rdma.destroy_timeout (" << q->sq.outstanding()
                              << " WRs outstanding); destroying it";
+      forget_payload(*q);
       q->sq.clear();
       q->recv_posted = 0;
     }
@@ -148,9 +149,16 @@ void QpTable::destroy_retired(Clock::time_point now) {
   }
 }
 
+void QpTable::forget_payload(const Qp& q) {
+  for (const WrRecord& r : q.sq.records()) {
+    if (r.kind == WrKind::Payload) engine_.counters().payload_resolved(r.nic, r.tier, r.bytes);
+  }
+}
+
 void QpTable::abandon_retired() {
   for (std::uint16_t h : retired_) {
     if (Qp* q = get(h)) {
+      forget_payload(*q);
       q->sq.clear();
       q->recv_posted = 0;
     }

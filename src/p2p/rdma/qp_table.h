@@ -46,6 +46,8 @@ class QpTable {
   // Shutdown: retired QPs still not drained are destroyed now (only the destroy proves that
   // none of their WRs runs again).
   void abandon_retired();
+  // A QP destroyed with payload WRs outstanding: their bytes leave the per-tier NIC backlog.
+  void forget_payload(const Qp& q);
   // Message QPs' receiving ends: frames may arrive at any time while there is one.
   [[nodiscard]] std::size_t message_sources() const { return message_sources_; }
 
