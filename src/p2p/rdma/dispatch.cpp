@@ -6,6 +6,7 @@
 // before any payload moved drops the parent with Timeout: before its grant, nothing was created
 // for it; after, the grant goes back with a GrantCancel.
 #include <algorithm>
+#include <limits>
 
 #include "common/log.h"
 #include "p2p/rdma/lane.h"
@@ -69,6 +70,9 @@ void RdmaLane::read_transmit() {
           std::max<std::int64_t>(0, outstanding[i][t].load(std::memory_order_relaxed)));
       post_room_[i][t] = window > ahead ? window - ahead : 0;
     }
+    // The window keeps a tier's backlog short for the tiers above it: High has none above it, so
+    // only its QPs' depth bounds it (default-priority traffic streams unthrottled).
+    post_room_[i][0] = std::numeric_limits<std::uint64_t>::max();
   }
 }
 

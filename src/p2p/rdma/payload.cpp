@@ -82,14 +82,12 @@ std::uint32_t RdmaLane::payload_room(const Parent& p, const Segment& s, const Qp
   const std::uint32_t room = q.sq.room();
   if (room <= 1) return 0;  // one WR stays free for the segment's receipt
   std::uint32_t n = std::min<std::uint32_t>(room - 1, s.slices - s.posted);
-  // The window keeps a tier's backlog short for the tiers above it: High has none above it, so
-  // only its QPs' depth bounds it (default-priority traffic streams unthrottled).
-  if (!post_room_bounded_ || posting_tier_ == 0 || s.nic < 0 ||
-      static_cast<std::size_t>(s.nic) >= post_room_.size()) {
+  if (!post_room_bounded_ || s.nic < 0 || static_cast<std::size_t>(s.nic) >= post_room_.size()) {
     return n;
   }
-  // The NIC's share of rdma.post_queue_target: at least one WR, then what fits; the rest stays
-  // in the scheduler's order for the next pass.
+  // The NIC's share of rdma.post_queue_target for this tier: at least one WR, then what fits; the
+  // rest stays in the scheduler's order for the next pass. What is posted counts against this tier
+  // and the tiers below it in this pass too.
   auto& rooms = post_room_[static_cast<std::size_t>(s.nic)];
   const std::uint64_t left = rooms[posting_tier_];
   if (left == 0) return 0;
