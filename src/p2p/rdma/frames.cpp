@@ -1,13 +1,13 @@
-// The protocol's frames over RDMA: one message QP per peer and direction (slot kMessageSlot)
-// carries them as SENDs into receives of kFrameSlotBytes that its receiving end keeps posted.
-// The sender holds one credit per free receive and gets them back in FrameCredit messages once
-// a quarter is owed, so a frame never meets an empty receive queue (no RNR). The receiver hands
-// each frame to the protocol (matching, ordering, truncation, unexpected messages are the
-// protocol's) and reposts the slot before crediting it. See docs/rdma.md, "send/recv".
+// FrameMessenger (frames.h). The sender holds one credit per free receive and gets them back in
+// FrameCredit messages once a quarter is owed (no RNR). The receiver hands each frame to the
+// protocol (matching, ordering, truncation, unexpected messages are the protocol's) and reposts
+// the slot before crediting it.
+#include "p2p/rdma/frames.h"
+
 #include <cstring>
 
 #include "common/log.h"
-#include "p2p/rdma/lane.h"
+#include "p2p/rdma/engine.h"
 #include "p2p/rdma/verbs.h"
 
 namespace orbite::rdma {
@@ -18,18 +18,11 @@ using detail::SendItem;
 static_assert(kFrameSlotBytes == p2p::kFrameHeaderBytes + kFramePayload);
 static_assert(kFramePayload >= p2p::kMaxControlPayload, "a Reject's reason must fit a frame");
 
-bool RdmaLane::frames_pending(PeerLink& link) {
-  auto it = peers_.find(&link);
-  if (it == peers_.end() || it->second->failed) return false;
-  return it->second->frames.pending();
-}
-
-void RdmaLane::send_frame(PeerLink& link, SendItem item) {
-  PeerRdma* peer = peer_of(link);
+void FrameMessenger::send(PeerLink& link, PeerRdma* peer, SendItem item) {
   const std::uint64_t payload = item.owned.size() + item.data_len;
   if (peer == nullptr || payload > kFramePayload || payload != item.header.payload_len) {
     MessageChannel::release(item);
-    handler_.endpoint_failed(
+    lane_.handler().endpoint_failed(
         link, peer == nullptr
                   ? Status::error(Errc::ConnectionLost, "the RDMA endpoint to the peer has failed")
                   : Status::error(Errc::Internal, "a frame of " + std::to_string(payload) +
@@ -37,26 +30,20 @@ void RdmaLane::send_frame(PeerLink& link, SendItem item) {
     return;
   }
   peer->frames.queue(std::move(item));
-  pump_frames(*peer);
+  pump(*peer);
 }
 
-void RdmaLane::drop_unsent_frames(PeerLink& link) {
-  PeerRdma* peer = peer_of(link);
-  if (peer == nullptr) return;  // failed: fail_peer released them
-  peer->frames.drop_unsent();
-}
-
-void RdmaLane::frames_failed(PeerRdma& peer, const Status& why) {
+void FrameMessenger::failed(PeerRdma& peer, const Status& why) {
   if (peer.failed) return;
-  handler_.endpoint_failed(*peer.link, why);  // forget() drops the queues (fail_peer)
+  lane_.handler().endpoint_failed(*peer.link, why);  // forget() drops the queues (fail_peer)
 }
 
-void RdmaLane::build_message_qp(PeerRdma& peer) {
-  auto array = array_for(peer);
-  if (!array.ok()) return frames_failed(peer, array.status());
+void FrameMessenger::build_qp(PeerRdma& peer) {
+  auto array = lane_.array_for(peer);
+  if (!array.ok()) return failed(peer, array.status());
   const QpArray& arr = peer.arrays[*array];
-  auto made = new_qp(arr.context, QpRole::Requester, peer, kMessageSlot);
-  if (!made.ok()) return frames_failed(peer, made.status().with_context("the RDMA message QP"));
+  auto made = lane_.new_qp(arr.context, QpRole::Requester, peer, kMessageSlot);
+  if (!made.ok()) return failed(peer, made.status().with_context("the RDMA message QP"));
   Qp& q = **made;
   q.message = true;
   q.psn = random_psn();
@@ -64,20 +51,23 @@ void RdmaLane::build_message_qp(PeerRdma& peer) {
   peer.frames.remote_nic = arr.remote_nic;
   peer.frames.qp.qp_handle = q.handle;
   peer.frames.qp.incarnation = q.incarnation;
-  peer.frames.qp.builder = next_builder_++;
+  peer.frames.qp.builder = lane_.next_builder();
   QpConnect m;
   m.builder = peer.frames.qp.builder;
   m.slot = kMessageSlot;
   m.qp_incarnation = q.incarnation;
   // Frames need no READ: both depths 0.
-  m.qp = QpEndpointInfo{
-      q.qp->qp_num,   q.psn, static_cast<std::uint8_t>(engine_->contexts()[arr.context]->nic_id),
-      arr.remote_nic, 0,     0};
-  send(peer, ControlKind::QpConnect, encode(m));
+  m.qp = QpEndpointInfo{q.qp->qp_num,
+                        q.psn,
+                        static_cast<std::uint8_t>(lane_.engine().contexts()[arr.context]->nic_id),
+                        arr.remote_nic,
+                        0,
+                        0};
+  lane_.send(peer, ControlKind::QpConnect, encode(m));
 }
 
-void RdmaLane::on_message_accept(PeerRdma& peer, const QpAccept& m) {
-  Qp* q = qp(peer.frames.qp.qp_handle);
+void FrameMessenger::on_accept(PeerRdma& peer, const QpAccept& m) {
+  Qp* q = lane_.qp(peer.frames.qp.qp_handle);
   Status st;
   if (m.errc != 0) {
     st = Status::error(static_cast<Errc>(m.errc),
@@ -91,79 +81,86 @@ void RdmaLane::on_message_accept(PeerRdma& peer, const QpAccept& m) {
   }
   if (!st.ok()) {
     peer.frames.qp.state = QpSlot::State::Empty;
-    if (q != nullptr) retire_qp(q->handle);
-    return frames_failed(peer, st);
+    if (q != nullptr) lane_.retire_qp(q->handle);
+    return failed(peer, st);
   }
   q->ready = true;
   q->remote_qpn = m.qp.qpn;
   q->remote_incarnation = m.qp_incarnation;
   q->credits = kMessageSlots;
   peer.frames.qp.state = QpSlot::State::Ready;
-  pump_frames(peer);
+  pump(peer);
 }
 
-void RdmaLane::pump_frames(PeerRdma& peer) {
+void FrameMessenger::pump(PeerRdma& peer) {
   if (peer.failed || !peer.frames.waiting()) return;
   if (peer.frames.qp.state != QpSlot::State::Ready) {
-    if (peer.frames.qp.state == QpSlot::State::Empty) build_message_qp(peer);
+    if (peer.frames.qp.state == QpSlot::State::Empty) build_qp(peer);
     return;
   }
-  Qp* q = qp(peer.frames.qp.qp_handle);
+  Qp* q = lane_.qp(peer.frames.qp.qp_handle);
   if (q == nullptr || q->broken) {
-    return frames_failed(peer,
-                         Status::error(Errc::ConnectionLost, "the RDMA message QP has failed"));
+    return failed(peer, Status::error(Errc::ConnectionLost, "the RDMA message QP has failed"));
   }
-  if (move_message_qp_if_paused(peer, *q)) return;
+  if (move_if_paused(peer, *q)) return;
   while (peer.frames.waiting() && q->credits > 0 && q->sq.room() > 0) {
-    SendItem& item = peer.frames.next();
-    const std::uint32_t payload = item.header.payload_len;
-    const std::uint32_t total = static_cast<std::uint32_t>(p2p::kFrameHeaderBytes) + payload;
-    // Inline frames are copied at post time; larger ones into a registered staging slot.
-    const bool inline_ok = total <= q->max_inline;
-    std::int64_t staging = -1;
-    std::byte* at = frame_stage_.data();
-    if (!inline_ok) {
-      auto slot = q->cqs->frames.take();
-      if (!slot.ok()) return frames_failed(peer, slot.status());
-      staging = *slot;
-      at = q->cqs->frames.at(*slot);
-    }
-    p2p::encode_header(item.header, at);
-    std::byte* body = at + p2p::kFrameHeaderBytes;
-    if (!item.owned.empty()) std::memcpy(body, item.owned.data(), item.owned.size());
-    if (item.data_len != 0) std::memcpy(body + item.owned.size(), item.data, item.data_len);
-    WrRecord rec;
-    rec.kind = WrKind::Frame;
-    rec.owner = staging < 0 ? 0 : static_cast<std::uint64_t>(staging) + 1;
-    rec.bytes = payload;
-    rec.signaled = true;
-    const std::uint32_t seq = q->sq.push(rec);
-    ibv_sge sge{reinterpret_cast<std::uint64_t>(at), total,
-                staging < 0 ? 0 : q->cqs->frames.lkey(static_cast<std::uint32_t>(staging))};
-    ibv_send_wr wr{};
-    wr.wr_id = q->id(WrKind::Frame, seq).pack();
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED | (inline_ok ? IBV_SEND_INLINE : 0);
-    ibv_send_wr* bad = nullptr;
-    if (const int rc = verbs::post_send(q->qp, &wr, &bad); rc != 0) {
-      if (bad == &wr) {
-        q->sq.unpost_from(seq);
-        if (staging >= 0) q->cqs->frames.give(static_cast<std::uint32_t>(staging));
-      }
-      q->broken = true;
-      retire_qp(q->handle);
-      return frames_failed(peer,
-                           verbs::errno_status(Errc::ConnectionLost,
-                                               q->ctx->name + ": ibv_post_send of a frame", rc));
-    }
-    --q->credits;
-    peer.frames.posted();
+    if (!post_next(peer, *q)) return;
   }
 }
 
-bool RdmaLane::move_message_qp_if_paused(PeerRdma& peer, Qp& q) {
+bool FrameMessenger::post_next(PeerRdma& peer, Qp& q) {
+  SendItem& item = peer.frames.next();
+  const std::uint32_t payload = item.header.payload_len;
+  const std::uint32_t total = static_cast<std::uint32_t>(p2p::kFrameHeaderBytes) + payload;
+  // Inline frames are copied at post time; larger ones into a registered staging slot.
+  const bool inline_ok = total <= q.max_inline;
+  std::int64_t staging = -1;
+  std::byte* at = stage_.data();
+  if (!inline_ok) {
+    auto slot = q.cqs->frames.take();
+    if (!slot.ok()) {
+      failed(peer, slot.status());
+      return false;
+    }
+    staging = *slot;
+    at = q.cqs->frames.at(*slot);
+  }
+  p2p::encode_header(item.header, at);
+  std::byte* body = at + p2p::kFrameHeaderBytes;
+  if (!item.owned.empty()) std::memcpy(body, item.owned.data(), item.owned.size());
+  if (item.data_len != 0) std::memcpy(body + item.owned.size(), item.data, item.data_len);
+  WrRecord rec;
+  rec.kind = WrKind::Frame;
+  rec.owner = staging < 0 ? 0 : static_cast<std::uint64_t>(staging) + 1;
+  rec.bytes = payload;
+  rec.signaled = true;
+  const std::uint32_t seq = q.sq.push(rec);
+  ibv_sge sge{reinterpret_cast<std::uint64_t>(at), total,
+              staging < 0 ? 0 : q.cqs->frames.lkey(static_cast<std::uint32_t>(staging))};
+  ibv_send_wr wr{};
+  wr.wr_id = q.id(WrKind::Frame, seq).pack();
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED | (inline_ok ? IBV_SEND_INLINE : 0);
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = verbs::post_send(q.qp, &wr, &bad); rc != 0) {
+    if (bad == &wr) {
+      q.sq.unpost_from(seq);
+      if (staging >= 0) q.cqs->frames.give(static_cast<std::uint32_t>(staging));
+    }
+    q.broken = true;
+    lane_.retire_qp(q.handle);
+    failed(peer, verbs::errno_status(Errc::ConnectionLost,
+                                     q.ctx->name + ": ibv_post_send of a frame", rc));
+    return false;
+  }
+  --q.credits;
+  peer.frames.posted();
+  return true;
+}
+
+bool FrameMessenger::move_if_paused(PeerRdma& peer, Qp& q) {
   const NicRecord* remote = peer.nic(peer.frames.remote_nic);
   if (q.ctx->state == ContextState::Active && remote != nullptr && remote->active != 0) {
     return false;
@@ -174,42 +171,42 @@ bool RdmaLane::move_message_qp_if_paused(PeerRdma& peer, Qp& q) {
   ORBITE_LOG(Info, Rdma) << q.ctx->name << ": the message QP to peer "
                          << p2p::short_id(peer.link->ep.id) << " moves off a paused rail";
   if (!peer.failed) {
-    send(peer, ControlKind::QpRetire, encode(QpRetire{q.slot, q.remote_incarnation}));
+    lane_.send(peer, ControlKind::QpRetire, encode(QpRetire{q.slot, q.remote_incarnation}));
   }
-  retire_qp(q.handle);
+  lane_.retire_qp(q.handle);
   peer.frames.qp = QpSlot{};
-  add(engine_->counters().message_qp_moves);
-  build_message_qp(peer);
+  add(lane_.engine().counters().message_qp_moves);
+  build_qp(peer);
   return true;
 }
 
-void RdmaLane::on_frame_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc) {
+void FrameMessenger::on_sent(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc) {
   if (r.owner != 0) q.cqs->frames.give(static_cast<std::uint32_t>(r.owner - 1));
   if (peer.failed) return;
   // RC completes a QP's sends in order: this is the oldest posted frame.
   std::optional<SendItem> done = peer.frames.completed();
-  if (!done) return protocol_error(peer, "a frame completion without a posted frame");
+  if (!done) return lane_.protocol_error(peer, "a frame completion without a posted frame");
   SendItem& item = *done;
   if (!ok) {
     MessageChannel::release(item);
-    return frames_failed(peer,
-                         Status::error(Errc::ConnectionLost,
-                                       q.ctx->name + ": a frame's SEND completed with " +
-                                           verbs::wc_status_name(wc != nullptr ? wc->status : 0)));
+    return failed(peer, Status::error(Errc::ConnectionLost,
+                                      q.ctx->name + ": a frame's SEND completed with " +
+                                          verbs::wc_status_name(wc != nullptr ? wc->status : 0)));
   }
   if (p2p::PeerEndpoint* ep = peer.link->endpoint(p2p::TransportId::Rdma)) {
-    handler_.frame_written(*ep, item);
+    lane_.handler().frame_written(*ep, item);
   } else {
     MessageChannel::release(item);
   }
-  pump_frames(peer);
+  pump(peer);
 }
 
-void RdmaLane::on_frame(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc) {
+void FrameMessenger::on_received(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot,
+                                 const ibv_wc& wc) {
   std::byte* at = cqs.frames.at(slot);
   auto refuse = [&](const std::string& why) {
     cqs.frames.give(slot);
-    protocol_error(peer, "a frame on QP " + std::to_string(q.qp->qp_num) + ": " + why);
+    lane_.protocol_error(peer, "a frame on QP " + std::to_string(q.qp->qp_num) + ": " + why);
   };
   if (wc.opcode != IBV_WC_RECV || (wc.wc_flags & IBV_WC_WITH_INV) != 0 ||
       wc.byte_len < p2p::kFrameHeaderBytes || wc.byte_len > kFrameSlotBytes) {
@@ -228,43 +225,45 @@ void RdmaLane::on_frame(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, c
     cqs.frames.give(slot);
     return;
   }
-  auto sink = handler_.begin_frame(*peer.link, *h, *ep);
+  p2p::FrameHandler& handler = lane_.handler();
+  auto sink = handler.begin_frame(*peer.link, *h, *ep);
   if (!sink.ok()) {
     cqs.frames.give(slot);
-    return handler_.protocol_error(*peer.link, sink.status().message());
+    return handler.protocol_error(*peer.link, sink.status().message());
   }
   const std::byte* body = at + p2p::kFrameHeaderBytes;
   std::string buffer;
   if (sink->kind == detail::Sink::Direct && len != 0) {
     std::memcpy(sink->dst, body, len);
   } else if (sink->kind == detail::Sink::Buffer) {
-    buffer = handler_.take_buffer();
+    buffer = handler.take_buffer();
     buffer.assign(reinterpret_cast<const char*>(body), len);
   }
   // The slot's bytes are copied out: it may take the next frame (and a send staged by what
   // end_frame answers must not overwrite a frame still being read).
   cqs.frames.give(slot);
-  handler_.end_frame(*peer.link, *h, *ep, *sink, std::move(buffer));
+  handler.end_frame(*peer.link, *h, *ep, *sink, std::move(buffer));
   if (peer.failed || q.broken) return;
-  if (Status st = post_receives(q); !st.ok()) {
-    return frames_failed(peer, st.with_context("reposting a frame receive"));
+  if (Status st = lane_.post_receives(q); !st.ok()) {
+    return failed(peer, st.with_context("reposting a frame receive"));
   }
   if (++q.owed >= kMessageSlots / 4) {
-    send(peer, ControlKind::FrameCredit, encode(FrameCredit{q.remote_incarnation, q.owed}));
+    lane_.send(peer, ControlKind::FrameCredit, encode(FrameCredit{q.remote_incarnation, q.owed}));
     q.owed = 0;
   }
 }
 
-void RdmaLane::on_frame_credit(PeerRdma& peer, const FrameCredit& m) {
-  Qp* q = peer.frames.qp.state == QpSlot::State::Ready ? qp(peer.frames.qp.qp_handle) : nullptr;
+void FrameMessenger::on_credit(PeerRdma& peer, const FrameCredit& m) {
+  Qp* q =
+      peer.frames.qp.state == QpSlot::State::Ready ? lane_.qp(peer.frames.qp.qp_handle) : nullptr;
   if (q == nullptr || q->incarnation != m.qp_incarnation) return;  // for a QP already gone
   if (q->credits + m.credits > kMessageSlots) {
-    return protocol_error(peer, "FrameCredit returns " + std::to_string(m.credits) +
-                                    " receives while " + std::to_string(q->credits) + " of " +
-                                    std::to_string(kMessageSlots) + " are still free");
+    return lane_.protocol_error(peer, "FrameCredit returns " + std::to_string(m.credits) +
+                                          " receives while " + std::to_string(q->credits) + " of " +
+                                          std::to_string(kMessageSlots) + " are still free");
   }
   q->credits += m.credits;
-  pump_frames(peer);
+  pump(peer);
 }
 
 }  // namespace orbite::rdma

@@ -83,6 +83,22 @@ bool RdmaEndpoint::busy() const {
   return lane_.frames_pending(link_);
 }
 
+void RdmaLane::send_frame(detail::PeerLink& link, detail::SendItem item) {
+  messenger_.send(link, peer_of(link), std::move(item));
+}
+
+bool RdmaLane::frames_pending(detail::PeerLink& link) {
+  auto it = peers_.find(&link);
+  if (it == peers_.end() || it->second->failed) return false;
+  return it->second->frames.pending();
+}
+
+void RdmaLane::drop_unsent_frames(detail::PeerLink& link) {
+  PeerRdma* peer = peer_of(link);
+  if (peer == nullptr) return;  // failed: fail_peer released them
+  peer->frames.drop_unsent();
+}
+
 Status RdmaEndpoint::read_peer(std::byte*, std::uint64_t, std::uint64_t) {
   return Status::error(Errc::Unavailable, "RDMA moves put/get through grants (start_rma)");
 }
@@ -317,8 +333,12 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
     case ControlKind::Grant: return handle(decode_grant(body), &RdmaLane::on_grant);
     case ControlKind::GrantNack: return handle(decode_grant_nack(body), &RdmaLane::on_grant_nack);
     case ControlKind::GrantAck: return handle(decode_grant_ack(body), &RdmaLane::on_grant_ack);
-    case ControlKind::FrameCredit:
-      return handle(decode_frame_credit(body), &RdmaLane::on_frame_credit);
+    case ControlKind::FrameCredit: {
+      auto m = decode_frame_credit(body);
+      if (!m.ok()) return m.status();
+      messenger_.on_credit(*peer, *m);
+      return {};
+    }
     case ControlKind::NicTable: return handle(decode_info(body), &RdmaLane::on_nic_table);
   }
   return Status::error(Errc::Protocol, "RDMA control kind " + std::to_string(kind) + " unknown");
@@ -384,7 +404,7 @@ void RdmaLane::on_send_cqe(const ibv_wc& wc) {
     if (rec.kind == WrKind::Payload)
       engine_->counters().payload_resolved(rec.nic, rec.tier, rec.bytes);
     if (rec.kind == WrKind::Frame) {
-      on_frame_wr(*peer, *q, rec, success, success ? nullptr : &wc);
+      messenger_.on_sent(*peer, *q, rec, success, success ? nullptr : &wc);
     } else if (q->role == QpRole::Requester) {
       on_requester_wr(*peer, *q, rec, success, success ? nullptr : &wc);
     } else {
@@ -414,7 +434,7 @@ void RdmaLane::on_recv_cqe(CqSet& cqs, const ibv_wc& wc) {
   if (frame) {
     // A frame's slot goes back once the frame is read (on_frame), or now.
     if (live && wc.status == IBV_WC_SUCCESS && peer != nullptr && !peer->failed) {
-      return on_frame(*peer, *q, cqs, slot, wc);
+      return messenger_.on_received(*peer, *q, cqs, slot, wc);
     }
     cqs.frames.give(slot);
     if (!live) add(engine_->counters().stale_cqes);
@@ -470,7 +490,7 @@ int RdmaLane::progress() {
   for (auto& [link, peer] : peers_) {
     expire_drains(*peer);
     if (peer->failed) continue;
-    pump_frames(*peer);
+    messenger_.pump(*peer);
     if (peer->grants.has_deferred()) {
       for (const GrantRequest& m : peer->grants.take_deferred()) {
         if (peer->failed) break;

@@ -21,10 +21,13 @@
 #include "p2p/peer.h"
 #include "p2p/poller.h"
 #include "p2p/rdma/engine.h"
+#include "p2p/rdma/frames.h"
 #include "p2p/rdma/grant_table.h"
+#include "p2p/rdma/lane_services.h"
 #include "p2p/rdma/message_channel.h"
 #include "p2p/rdma/mr_cache.h"
 #include "p2p/rdma/parent_table.h"
+#include "p2p/rdma/peer_rdma.h"
 #include "p2p/rdma/qp.h"
 #include "p2p/rdma/qp_table.h"
 #include "p2p/rdma/range_locks.h"
@@ -101,44 +104,7 @@ class RdmaEndpoint final : public p2p::PeerEndpoint {
   bool closed_ = false;  // later frames are released at once, never sent
 };
 
-// A QP array: W slots (QpSlot, message_channel.h) between one local context and one of the
-// peer's NICs, for one role.
-struct QpArray {
-  std::size_t context = 0;  // index into RdmaEngine::contexts()
-  std::uint8_t remote_nic = 0;
-  std::vector<QpSlot> slots;
-};
-
-// The source-role end of a requester's slot.
-struct SourceSlot {
-  std::uint16_t qp_handle = 0;
-  std::uint64_t incarnation = 0;
-};
-
-struct PeerRdma {
-  detail::PeerLink* link = nullptr;
-  RdmaInfo info;  // the peer's
-  std::uint64_t my_link_incarnation = 0;
-  std::uint32_t width = 1;  // W: the smaller num_lanes
-  bool failed = false;
-  std::vector<QpArray> arrays;  // requester role
-  // By (the requester's NIC, my NIC, slot): two requester NICs may map to one NIC here (a peer
-  // with more rails, or one whose NIC paused), each with its own slots.
-  std::map<std::tuple<std::uint8_t, std::uint8_t, std::uint32_t>, SourceSlot> sources;
-  ParentTable parents;  // this side as the requester: its parents and its GrantRequest window
-  GrantTable grants;    // this side as the source: its grants and deferred GrantRequests
-  std::vector<std::uint16_t> qps;  // every QP of this peer (handles)
-  MessageChannel frames;           // this side's message QP to the peer and its frames
-  // The peer's NIC with that ID, or null.
-  [[nodiscard]] const NicRecord* nic(std::uint8_t id) const {
-    for (const NicRecord& n : info.nics) {
-      if (n.nic_id == id) return &n;
-    }
-    return nullptr;
-  }
-};
-
-class RdmaLane final : public p2p::LaneTransport {
+class RdmaLane final : public p2p::LaneTransport, private LaneServices {
  public:
   RdmaLane(std::shared_ptr<RdmaEngine> engine, std::shared_ptr<MrCache> cache,
            const detail::Identity& self, p2p::RegionRegistry& regions, p2p::Poller& poller,
@@ -162,7 +128,7 @@ class RdmaLane final : public p2p::LaneTransport {
   void shutdown(const Status& why) override;
 
   Status start_rma(detail::PeerLink& link, p2p::RmaOp op);
-  // frames.cpp: the endpoint's frames.
+  // The endpoint's frames (the frame messenger carries them).
   void send_frame(detail::PeerLink& link, detail::SendItem item);
   bool frames_pending(detail::PeerLink& link);
   void drop_unsent_frames(detail::PeerLink& link);
@@ -173,33 +139,25 @@ class RdmaLane final : public p2p::LaneTransport {
   Result<PeerRdma*> make_peer(detail::PeerLink& link, std::string_view blob,
                               std::uint64_t my_incarnation);
   PeerRdma* peer_of(detail::PeerLink& link);
-  void send(PeerRdma& peer, ControlKind kind, std::string body);
-  [[nodiscard]] Qp* qp(std::uint16_t handle) const { return qps_.get(handle); }
+  // LaneServices (lane_services.h), for the lane's parts and the lane itself.
+  void send(PeerRdma& peer, ControlKind kind, std::string body) override;
+  [[nodiscard]] Qp* qp(std::uint16_t handle) const override { return qps_.get(handle); }
   // A QP on the lane's CQ set of `context` for the peer's slot (listed in peer.qps).
-  Result<Qp*> new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot);
-  void retire_qp(std::uint16_t handle) { qps_.retire(handle); }
+  Result<Qp*> new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot) override;
+  void retire_qp(std::uint16_t handle) override { qps_.retire(handle); }
+  Status post_receives(Qp& q) override { return qps_.post_receives(q); }
+  void protocol_error(PeerRdma& peer, const std::string& what) override;
+  std::uint64_t next_builder() override { return next_builder_++; }
+  [[nodiscard]] RdmaEngine& engine() const override { return *engine_; }
+  [[nodiscard]] p2p::FrameHandler& handler() const override { return handler_; }
   // Requester payload QPs idle for rdma.idle_qp_timeout (no WR outstanding, no parent naming
   // them) are retired at both ends; looked at a few times per timeout.
   void reap_idle_qps(Clock::time_point now);
   int poll_cqs();
   void on_send_cqe(const ibv_wc& wc);
   void on_recv_cqe(CqSet& cqs, const ibv_wc& wc);
-  Status post_receives(Qp& q) { return qps_.post_receives(q); }
   void fail_peer(PeerRdma& peer, const Status& why);
-  void protocol_error(PeerRdma& peer, const std::string& what);
 
-  // frames.cpp
-  void build_message_qp(PeerRdma& peer);
-  void on_message_accept(PeerRdma& peer, const QpAccept& m);
-  void pump_frames(PeerRdma& peer);
-  // The message QP's rail paused (here, or the peer's NIC in its NicTable): with no frame in
-  // flight the QP is retired and the next frame builds one on an active rail. Returns whether
-  // frames must wait (a move is due, or under way).
-  bool move_message_qp_if_paused(PeerRdma& peer, Qp& q);
-  void frames_failed(PeerRdma& peer, const Status& why);
-  void on_frame_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc);
-  void on_frame(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc);
-  void on_frame_credit(PeerRdma& peer, const FrameCredit& m);
   // lane.cpp: this engine's RdmaInfo for the peer's link, and the peer's new NIC table.
   [[nodiscard]] RdmaInfo my_info(std::uint64_t link_incarnation) const;
   void send_nic_tables();
@@ -256,7 +214,7 @@ class RdmaLane final : public p2p::LaneTransport {
   // Parents whose drain outlasted the destruction window: Unquiesced, their loans retained.
   void expire_drains(PeerRdma& peer);
   void report(Parent& p, const Status& st);
-  Result<std::size_t> array_for(PeerRdma& peer);
+  Result<std::size_t> array_for(PeerRdma& peer) override;
   // The QP array from local context `context` to its rail-mapped NIC of the peer: the NIC of the
   // same name, else one of its active NICs spread by context.
   Result<std::size_t> array_to(PeerRdma& peer, std::size_t context);
@@ -338,8 +296,8 @@ class RdmaLane final : public p2p::LaneTransport {
   std::uint64_t next_builder_ = 1;
   std::vector<ibv_wc> wcs_;
   std::uint64_t sent_nic_epoch_ = 0;  // the engine's nic_epoch() whose table the peers have
-  std::array<std::byte, kFrameSlotBytes> frame_stage_{};  // an inline frame, assembled
-  std::vector<std::pair<WrRecord, bool>> resolved_;       // on_send_cqe(): one completion's records
+  FrameMessenger messenger_{*this};   // the protocol's frames over the message channels
+  std::vector<std::pair<WrRecord, bool>> resolved_;  // on_send_cqe(): one completion's records
   // post_slices()' chain under construction (reused: no allocation per post once grown).
   std::vector<ibv_send_wr> wr_scratch_;
   std::vector<ibv_sge> sge_scratch_;

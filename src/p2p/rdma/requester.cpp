@@ -249,7 +249,7 @@ void RdmaLane::connect_parent(PeerRdma& peer, Parent& p) {
     slot.state = QpSlot::State::Building;
     slot.qp_handle = q.handle;
     slot.incarnation = q.incarnation;
-    slot.builder = next_builder_++;
+    slot.builder = next_builder();
     QpConnect m;
     m.builder = slot.builder;
     m.slot = s.slot + (hooks_.forge_connect_slot ? peer.width : 0);
@@ -267,7 +267,7 @@ void RdmaLane::connect_parent(PeerRdma& peer, Parent& p) {
 
 void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
   if (peer.frames.qp.state == QpSlot::State::Building && peer.frames.qp.builder == m.builder) {
-    return on_message_accept(peer, m);
+    return messenger_.on_accept(peer, m);
   }
   QpArray* arr = nullptr;
   QpSlot* slot = nullptr;
