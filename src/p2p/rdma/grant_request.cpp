@@ -8,30 +8,30 @@
 #include <csignal>
 
 #include "common/log.h"
-#include "p2p/rdma/lane.h"
+#include "p2p/rdma/source.h"
 #include "p2p/rdma/verbs.h"
 
 namespace orbite::rdma {
 
-void RdmaLane::refuse_grant(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan,
-                            const Status& why, bool cache_miss) {
+void GrantSource::refuse_grant(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan,
+                               const Status& why, bool cache_miss) {
   if (plan.receive_matched && why.code() == Errc::ResourceExhausted) {
     // A message is not refused for want of slots or budget, as a put would be: it waits here
     // (FIFO) until grants end, so back-pressure slows the sender instead of failing it.
     return defer(peer, m);
   }
   if (plan.receive_matched && !cache_miss) {  // a cache miss is retried: the receive waits
-    handler_.rendezvous_done(
+    lane_.handler().rendezvous_done(
         *peer.link, m.target, 0,
         Status::error(why.code(), "the RDMA rendezvous was refused here: " + why.message()));
   }
   add(engine_->counters().grant_nacks);
-  send(peer, ControlKind::GrantNack,
-       encode(GrantNack{m.parent, static_cast<std::uint32_t>(why.code()),
-                        static_cast<std::uint8_t>(cache_miss ? 1 : 0), why.message()}));
+  lane_.send(peer, ControlKind::GrantNack,
+             encode(GrantNack{m.parent, static_cast<std::uint32_t>(why.code()),
+                              static_cast<std::uint8_t>(cache_miss ? 1 : 0), why.message()}));
 }
 
-bool RdmaLane::grant_request_valid(PeerRdma& peer, const GrantRequest& m) {
+bool GrantSource::grant_request_valid(PeerRdma& peer, const GrantRequest& m) {
   std::string bad;
   if (m.link_incarnation != peer.my_link_incarnation) {
     bad = "GrantRequest for link incarnation " + std::to_string(m.link_incarnation) +
@@ -45,11 +45,11 @@ bool RdmaLane::grant_request_valid(PeerRdma& peer, const GrantRequest& m) {
     if (bad.empty() && s.slot == kMessageSlot) bad = "GrantRequest names the message QP's slot";
   }
   if (bad.empty()) return true;
-  protocol_error(peer, bad);
+  lane_.protocol_error(peer, bad);
   return false;
 }
 
-Status RdmaLane::resolve_target(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan) {
+Status GrantSource::resolve_target(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan) {
   if (!plan.to_receive) {
     ORBITE_ASSIGN_OR_RETURN(plan.region,
                             regions_.authorize(m.target, m.target_generation, m.offset, m.length,
@@ -57,8 +57,8 @@ Status RdmaLane::resolve_target(PeerRdma& peer, const GrantRequest& m, GrantPlan
     return {};
   }
   // A rendezvous: the target is a receive the protocol matched to this peer's message.
-  ORBITE_ASSIGN_OR_RETURN(auto target,
-                          handler_.rendezvous_target(*peer.link, m.target, m.offset, m.length));
+  ORBITE_ASSIGN_OR_RETURN(
+      auto target, lane_.handler().rendezvous_target(*peer.link, m.target, m.offset, m.length));
   plan.receive_matched = true;
   if (m.target_generation != 0) {
     return Status::error(Errc::InvalidArgument,
@@ -74,29 +74,26 @@ Status RdmaLane::resolve_target(PeerRdma& peer, const GrantRequest& m, GrantPlan
   return {};
 }
 
-Status RdmaLane::resolve_qps(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan) {
+Status GrantSource::resolve_qps(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan) {
   // Every segment's QP: the current incarnation of a ready source-role end, connected to the QP
   // the requester names. Anything else happened before authority existed: a cache miss.
   for (const SegmentRequest& s : m.segments) {
     Qp* q = nullptr;
     for (const auto& [key, src] : peer.sources) {
-      if (std::get<2>(key) == s.slot && src.incarnation == s.qp_incarnation) q = qp(src.qp_handle);
+      if (std::get<2>(key) == s.slot && src.incarnation == s.qp_incarnation)
+        q = lane_.qp(src.qp_handle);
     }
     if (q == nullptr || !q->ready || q->broken || q->remote_qpn != s.requester_qpn) {
       return Status::error(Errc::Unavailable, "the connection of slot " + std::to_string(s.slot) +
                                                   " is not (or no longer) established here");
     }
-    std::size_t context = 0;
-    for (std::size_t c = 0; c < cqs_.size(); ++c) {
-      if (cqs_[c].get() == q->cqs) context = c;
-    }
     plan.qps.push_back(q);
-    plan.contexts.push_back(context);  // a grant may span rails
+    plan.contexts.push_back(lane_.context_of(*q->cqs));  // a grant may span rails
   }
   return {};
 }
 
-Status RdmaLane::prepare_memory(const GrantRequest& m, GrantPlan& plan) {
+Status GrantSource::prepare_memory(const GrantRequest& m, GrantPlan& plan) {
   detail::RegionRecord& r = *plan.region;
   if (plan.to_receive) {
     // Engine-owned memory (collective scratch) uses the MR cache's registration. A user's posted
@@ -129,7 +126,7 @@ Status RdmaLane::prepare_memory(const GrantRequest& m, GrantPlan& plan) {
   return {};
 }
 
-Result<bool> RdmaLane::receipt_room(const GrantPlan& plan) {
+Result<bool> GrantSource::receipt_room(const GrantPlan& plan) {
   for (Qp* q : plan.qps) {
     const auto need = static_cast<std::uint32_t>(std::count(plan.qps.begin(), plan.qps.end(), q));
     if (need > q->recv_depth || need > cfg_.max_send_wr) {
@@ -146,13 +143,13 @@ Result<bool> RdmaLane::receipt_room(const GrantPlan& plan) {
   return true;
 }
 
-void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
+void GrantSource::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   if (hooks_.kill_on_grant_request) ::raise(SIGKILL);  // test hook: dies before the grant
   if (hooks_.retire_source_once && !m.segments.empty()) {
     // Test hook: the slot's QP went away between the connect and this request.
     hooks_.retire_source_once = false;
     for (auto& [key, src] : peer.sources) {
-      if (std::get<2>(key) == m.segments.front().slot) retire_qp(src.qp_handle);
+      if (std::get<2>(key) == m.segments.front().slot) lane_.retire_qp(src.qp_handle);
     }
   }
   if (!grant_request_valid(peer, m)) return;
@@ -175,7 +172,7 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   if (Status st = resolve_target(peer, m, plan); !st.ok()) return refuse_grant(peer, m, plan, st);
   if (m.length == 0) {
     // Nothing to move: the checks above are the whole answer.
-    return send(peer, ControlKind::GrantAck, encode(GrantAck{m.parent, 0, 0, 0, 0, {}}));
+    return lane_.send(peer, ControlKind::GrantAck, encode(GrantAck{m.parent, 0, 0, 0, 0, {}}));
   }
   if (Status st = resolve_qps(peer, m, plan); !st.ok()) {
     return refuse_grant(peer, m, plan, st, true);
@@ -195,8 +192,8 @@ void RdmaLane::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   if (id) bind_windows(peer, *id, plan);
 }
 
-std::optional<std::uint64_t> RdmaLane::reserve_grant(PeerRdma& peer, const GrantRequest& m,
-                                                     GrantPlan& plan) {
+std::optional<std::uint64_t> GrantSource::reserve_grant(PeerRdma& peer, const GrantRequest& m,
+                                                        GrantPlan& plan) {
   detail::RegionRecord& r = *plan.region;
   // Reservations, owned: each goes back by itself if a later one fails.
   auto slot = charge(engine_->grants(), 1, engine_->counters().budget_exhausted);
@@ -275,7 +272,7 @@ std::optional<std::uint64_t> RdmaLane::reserve_grant(PeerRdma& peer, const Grant
   return id;
 }
 
-void RdmaLane::bind_windows(PeerRdma& peer, std::uint64_t id, const GrantPlan& plan) {
+void GrantSource::bind_windows(PeerRdma& peer, std::uint64_t id, const GrantPlan& plan) {
   GrantState& live = *peer.grants.find(id);
   // One window per segment, bound to exactly its range and direction through its QP.
   for (std::size_t i = 0; i < live.segments.size(); ++i) {
@@ -306,7 +303,7 @@ void RdmaLane::bind_windows(PeerRdma& peer, std::uint64_t id, const GrantPlan& p
     if (const int rc = verbs::post_send(q.qp, &wr, &bad); rc != 0) {
       if (bad == &wr) q.sq.unpost_from(seq);
       s.bind_failed = true;
-      retire_qp(q.handle);
+      lane_.retire_qp(q.handle);
       return close_grant(
           peer, id, verbs::errno_status(Errc::Unavailable, q.ctx->name + ": bind of a window", rc),
           true);

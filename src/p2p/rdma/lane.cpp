@@ -122,8 +122,8 @@ RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, std::shared_ptr<MrCache> 
       caps_(rdma_caps()),
       cfg_(engine_->config().rdma),
       qps_(*engine_, cfg_),
-      windows_(*engine_, engine_->contexts().size()),
       hooks_(TestHooks::from_env()),
+      source_(*this, engine_, regions_, cache_, hooks_),
       sched_(SchedulerConfig{cfg_.deadline_bw_arbitration, cfg_.priority_promotion_timeout,
                              cfg_.priority_promotion_per_entry},
              engine_->counters().tiers),
@@ -311,13 +311,23 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
   // Decodes the body in full, then hands the message to its handler.
   auto handle = [&](auto decoded, auto on) -> Status {
     if (!decoded.ok()) return decoded.status();
-    (this->*on)(*peer, *decoded);
+    on(*peer, *decoded);
     return {};
   };
+  // The owner's messages go to the grant source, the requester's stay on the lane.
+  auto source = [this](auto fn) {
+    return [this, fn](PeerRdma& p, const auto& m) { (source_.*fn)(p, m); };
+  };
+  auto lane = [this](auto fn) {
+    return [this, fn](PeerRdma& p, const auto& m) { (this->*fn)(p, m); };
+  };
   switch (static_cast<ControlKind>(kind)) {
-    case ControlKind::QpConnect: return handle(decode_qp_connect(body), &RdmaLane::on_qp_connect);
-    case ControlKind::QpAccept: return handle(decode_qp_accept(body), &RdmaLane::on_qp_accept);
-    case ControlKind::QpRetire: return handle(decode_qp_retire(body), &RdmaLane::on_qp_retire);
+    case ControlKind::QpConnect:
+      return handle(decode_qp_connect(body), source(&GrantSource::on_qp_connect));
+    case ControlKind::QpAccept:
+      return handle(decode_qp_accept(body), lane(&RdmaLane::on_qp_accept));
+    case ControlKind::QpRetire:
+      return handle(decode_qp_retire(body), source(&GrantSource::on_qp_retire));
     case ControlKind::GrantRequest: {
       auto m = decode_grant_request(body);
       if (!m.ok()) return m.status();
@@ -325,21 +335,23 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
         m->local_deadline = Clock::now() + std::chrono::microseconds(
                                                std::min<std::uint64_t>(m->deadline_us, 1ULL << 40));
       }
-      on_grant_request(*peer, *m);
+      source_.on_grant_request(*peer, *m);
       return {};
     }
     case ControlKind::GrantCancel:
-      return handle(decode_grant_cancel(body), &RdmaLane::on_grant_cancel);
-    case ControlKind::Grant: return handle(decode_grant(body), &RdmaLane::on_grant);
-    case ControlKind::GrantNack: return handle(decode_grant_nack(body), &RdmaLane::on_grant_nack);
-    case ControlKind::GrantAck: return handle(decode_grant_ack(body), &RdmaLane::on_grant_ack);
+      return handle(decode_grant_cancel(body), source(&GrantSource::on_grant_cancel));
+    case ControlKind::Grant: return handle(decode_grant(body), lane(&RdmaLane::on_grant));
+    case ControlKind::GrantNack:
+      return handle(decode_grant_nack(body), lane(&RdmaLane::on_grant_nack));
+    case ControlKind::GrantAck:
+      return handle(decode_grant_ack(body), lane(&RdmaLane::on_grant_ack));
     case ControlKind::FrameCredit: {
       auto m = decode_frame_credit(body);
       if (!m.ok()) return m.status();
       messenger_.on_credit(*peer, *m);
       return {};
     }
-    case ControlKind::NicTable: return handle(decode_info(body), &RdmaLane::on_nic_table);
+    case ControlKind::NicTable: return handle(decode_info(body), lane(&RdmaLane::on_nic_table));
   }
   return Status::error(Errc::Protocol, "RDMA control kind " + std::to_string(kind) + " unknown");
 }
@@ -408,7 +420,7 @@ void RdmaLane::on_send_cqe(const ibv_wc& wc) {
     } else if (q->role == QpRole::Requester) {
       on_requester_wr(*peer, *q, rec, success, success ? nullptr : &wc);
     } else {
-      on_source_wr(*peer, rec, success);
+      source_.on_wr(*peer, rec, success);
     }
   }
   if (q->broken && !qps_.retired(q->handle)) retire_qp(q->handle);
@@ -450,21 +462,23 @@ void RdmaLane::on_recv_cqe(CqSet& cqs, const ibv_wc& wc) {
     // A flush: the QP is in error; its grants are revoked.
     if (!q->broken) retire_qp(q->handle);
     if (peer != nullptr && !peer->failed) {
-      std::vector<std::uint64_t> hit;
-      peer->grants.through(q->handle, true, hit);
-      for (std::uint64_t gid : hit) {
-        close_grant(
-            *peer, gid,
-            Status::error(Errc::ConnectionLost, "the connection carrying the grant failed (" +
-                                                    std::string(verbs::wc_status_name(wc.status)) +
-                                                    "); effect unknown"),
-            true);
-      }
+      source_.connection_failed(
+          *peer, q->handle,
+          Status::error(Errc::ConnectionLost, "the connection carrying the grant failed (" +
+                                                  std::string(verbs::wc_status_name(wc.status)) +
+                                                  "); effect unknown"));
     }
     return;
   }
   if (peer == nullptr || peer->failed) return;
-  on_receipt(*peer, *q, cqs, slot, wc);
+  source_.on_receipt(*peer, *q, cqs, slot, wc);
+}
+
+std::size_t RdmaLane::context_of(const CqSet& cqs) const {
+  for (std::size_t c = 0; c < cqs_.size(); ++c) {
+    if (cqs_[c].get() == &cqs) return c;
+  }
+  return 0;  // every QP's CQ set is one of the lane's
 }
 
 Result<Qp*> RdmaLane::new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot) {
@@ -479,8 +493,8 @@ Result<Qp*> RdmaLane::new_qp(std::size_t context, QpRole role, PeerRdma& peer, s
 }
 
 int RdmaLane::progress() {
-  if (kill_pending_) ::raise(SIGKILL);  // test hook kill_after_grant: the Grant has left
-  send_nic_tables();                    // a context paused or resumed since the last pass
+  if (source_.kill_pending()) ::raise(SIGKILL);  // test hook kill_after_grant: the Grant left
+  send_nic_tables();                             // a context paused or resumed since the last pass
   // Every WR belongs to a parent, a grant, a frame or a retired QP, and frames arrive only where
   // a message QP's receiving end exists: with none of them, no completion can come, and the
   // lane's passes (shm's hot path among them) skip the CQs.
@@ -491,15 +505,12 @@ int RdmaLane::progress() {
     expire_drains(*peer);
     if (peer->failed) continue;
     messenger_.pump(*peer);
-    if (peer->grants.has_deferred()) {
-      for (const GrantRequest& m : peer->grants.take_deferred()) {
-        if (peer->failed) break;
-        on_grant_request(*peer, m);
-      }
-    }
+    source_.retry_deferred(*peer);
     send_waiting_requests(*peer);
   }
-  expire_grants(Clock::now());
+  if (const auto now = Clock::now(); source_.expiry_due(now)) {
+    for (auto& [link, peer] : peers_) source_.expire(*peer, now);
+  }
   dispatch();
   if (qps_.any_retired()) qps_.destroy_retired(Clock::now());
   return work;
@@ -539,10 +550,7 @@ void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
   peer.frames.fail();
   peer.grants.clear_deferred();  // their receives fail with the link
   peer.parents.reset_window();
-  // Grants: windows deallocated (nothing can use them afterwards), ranges unlocked.
-  std::vector<std::uint64_t> grants;
-  peer.grants.ids(grants);
-  for (std::uint64_t id : grants) close_grant(peer, id, why, false);
+  source_.close_all(peer, why);
   // Every QP of the peer goes to ERR: what was posted flushes, and parents end once drained.
   for (std::uint16_t h : peer.qps) {
     if (qp(h) != nullptr) retire_qp(h);
@@ -583,7 +591,7 @@ void RdmaLane::shutdown(const Status& why) {
     for (std::uint64_t id : ids) maybe_finish_parent(*peer, id);
     peer->parents.clear();
   }
-  windows_.close();
+  source_.close();
   for (auto& set : cqs_) {
     if (set) poller_.remove(set->channel->fd);
   }

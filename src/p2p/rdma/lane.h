@@ -34,6 +34,8 @@
 #include "p2p/rdma/region_pin.h"
 #include "p2p/rdma/scheduler.h"
 #include "p2p/rdma/slicing.h"
+#include "p2p/rdma/source.h"
+#include "p2p/rdma/test_hooks.h"
 #include "p2p/rdma/window_pool.h"
 #include "p2p/registry.h"
 #include "p2p/transport.h"
@@ -42,46 +44,6 @@ namespace orbite::rdma {
 
 class RdmaLane;
 using Clock = std::chrono::steady_clock;
-
-// A random 64-bit value from a per-thread generator (grant nonces, PSNs); source.cpp.
-std::uint64_t random_u64();
-
-// Misbehaviour on demand, for the tests that prove the source's checks (tests/integration/
-// rdma_test.cpp): ORBITE_RDMA_TEST_HOOKS is a comma-separated list of these names. Each hook
-// makes this engine forge as a requester, kill itself at a protocol phase, or drop one of its
-// own connections; none weakens a check, so an engine that reads the variable is no less safe
-// to its peers.
-struct TestHooks {
-  bool widen_write = false;          // each WRITE segment's last WR reaches 1 byte past its window
-  bool replay_key = false;           // a parent's WRs use the key of the previous, receipted grant
-  bool other_qp = false;             // a segment's WRs go on another QP of its array
-  bool kill_after_payload = false;   // requester: SIGKILL once the first payload WRs are posted
-  bool kill_before_receipt = false;  // requester: SIGKILL instead of posting a receipt
-  bool kill_on_grant_request = false;  // source: SIGKILL when a GrantRequest arrives
-  bool kill_after_grant = false;       // source: SIGKILL once a grant is published
-  bool retire_source_once = false;     // source: the first GrantRequest finds its QP retired
-  bool forge_nic_table = false;        // NicTables rename this engine's first NIC
-  bool forge_rendezvous = false;       // a rendezvous GrantRequest names a receive never matched
-  bool forge_connect_slot = false;     // QpConnects name a slot one link width past the real one
-  bool withhold_receipt = false;       // requester: the first parent never posts its receipts
-  // requester: no parent ever posts its receipts, and GrantRequests ignore
-  // kMaxPendingGrantRequests (the source's deferred queue fills past its bound)
-  bool flood_grant_requests = false;
-  // requester: a granted parent with a deadline posts nothing until that deadline passed (so its
-  // grant goes back with a GrantCancel)
-  bool hold_granted = false;
-  bool defer_deadlined = false;  // source: a GrantRequest with a deadline waits until it passes
-  // requester: a granted parent with a deadline posts only its first segment until that deadline
-  // passed (its other segments go back with status-1 receipts)
-  bool hold_later_segments = false;
-  [[nodiscard]] bool any() const {
-    return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
-           kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table ||
-           forge_rendezvous || forge_connect_slot || withhold_receipt || flood_grant_requests ||
-           hold_granted || defer_deadlined || hold_later_segments;
-  }
-  static TestHooks from_env();
-};
 
 class RdmaEndpoint final : public p2p::PeerEndpoint {
  public:
@@ -150,6 +112,10 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   std::uint64_t next_builder() override { return next_builder_++; }
   [[nodiscard]] RdmaEngine& engine() const override { return *engine_; }
   [[nodiscard]] p2p::FrameHandler& handler() const override { return handler_; }
+  [[nodiscard]] bool context_usable(std::size_t context) const override {
+    return context < cqs_.size() && cqs_[context] != nullptr;
+  }
+  [[nodiscard]] std::size_t context_of(const CqSet& cqs) const override;
   // Requester payload QPs idle for rdma.idle_qp_timeout (no WR outstanding, no parent naming
   // them) are retired at both ends; looked at a few times per timeout.
   void reap_idle_qps(Clock::time_point now);
@@ -223,50 +189,8 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   // Cuts a parent's slices into segments by the lease's NIC runs (and QP slots).
   Status plan_segments(PeerRdma& peer, Parent& p, const MrSet& local);
   void slot_broken(PeerRdma& peer, Qp& q);
-  // Source: revokes every grant older than rdma.grant_timeout (a requester that stalls, alive,
-  // must not hold a range, a pin and budgets for ever).
-  // Looked at once the earliest grant is due (next_grant_expiry_), not every pass.
-  void expire_grants(Clock::time_point now);
-  void expire_grants(PeerRdma& peer, Clock::time_point now);
   // A receipt's registered slot back to its pool, once the HCA is done with it (or never had it).
   void release_receipt_slot(Qp& q, Segment& s);
-
-  // source.cpp
-  void on_qp_connect(PeerRdma& peer, const QpConnect& m);
-  void on_qp_retire(PeerRdma& peer, const QpRetire& m);
-  // grant_request.cpp: the owner's answer to a GrantRequest, phase by phase.
-  struct GrantPlan {  // what the phases resolved
-    bool to_receive = false, write = false;
-    bool receive_matched = false;  // a rendezvous target was found: a refusal fails it too
-    std::shared_ptr<detail::RegionRecord> region;
-    std::shared_ptr<detail::RequestState> receive;
-    std::vector<Qp*> qps;               // each segment's
-    std::vector<std::size_t> contexts;  // each segment's QP's (a grant may span rails)
-    const MrSet* set = nullptr;
-  };
-  void on_grant_request(PeerRdma& peer, const GrantRequest& m);
-  bool grant_request_valid(PeerRdma& peer, const GrantRequest& m);  // false: the link failed
-  Status resolve_target(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan);
-  Status resolve_qps(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan);  // else cache miss
-  Status prepare_memory(const GrantRequest& m, GrantPlan& plan);
-  // Whether the QPs have receipt slots and SQ room for the grant now (false: it waits).
-  Result<bool> receipt_room(const GrantPlan& plan);
-  // The grant's owned reservations and its record; nullopt when refused or deferred.
-  std::optional<std::uint64_t> reserve_grant(PeerRdma& peer, const GrantRequest& m,
-                                             GrantPlan& plan);
-  void bind_windows(PeerRdma& peer, std::uint64_t id, const GrantPlan& plan);
-  void refuse_grant(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan, const Status& why,
-                    bool cache_miss = false);
-  void on_grant_cancel(PeerRdma& peer, const GrantCancel& m);
-  // Queues a GrantRequest to run again next pass (FIFO), counting it once however often it waits.
-  void defer(PeerRdma& peer, const GrantRequest& m);
-  void on_source_wr(PeerRdma& peer, const WrRecord& r, bool ok);
-  void on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc);
-  void publish_if_bound(PeerRdma& peer, GrantState& g);
-  // Ends a grant: windows invalidated or revoked, range unlocked, pins and budgets returned.
-  void close_grant(PeerRdma& peer, std::uint64_t id, const Status& outcome, bool send_ack);
-  Binding expected_binding(const PeerRdma& peer, const GrantState& g, const GrantSegment& s,
-                           const Qp& q) const;
 
   std::shared_ptr<RdmaEngine> engine_;
   std::shared_ptr<MrCache> cache_;  // engine-owned memory's registrations (send/recv buffers)
@@ -280,15 +204,8 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   // One CQ set per usable context (null for inert ones), indexed like engine_->contexts().
   std::vector<std::unique_ptr<CqSet>> cqs_;
   std::vector<std::unique_ptr<ChannelWatch>> watches_;
-  QpTable qps_;                    // every QP of the lane, and the retired ones until destroyed
-  Clock::time_point next_reap_{};  // reap_idle_qps()' next look
-  WindowPool windows_;             // every grant's windows, their keys, the parked ones
-  // Grants whose windows could not be revoked: their locks, pins and charges are kept for good.
-  std::vector<GrantState> retained_grants_;
-  std::vector<std::uint64_t> expired_;  // expire_grants' scratch (no allocation per pass)
-  // When the earliest open grant reaches rdma.grant_timeout (max: none open); a grant closed
-  // early leaves it early, which only costs one scan.
-  Clock::time_point next_grant_expiry_ = Clock::time_point::max();
+  QpTable qps_;                        // every QP of the lane, and the retired ones until destroyed
+  Clock::time_point next_reap_{};      // reap_idle_qps()' next look
   std::uint64_t withheld_parent_ = 0;  // test hook withhold_receipt: the parent it stalls
   std::unordered_map<detail::PeerLink*, std::unique_ptr<PeerRdma>> peers_;
   std::unordered_map<detail::PeerLink*, std::uint64_t> offered_;  // link incarnations offered
@@ -296,13 +213,15 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   std::uint64_t next_builder_ = 1;
   std::vector<ibv_wc> wcs_;
   std::uint64_t sent_nic_epoch_ = 0;  // the engine's nic_epoch() whose table the peers have
-  FrameMessenger messenger_{*this};   // the protocol's frames over the message channels
   std::vector<std::pair<WrRecord, bool>> resolved_;  // on_send_cqe(): one completion's records
   // post_slices()' chain under construction (reused: no allocation per post once grown).
   std::vector<ibv_send_wr> wr_scratch_;
   std::vector<ibv_sge> sge_scratch_;
   std::vector<std::uint32_t> seq_scratch_;
   TestHooks hooks_;
+  // The lane's parts (after what they refer to: the services are *this).
+  FrameMessenger messenger_{*this};  // the protocol's frames over the message channels
+  GrantSource source_;               // the owner's side of the grant protocol
   // The requester's order of work (dispatch.cpp): every parent from its start until its payload
   // is all posted or it ends. dispatch_due_: something became dispatchable outside a pass (a
   // new parent, a Grant), so the lane must not sleep before the next pass.
@@ -322,7 +241,6 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   // it (a lower tier's backlog never holds back higher-tier work; a post counts against its own
   // tier and the tiers below).
   std::array<std::array<std::uint64_t, kTiers>, kMaxNics> post_room_{};
-  bool kill_pending_ = false;      // kill_after_grant: at the start of the next pass
   std::uint32_t replay_rkey_ = 0;  // replay_key: the key of the last receipted segment
 };
 

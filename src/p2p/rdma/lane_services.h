@@ -1,4 +1,4 @@
-// What a lane's parts (the frame messenger today; the requester and the owner as they move out of
+// What a lane's parts (the frame messenger, the grant source; the requester as it moves out of
 // RdmaLane) need from the lane: its QP table, its control sender, its failure paths, the engine
 // and the protocol's frame handler. RdmaLane implements it; a part holds a reference for its
 // whole life (the lane owns its parts) and calls it from the lane's thread only, under the lane's
@@ -27,6 +27,10 @@ class LaneServices {
                              std::uint32_t slot) = 0;
   virtual void retire_qp(std::uint16_t handle) = 0;
   virtual Status post_receives(Qp& q) = 0;
+  // The lane's CQ sets: whether context `context` (an index into RdmaEngine::contexts()) has one
+  // here, and the context of a CQ set.
+  [[nodiscard]] virtual bool context_usable(std::size_t context) const = 0;
+  [[nodiscard]] virtual std::size_t context_of(const CqSet& cqs) const = 0;
   // The QP array of the peer's message channel (the first active local context's).
   virtual Result<std::size_t> array_for(PeerRdma& peer) = 0;
   // A number for a cold QP builder, unique on the lane (QpConnect and QpAccept carry it).

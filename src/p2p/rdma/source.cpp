@@ -7,7 +7,7 @@
 #include <random>
 
 #include "common/log.h"
-#include "p2p/rdma/lane.h"
+#include "p2p/rdma/source.h"
 #include "p2p/rdma/verbs.h"
 
 namespace orbite::rdma {
@@ -17,18 +17,50 @@ std::uint64_t random_u64() {
   return rng();
 }
 
-void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
+GrantSource::GrantSource(LaneServices& lane, std::shared_ptr<RdmaEngine> engine,
+                         p2p::RegionRegistry& regions, std::shared_ptr<MrCache> cache,
+                         TestHooks& hooks)
+    : lane_(lane),
+      engine_(std::move(engine)),
+      cfg_(engine_->config().rdma),
+      regions_(regions),
+      cache_(std::move(cache)),
+      hooks_(hooks),
+      windows_(*engine_, engine_->contexts().size()) {}
+
+void GrantSource::retry_deferred(PeerRdma& peer) {
+  if (!peer.grants.has_deferred()) return;
+  for (const GrantRequest& m : peer.grants.take_deferred()) {
+    if (peer.failed) break;
+    on_grant_request(peer, m);
+  }
+}
+
+void GrantSource::connection_failed(PeerRdma& peer, std::uint16_t handle, const Status& why) {
+  std::vector<std::uint64_t> hit;
+  peer.grants.through(handle, true, hit);
+  for (std::uint64_t gid : hit) close_grant(peer, gid, why, true);
+}
+
+void GrantSource::close_all(PeerRdma& peer, const Status& why) {
+  // Windows deallocated (nothing can use them afterwards), ranges unlocked.
+  std::vector<std::uint64_t> grants;
+  peer.grants.ids(grants);
+  for (std::uint64_t id : grants) close_grant(peer, id, why, false);
+}
+
+void GrantSource::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
   QpAccept reply;
   reply.builder = m.builder;
   auto refuse = [&](const Status& st) {
     reply.errc = static_cast<std::uint32_t>(st.code());
     reply.reason = st.message();
-    send(peer, ControlKind::QpAccept, encode(reply));
+    lane_.send(peer, ControlKind::QpAccept, encode(reply));
   };
   const auto& contexts = engine_->contexts();
   std::size_t context = contexts.size();
   for (std::size_t c = 0; c < contexts.size(); ++c) {
-    if (contexts[c]->nic_id == m.qp.remote_nic && cqs_[c]) context = c;
+    if (contexts[c]->nic_id == m.qp.remote_nic && lane_.context_usable(c)) context = c;
   }
   // The link's width bounds the slots a peer may open here: every one charges the engine-wide
   // endpoint and CQ budgets, which one peer must not spend for everyone.
@@ -53,7 +85,7 @@ void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
     // The requester rebuilt the slot: the old end goes, with whatever was granted through it.
     on_qp_retire(peer, QpRetire{m.slot, old->second.incarnation});
   }
-  auto made = new_qp(context, QpRole::Source, peer, m.slot);
+  auto made = lane_.new_qp(context, QpRole::Source, peer, m.slot);
   if (!made.ok()) return refuse(made.status());
   Qp& q = **made;
   q.psn = static_cast<std::uint32_t>(random_u64() & 0xffffff);
@@ -65,13 +97,13 @@ void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
     q.dest_rd_atomic = clamp_rd_depth(cfg_.max_dest_rd_atomic, q.ctx->limits.max_qp_rd_atom);
     q.rd_atomic = clamp_rd_depth(cfg_.max_rd_atomic, q.ctx->limits.max_qp_init_rd_atom);
   }
-  Status st = post_receives(q);
+  Status st = lane_.post_receives(q);
   if (st.ok()) {
     st = connect_rc_qp(*q.ctx, q.qp, remote_end(*nic, m.qp.qpn, m.qp.psn), q.psn, q.rd_atomic,
                        q.dest_rd_atomic);
   }
   if (!st.ok()) {
-    retire_qp(q.handle);
+    lane_.retire_qp(q.handle);
     return refuse(st);
   }
   q.ready = true;
@@ -83,10 +115,10 @@ void RdmaLane::on_qp_connect(PeerRdma& peer, const QpConnect& m) {
   reply.qp_incarnation = q.incarnation;
   reply.qp = QpEndpointInfo{q.qp->qp_num, q.psn,       m.qp.remote_nic,
                             m.qp.nic_id,  q.rd_atomic, q.dest_rd_atomic};
-  send(peer, ControlKind::QpAccept, encode(reply));
+  lane_.send(peer, ControlKind::QpAccept, encode(reply));
 }
 
-void RdmaLane::on_qp_retire(PeerRdma& peer, const QpRetire& m) {
+void GrantSource::on_qp_retire(PeerRdma& peer, const QpRetire& m) {
   for (auto it = peer.sources.begin(); it != peer.sources.end(); ++it) {
     if (std::get<2>(it->first) != m.slot || it->second.incarnation != m.qp_incarnation) continue;
     const std::uint16_t handle = it->second.qp_handle;
@@ -98,22 +130,22 @@ void RdmaLane::on_qp_retire(PeerRdma& peer, const QpRetire& m) {
                                 "the requester retired the connection; effect unknown"),
                   true);
     }
-    retire_qp(handle);
+    lane_.retire_qp(handle);
     peer.sources.erase(it);
     return;
   }
   // Already gone (both sides may retire a failed pair): nothing to do.
 }
 
-void RdmaLane::on_grant_cancel(PeerRdma& peer, const GrantCancel& m) {
+void GrantSource::on_grant_cancel(PeerRdma& peer, const GrantCancel& m) {
   GrantState* g = peer.grants.find(m.grant);
   if (g == nullptr || g->generation != m.generation || g->parent != m.parent) {
     return;  // closed already (expired, or its connection failed): its GrantAck went that way
   }
   for (const GrantSegment& s : g->segments) {
     if (s.receipted) {
-      return protocol_error(peer, "GrantCancel for grant " + std::to_string(m.grant) +
-                                      " after a receipt of its payload");
+      return lane_.protocol_error(peer, "GrantCancel for grant " + std::to_string(m.grant) +
+                                            " after a receipt of its payload");
     }
   }
   close_grant(peer, m.grant,
@@ -123,20 +155,20 @@ void RdmaLane::on_grant_cancel(PeerRdma& peer, const GrantCancel& m) {
               true);
 }
 
-void RdmaLane::defer(PeerRdma& peer, const GrantRequest& m) {
+void GrantSource::defer(PeerRdma& peer, const GrantRequest& m) {
   bool first = false;
   if (!peer.grants.defer(m, &first)) {
     // A conforming requester never has that many unanswered (see kMaxPendingGrantRequests):
     // the queue, and the passes that retry it, stay bounded.
-    return protocol_error(peer, "more than " + std::to_string(kMaxPendingGrantRequests) +
-                                    " GrantRequests of this peer waiting (parent " +
-                                    std::to_string(m.parent) + ")");
+    return lane_.protocol_error(peer, "more than " + std::to_string(kMaxPendingGrantRequests) +
+                                          " GrantRequests of this peer waiting (parent " +
+                                          std::to_string(m.parent) + ")");
   }
   // Counted once however often it waits, by its own mark (a pass may also take new requests).
   if (first) add(engine_->counters().grant_requests_deferred);
 }
 
-void RdmaLane::on_source_wr(PeerRdma& peer, const WrRecord& r, bool ok) {
+void GrantSource::on_wr(PeerRdma& peer, const WrRecord& r, bool ok) {
   if (r.kind != WrKind::Bind) return;
   GrantState* found = peer.grants.find(r.owner);
   if (found == nullptr) return;
@@ -151,7 +183,7 @@ void RdmaLane::on_source_wr(PeerRdma& peer, const WrRecord& r, bool ok) {
   publish_if_bound(peer, g);
 }
 
-void RdmaLane::publish_if_bound(PeerRdma& peer, GrantState& g) {
+void GrantSource::publish_if_bound(PeerRdma& peer, GrantState& g) {
   if (g.published || !std::all_of(g.segments.begin(), g.segments.end(),
                                   [](const GrantSegment& s) { return s.bound; })) {
     return;
@@ -168,7 +200,7 @@ void RdmaLane::publish_if_bound(PeerRdma& peer, GrantState& g) {
   }
   g.published = true;
   add(engine_->counters().grants);
-  send(peer, ControlKind::Grant, encode(m));
+  lane_.send(peer, ControlKind::Grant, encode(m));
   if (hooks_.kill_after_grant) {
     // Test hook: dies with the grant published (the frame is flushed at the end of a pass, so
     // give it one).
@@ -176,8 +208,8 @@ void RdmaLane::publish_if_bound(PeerRdma& peer, GrantState& g) {
   }
 }
 
-Binding RdmaLane::expected_binding(const PeerRdma& peer, const GrantState& g, const GrantSegment& s,
-                                   const Qp& q) const {
+Binding GrantSource::expected_binding(const PeerRdma& peer, const GrantState& g,
+                                      const GrantSegment& s, const Qp& q) const {
   Binding b;
   b.op = g.op;
   b.first_slice = s.first_slice;
@@ -202,11 +234,12 @@ Binding RdmaLane::expected_binding(const PeerRdma& peer, const GrantState& g, co
   return b;
 }
 
-void RdmaLane::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc) {
+void GrantSource::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot,
+                             const ibv_wc& wc) {
   auto mismatch = [&](const std::string& why) {
     add(engine_->counters().receipt_mismatches);
-    protocol_error(peer,
-                   "a receipt on QP " + std::to_string(q.qp->qp_num) + " was refused: " + why);
+    lane_.protocol_error(
+        peer, "a receipt on QP " + std::to_string(q.qp->qp_num) + " was refused: " + why);
   };
   if (wc.opcode != IBV_WC_RECV || (wc.wc_flags & IBV_WC_WITH_INV) == 0 ||
       wc.byte_len != kBindingBytes) {
@@ -250,7 +283,7 @@ void RdmaLane::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot,
   seg->mw = nullptr;
   add(engine_->counters().windows_invalidated);
   add(engine_->counters().receipts);
-  if (Status st = post_receives(q); !st.ok()) {
+  if (Status st = lane_.post_receives(q); !st.ok()) {
     ORBITE_LOG(Warn, Rdma) << "reposting receipt slots failed: " << st.message();
   }
   if (!std::all_of(g.segments.begin(), g.segments.end(),
@@ -268,17 +301,16 @@ void RdmaLane::on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot,
               true);
 }
 
-void RdmaLane::expire_grants(Clock::time_point now) {
-  // A timer, not a scan per pass: the grants are looked at only once the oldest one is due.
-  if (now < next_grant_expiry_) return;
+bool GrantSource::expiry_due(Clock::time_point now) {
+  // A timer, not a scan per pass: the grants are looked at only once the oldest one is due (and
+  // expire() sets the next time from those still open).
+  if (now < next_grant_expiry_) return false;
   next_grant_expiry_ = Clock::time_point::max();
-  for (auto& [link, peer] : peers_) {
-    if (!peer->failed) expire_grants(*peer, now);
-  }
+  return true;
 }
 
-void RdmaLane::expire_grants(PeerRdma& peer, Clock::time_point now) {
-  if (peer.grants.empty()) return;
+void GrantSource::expire(PeerRdma& peer, Clock::time_point now) {
+  if (peer.failed || peer.grants.empty()) return;
   peer.grants.due(now, cfg_.grant_timeout, expired_, next_grant_expiry_);
   for (std::uint64_t id : expired_) {
     add(engine_->counters().grants_expired);
@@ -292,13 +324,14 @@ void RdmaLane::expire_grants(PeerRdma& peer, Clock::time_point now) {
   }
 }
 
-void RdmaLane::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outcome, bool send_ack) {
+void GrantSource::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outcome,
+                              bool send_ack) {
   std::optional<GrantState> taken = peer.grants.take(id);
   if (!taken) return;
   GrantState g = std::move(*taken);
   bool retained = false;
   for (GrantSegment& s : g.segments) {
-    Qp* q = qp(s.qp_handle);
+    Qp* q = lane_.qp(s.qp_handle);
     if (!s.receipted && q != nullptr && q->incarnation == s.qp_incarnation &&
         q->receipts_reserved > 0) {
       --q->receipts_reserved;
@@ -343,21 +376,22 @@ void RdmaLane::close_grant(PeerRdma& peer, std::uint64_t id, const Status& outco
                              "buffer may still be written (" +
                                  outcome.message() + ")");
     }
-    handler_.rendezvous_done(*peer.link, target, result.ok() ? length : 0, result);
+    lane_.handler().rendezvous_done(*peer.link, target, result.ok() ? length : 0, result);
     // The grant's own MR goes with its record (now, unless the grant is retained).
     g.region.reset();
   }
   if (!send_ack || peer.failed) return;
   if (published) {
-    send(peer, ControlKind::GrantAck,
-         encode(GrantAck{parent, static_cast<std::uint32_t>(outcome.code()),
-                         outcome.ok() ? length : 0, id, generation, outcome.message()}));
+    lane_.send(peer, ControlKind::GrantAck,
+               encode(GrantAck{parent, static_cast<std::uint32_t>(outcome.code()),
+                               outcome.ok() ? length : 0, id, generation, outcome.message()}));
   } else {
     add(engine_->counters().grant_nacks);
-    send(peer, ControlKind::GrantNack,
-         encode(GrantNack{
-             parent, static_cast<std::uint32_t>(outcome.ok() ? Errc::Unavailable : outcome.code()),
-             0, outcome.message() + " (nothing moved)"}));
+    lane_.send(
+        peer, ControlKind::GrantNack,
+        encode(GrantNack{
+            parent, static_cast<std::uint32_t>(outcome.ok() ? Errc::Unavailable : outcome.code()),
+            0, outcome.message() + " (nothing moved)"}));
   }
 }
 

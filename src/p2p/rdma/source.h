@@ -1,0 +1,111 @@
+// The lane's grant source: the owner's side of the grant protocol for every peer of the lane.
+// It answers QpConnect with the source-role end of a requester's slot, answers a GrantRequest
+// phase by phase (grant_request.cpp: the protocol checks, the target, the QPs, the memory, the
+// receipt room, the owned reservations, one window bound per segment), publishes the grant once
+// every bind completed, checks each receipt field by field, and closes a grant (READY) or revokes
+// it (cancel, expiry, a failed connection or link). Its state beyond the peers' GrantTables: the
+// lane's memory windows and the grants whose windows could not be revoked. The lane owns it,
+// routes the owner's control messages and completions to it, and calls it from the lane's thread
+// only. See docs/rdma.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "p2p/rdma/engine.h"
+#include "p2p/rdma/lane_services.h"
+#include "p2p/rdma/mr_cache.h"
+#include "p2p/rdma/peer_rdma.h"
+#include "p2p/rdma/test_hooks.h"
+#include "p2p/rdma/window_pool.h"
+#include "p2p/registry.h"
+
+namespace orbite::rdma {
+
+// A random 64-bit value from a per-thread generator (grant nonces, PSNs); source.cpp.
+std::uint64_t random_u64();
+
+class GrantSource {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Every reference outlives the source (the lane owns all of them and the source).
+  GrantSource(LaneServices& lane, std::shared_ptr<RdmaEngine> engine, p2p::RegionRegistry& regions,
+              std::shared_ptr<MrCache> cache, TestHooks& hooks);
+
+  // Control messages from the peer (its requester).
+  void on_qp_connect(PeerRdma& peer, const QpConnect& m);
+  void on_qp_retire(PeerRdma& peer, const QpRetire& m);
+  void on_grant_request(PeerRdma& peer, const GrantRequest& m);
+  void on_grant_cancel(PeerRdma& peer, const GrantCancel& m);
+  // Completions: a source-role WR (a window's bind), a receipt, and a flushed receive on the
+  // connection `handle` (every grant through it is revoked with `why`).
+  void on_wr(PeerRdma& peer, const WrRecord& r, bool ok);
+  void on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc);
+  void connection_failed(PeerRdma& peer, std::uint16_t handle, const Status& why);
+  // Each pass: the peer's deferred GrantRequests again, in tier order.
+  void retry_deferred(PeerRdma& peer);
+  // rdma.grant_timeout: whether the earliest open grant is due (a timer, not a scan per pass),
+  // then each peer's grants older than the timeout revoked (a requester that stalls, alive, must
+  // not hold a range, a pin and budgets for ever).
+  bool expiry_due(Clock::time_point now);
+  void expire(PeerRdma& peer, Clock::time_point now);
+  // The link failed: every grant of the peer closes with `why` (no GrantAck: the link is gone).
+  void close_all(PeerRdma& peer, const Status& why);
+  // The lane shuts down: the windows go.
+  void close() { windows_.close(); }
+  // Test hook kill_after_grant: a grant was published, the process dies at the next pass.
+  [[nodiscard]] bool kill_pending() const { return kill_pending_; }
+
+ private:
+  struct GrantPlan {  // what the phases of a GrantRequest resolved
+    bool to_receive = false, write = false;
+    bool receive_matched = false;  // a rendezvous target was found: a refusal fails it too
+    std::shared_ptr<detail::RegionRecord> region;
+    std::shared_ptr<detail::RequestState> receive;
+    std::vector<Qp*> qps;               // each segment's
+    std::vector<std::size_t> contexts;  // each segment's QP's (a grant may span rails)
+    const MrSet* set = nullptr;
+  };
+  // grant_request.cpp
+  bool grant_request_valid(PeerRdma& peer, const GrantRequest& m);  // false: the link failed
+  Status resolve_target(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan);
+  Status resolve_qps(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan);  // else cache miss
+  Status prepare_memory(const GrantRequest& m, GrantPlan& plan);
+  // Whether the QPs have receipt slots and SQ room for the grant now (false: it waits).
+  Result<bool> receipt_room(const GrantPlan& plan);
+  // The grant's owned reservations and its record; nullopt when refused or deferred.
+  std::optional<std::uint64_t> reserve_grant(PeerRdma& peer, const GrantRequest& m,
+                                             GrantPlan& plan);
+  void bind_windows(PeerRdma& peer, std::uint64_t id, const GrantPlan& plan);
+  void refuse_grant(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan, const Status& why,
+                    bool cache_miss = false);
+  // Queues a GrantRequest to run again next pass, counting it once however often it waits.
+  void defer(PeerRdma& peer, const GrantRequest& m);
+  // source.cpp
+  void publish_if_bound(PeerRdma& peer, GrantState& g);
+  // Ends a grant: windows invalidated or revoked, range unlocked, pins and budgets returned.
+  void close_grant(PeerRdma& peer, std::uint64_t id, const Status& outcome, bool send_ack);
+  Binding expected_binding(const PeerRdma& peer, const GrantState& g, const GrantSegment& s,
+                           const Qp& q) const;
+
+  LaneServices& lane_;
+  std::shared_ptr<RdmaEngine> engine_;
+  const RdmaConfig& cfg_;
+  p2p::RegionRegistry& regions_;
+  std::shared_ptr<MrCache> cache_;  // engine-owned memory's registrations (rendezvous targets)
+  TestHooks& hooks_;                // the lane's (retire_source_once is spent here)
+  WindowPool windows_;              // every grant's windows, their keys, the parked ones
+  // Grants whose windows could not be revoked: their locks, pins and charges are kept for good.
+  std::vector<GrantState> retained_grants_;
+  std::vector<std::uint64_t> expired_;  // expire()'s scratch (no allocation per pass)
+  // When the earliest open grant reaches rdma.grant_timeout (max: none open); a grant closed
+  // early leaves it early, which only costs one scan.
+  Clock::time_point next_grant_expiry_ = Clock::time_point::max();
+  bool kill_pending_ = false;  // kill_after_grant: at the start of the next pass
+};
+
+}  // namespace orbite::rdma
