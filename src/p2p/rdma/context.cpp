@@ -115,6 +115,43 @@ bool choose_gid(const IbvApi& api, ibv_context* ctx, std::uint8_t port, int tabl
   return best_rank != 99;
 }
 
+// The context's port: the pinned one, or the first ACTIVE one, else the first with a valid
+// address (kept paused); its GID pinned or ranked. Sets c.route; false when none qualifies.
+bool choose_port(Context& c, std::uint32_t ports, const rdma::RdmaConfig& cfg,
+                 const topo::NicFilter& filter, bool& found_active) {
+  const IbvApi& api = c.api;
+  bool found = false;
+  found_active = false;
+  for (std::uint32_t p = 1; p <= ports && !found_active; ++p) {
+    if (cfg.port && *cfg.port != p) continue;
+    if (!topo::filter_allows(filter, c.name, p)) continue;
+    ibv_port_attr pa{};
+    if (api.query_port(c.ctx, static_cast<std::uint8_t>(p), &pa) != 0) continue;
+    Route r;
+    r.port = static_cast<std::uint8_t>(p);
+    r.lid = pa.lid;
+    r.mtu = pa.active_mtu;
+    r.link_layer = pa.link_layer;
+    r.state = pa.state;
+    r.rate_gbps = topo::port_rate_gbps(pa.active_speed, pa.active_width);
+    bool gid_ok = false;
+    if (cfg.gid_index) {
+      gid_ok = api.query_gid(c.ctx, r.port, static_cast<int>(*cfg.gid_index), &r.gid) == 0 &&
+               !zero_gid(r.gid);
+      r.gid_index = static_cast<std::uint8_t>(*cfg.gid_index);
+    } else {
+      gid_ok = choose_gid(api, c.ctx, r.port, pa.gid_tbl_len, r);
+    }
+    // InfiniBand routes by LID and needs no GID; RoCE needs one.
+    if (!gid_ok && r.link_layer != IBV_LINK_LAYER_INFINIBAND) continue;
+    if (found && pa.state != IBV_PORT_ACTIVE) continue;
+    c.route = r;
+    found = true;
+    found_active = pa.state == IBV_PORT_ACTIVE;
+  }
+  return found;
+}
+
 // Opens one device for `cfg`: its port (pinned, or the first ACTIVE one, else the first with a
 // valid GID, kept paused), its GID (pinned or ranked), the capability checks, then the PD.
 void open_context(Context& c, ibv_device* dev, const rdma::RdmaConfig& cfg,
@@ -155,35 +192,8 @@ void open_context(Context& c, ibv_device* dev, const rdma::RdmaConfig& cfg,
     c.why_inert = "the provider lacks SEND_WITH_INV (IBV_DEVICE_MEM_MGT_EXTENSIONS)";
     return;
   }
-  bool found = false;
   bool found_active = false;
-  for (std::uint32_t p = 1; p <= a.phys_port_cnt && !found_active; ++p) {
-    if (cfg.port && *cfg.port != p) continue;
-    if (!topo::filter_allows(filter, c.name, p)) continue;
-    ibv_port_attr pa{};
-    if (api.query_port(c.ctx, static_cast<std::uint8_t>(p), &pa) != 0) continue;
-    Route r;
-    r.port = static_cast<std::uint8_t>(p);
-    r.lid = pa.lid;
-    r.mtu = pa.active_mtu;
-    r.link_layer = pa.link_layer;
-    r.state = pa.state;
-    r.rate_gbps = topo::port_rate_gbps(pa.active_speed, pa.active_width);
-    bool gid_ok = false;
-    if (cfg.gid_index) {
-      gid_ok = api.query_gid(c.ctx, r.port, static_cast<int>(*cfg.gid_index), &r.gid) == 0 &&
-               !zero_gid(r.gid);
-      r.gid_index = static_cast<std::uint8_t>(*cfg.gid_index);
-    } else {
-      gid_ok = choose_gid(api, c.ctx, r.port, pa.gid_tbl_len, r);
-    }
-    // InfiniBand routes by LID and needs no GID; RoCE needs one.
-    if (!gid_ok && r.link_layer != IBV_LINK_LAYER_INFINIBAND) continue;
-    if (found && pa.state != IBV_PORT_ACTIVE) continue;
-    c.route = r;
-    found = true;
-    found_active = pa.state == IBV_PORT_ACTIVE;
-  }
+  const bool found = choose_port(c, a.phys_port_cnt, cfg, filter, found_active);
   if (!found) {
     c.why_inert = cfg.port || cfg.gid_index
                       ? "the pinned port " + std::to_string(cfg.port.value_or(1)) +

@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "common/log.h"
-#include "p2p/rdma/lane.h"
+#include "p2p/rdma/requester.h"
 
 namespace orbite::rdma {
 
@@ -28,7 +28,7 @@ bool any_posted(const Parent& p) {
 
 }  // namespace
 
-void RdmaLane::dispatch() {
+void Requester::dispatch() {
   dispatch_due_ = false;
   if (sched_.empty()) return;
   slot_wait_ = false;
@@ -52,7 +52,7 @@ void RdmaLane::dispatch() {
   if (slot_wait_) dispatch_due_ = true;
 }
 
-void RdmaLane::read_transmit() {
+void Requester::read_transmit() {
   // Once per pass, and only in a pass that needs it (a post, a prediction, arbitration): a pass
   // whose parents all wait for grants takes no selector lock.
   if (transmit_read_) return;
@@ -76,7 +76,7 @@ void RdmaLane::read_transmit() {
   }
 }
 
-Scheduler::Verdict RdmaLane::visit(SchedEntry& e, Clock::time_point now) {
+Scheduler::Verdict Requester::visit(SchedEntry& e, Clock::time_point now) {
   using V = Scheduler::Verdict;
   PeerRdma& peer = *e.peer;
   Parent* found = peer.parents.find(e.parent);
@@ -124,8 +124,8 @@ Scheduler::Verdict RdmaLane::visit(SchedEntry& e, Clock::time_point now) {
   return again->state == ParentState::Granted ? V::Keep : V::Remove;
 }
 
-Scheduler::Verdict RdmaLane::admit(PeerRdma& peer, Parent& p, const SchedEntry& e,
-                                   Clock::time_point now) {
+Scheduler::Verdict Requester::admit(PeerRdma& peer, Parent& p, const SchedEntry& e,
+                                    Clock::time_point now) {
   using V = Scheduler::Verdict;
   if (now >= p.deadline) {
     drop(peer, p, e, "admission");
@@ -147,12 +147,12 @@ Scheduler::Verdict RdmaLane::admit(PeerRdma& peer, Parent& p, const SchedEntry& 
   return peer.parents.contains(id) ? V::Keep : V::Remove;
 }
 
-bool RdmaLane::predicted_late(const PeerRdma& peer, const Parent& p, Clock::time_point now) {
+bool Requester::predicted_late(const PeerRdma& peer, const Parent& p, Clock::time_point now) {
   if (!(cfg_.deadline_admission_mlu > 0.0) || p.deadline == kNoDeadline) return false;
   read_transmit();
   // The healthy NICs this parent may use, by their current transmit estimates. One without a
   // rate or a sample leaves the parent eligible: the prediction would mean nothing.
-  const std::uint64_t mask = compatible_nics(peer);
+  const std::uint64_t mask = lane_.compatible_nics(peer);
   double Bps = 0.0;
   for (std::size_t i = 0; i < transmit_.size(); ++i) {
     if (((mask >> i) & 1U) == 0 || !transmit_[i].healthy) continue;
@@ -164,7 +164,7 @@ bool RdmaLane::predicted_late(const PeerRdma& peer, const Parent& p, Clock::time
   return mlu >= cfg_.deadline_admission_mlu;
 }
 
-ArbCandidate RdmaLane::describe(const SchedEntry& e) const {
+ArbCandidate Requester::describe(const SchedEntry& e) const {
   ArbCandidate c;
   const Parent* found = e.peer->parents.find(e.parent);
   if (found == nullptr || found->state != ParentState::Granted) return c;
@@ -180,7 +180,7 @@ ArbCandidate RdmaLane::describe(const SchedEntry& e) const {
   return c;
 }
 
-void RdmaLane::drop(PeerRdma& peer, Parent& p, const SchedEntry& e, const char* waited_for) {
+void Requester::drop(PeerRdma& peer, Parent& p, const SchedEntry& e, const char* waited_for) {
   sched_.counters()[e.tier].dropped.fetch_add(1, std::memory_order_relaxed);
   ORBITE_LOG(Debug, Rdma) << "parent " << p.id << " dropped: its deadline passed in " << waited_for;
   fail_parent(peer, p,
@@ -189,16 +189,17 @@ void RdmaLane::drop(PeerRdma& peer, Parent& p, const SchedEntry& e, const char* 
                                                waited_for + "; nothing moved"));
 }
 
-void RdmaLane::cancel_grant(PeerRdma& peer, Parent& p, const SchedEntry& e) {
+void Requester::cancel_grant(PeerRdma& peer, Parent& p, const SchedEntry& e) {
   sched_.counters()[e.tier].dropped.fetch_add(1, std::memory_order_relaxed);
   p.failure = Status::error(Errc::Timeout,
                             "the request's deadline passed while it waited for its grant; nothing "
                             "moved (the grant was given back)");
   p.state = ParentState::Canceling;
-  send(peer, ControlKind::GrantCancel, encode(GrantCancel{p.id, p.grant, p.grant_generation}));
+  lane_.send(peer, ControlKind::GrantCancel,
+             encode(GrantCancel{p.id, p.grant, p.grant_generation}));
 }
 
-void RdmaLane::release_unstarted(Parent& p) {
+void Requester::release_unstarted(Parent& p) {
   std::uint64_t posted_bytes = 0;
   std::size_t released = 0;
   for (Segment& s : p.segments) {

@@ -109,6 +109,15 @@ Status RdmaEndpoint::start_rma(p2p::RmaOp op) {
   return lane_.start_rma(link_, std::move(op));
 }
 
+Status RdmaLane::start_rma(detail::PeerLink& link, p2p::RmaOp op) {
+  PeerRdma* peer = peer_of(link);
+  if (peer == nullptr) {
+    return Status::error(Errc::Unavailable,
+                         "no RDMA endpoint to peer " + p2p::short_id(link.ep.id));
+  }
+  return requester_.start_rma(*peer, std::move(op));
+}
+
 RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, std::shared_ptr<MrCache> cache,
                    const detail::Identity& self, p2p::RegionRegistry& regions, p2p::Poller& poller,
                    p2p::FrameHandler& handler, p2p::ControlSender& control)
@@ -124,10 +133,7 @@ RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, std::shared_ptr<MrCache> 
       qps_(*engine_, cfg_),
       hooks_(TestHooks::from_env()),
       source_(*this, engine_, regions_, cache_, hooks_),
-      sched_(SchedulerConfig{cfg_.deadline_bw_arbitration, cfg_.priority_promotion_timeout,
-                             cfg_.priority_promotion_per_entry},
-             engine_->counters().tiers),
-      slots_(engine_->shared_slots()) {
+      requester_(*this, engine_, cache_, hooks_) {
   wcs_.resize(kPollBatch);
   if (hooks_.any()) {
     ORBITE_LOG(Warn, Rdma) << "ORBITE_RDMA_TEST_HOOKS is set: test misbehaviour on";
@@ -318,6 +324,9 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
   auto source = [this](auto fn) {
     return [this, fn](PeerRdma& p, const auto& m) { (source_.*fn)(p, m); };
   };
+  auto requester = [this](auto fn) {
+    return [this, fn](PeerRdma& p, const auto& m) { (requester_.*fn)(p, m); };
+  };
   auto lane = [this](auto fn) {
     return [this, fn](PeerRdma& p, const auto& m) { (this->*fn)(p, m); };
   };
@@ -325,7 +334,13 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
     case ControlKind::QpConnect:
       return handle(decode_qp_connect(body), source(&GrantSource::on_qp_connect));
     case ControlKind::QpAccept:
-      return handle(decode_qp_accept(body), lane(&RdmaLane::on_qp_accept));
+      return handle(decode_qp_accept(body), [this](PeerRdma& p, const QpAccept& m) {
+        // The message QP's answer goes to the messenger, a payload slot's to the requester.
+        if (p.frames.qp.state == QpSlot::State::Building && p.frames.qp.builder == m.builder) {
+          return messenger_.on_accept(p, m);
+        }
+        requester_.on_qp_accept(p, m);
+      });
     case ControlKind::QpRetire:
       return handle(decode_qp_retire(body), source(&GrantSource::on_qp_retire));
     case ControlKind::GrantRequest: {
@@ -340,11 +355,11 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
     }
     case ControlKind::GrantCancel:
       return handle(decode_grant_cancel(body), source(&GrantSource::on_grant_cancel));
-    case ControlKind::Grant: return handle(decode_grant(body), lane(&RdmaLane::on_grant));
+    case ControlKind::Grant: return handle(decode_grant(body), requester(&Requester::on_grant));
     case ControlKind::GrantNack:
-      return handle(decode_grant_nack(body), lane(&RdmaLane::on_grant_nack));
+      return handle(decode_grant_nack(body), requester(&Requester::on_grant_nack));
     case ControlKind::GrantAck:
-      return handle(decode_grant_ack(body), lane(&RdmaLane::on_grant_ack));
+      return handle(decode_grant_ack(body), requester(&Requester::on_grant_ack));
     case ControlKind::FrameCredit: {
       auto m = decode_frame_credit(body);
       if (!m.ok()) return m.status();
@@ -418,7 +433,7 @@ void RdmaLane::on_send_cqe(const ibv_wc& wc) {
     if (rec.kind == WrKind::Frame) {
       messenger_.on_sent(*peer, *q, rec, success, success ? nullptr : &wc);
     } else if (q->role == QpRole::Requester) {
-      on_requester_wr(*peer, *q, rec, success, success ? nullptr : &wc);
+      requester_.on_wr(*peer, *q, rec, success, success ? nullptr : &wc);
     } else {
       source_.on_wr(*peer, rec, success);
     }
@@ -502,22 +517,23 @@ int RdmaLane::progress() {
   if (!busy() && qps_.message_sources() == 0) return 0;
   int work = poll_cqs();
   for (auto& [link, peer] : peers_) {
-    expire_drains(*peer);
+    requester_.expire_drains(*peer);
     if (peer->failed) continue;
     messenger_.pump(*peer);
     source_.retry_deferred(*peer);
-    send_waiting_requests(*peer);
+    requester_.send_waiting_requests(*peer);
   }
   if (const auto now = Clock::now(); source_.expiry_due(now)) {
     for (auto& [link, peer] : peers_) source_.expire(*peer, now);
   }
-  dispatch();
+  requester_.dispatch();
   if (qps_.any_retired()) qps_.destroy_retired(Clock::now());
   return work;
 }
 
 bool RdmaLane::prepare_sleep() {
-  if (dispatch_due_) return false;  // a parent to admit or a payload to post: one more pass
+  if (requester_.dispatch_due())
+    return false;  // a parent to admit or a payload to post: one more pass
   if (!busy() && qps_.message_sources() == 0) return true;  // nothing can complete (see progress)
   // Arm every CQ, then look once more: a completion that arrived before the arming would
   // otherwise wait for the next one.
@@ -549,20 +565,12 @@ void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
   // Frames not yet sent, or not proven delivered: the link's requests fail with it.
   peer.frames.fail();
   peer.grants.clear_deferred();  // their receives fail with the link
-  peer.parents.reset_window();
   source_.close_all(peer, why);
   // Every QP of the peer goes to ERR: what was posted flushes, and parents end once drained.
   for (std::uint16_t h : peer.qps) {
     if (qp(h) != nullptr) retire_qp(h);
   }
-  for (auto& [id, p] : peer.parents) {
-    if (p.failure.ok()) p.failure = why;
-    if (p.state != ParentState::Draining) p.state = ParentState::Draining;
-    if (!p.draining_since) p.draining_since = Clock::now();
-  }
-  std::vector<std::uint64_t> ids;
-  peer.parents.ids(ids);
-  for (std::uint64_t id : ids) maybe_finish_parent(peer, id);
+  requester_.link_failed(peer, why);
 }
 
 void RdmaLane::forget(PeerLink& link) {
@@ -584,13 +592,7 @@ void RdmaLane::shutdown(const Status& why) {
   // Not drained in time: destroying the QP is what proves none of its WRs runs again.
   qps_.abandon_retired();
   // Parents still waiting: their QPs are gone now, so no DMA can touch their buffers.
-  for (auto& [link, peer] : peers_) {
-    for (auto& [id, p] : peer->parents) p.wrs_outstanding = 0;
-    std::vector<std::uint64_t> ids;
-    peer->parents.ids(ids);
-    for (std::uint64_t id : ids) maybe_finish_parent(*peer, id);
-    peer->parents.clear();
-  }
+  for (auto& [link, peer] : peers_) requester_.shutdown(*peer);
   source_.close();
   for (auto& set : cqs_) {
     if (set) poller_.remove(set->channel->fd);

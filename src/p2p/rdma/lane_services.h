@@ -1,8 +1,7 @@
-// What a lane's parts (the frame messenger, the grant source; the requester as it moves out of
-// RdmaLane) need from the lane: its QP table, its control sender, its failure paths, the engine
-// and the protocol's frame handler. RdmaLane implements it; a part holds a reference for its
-// whole life (the lane owns its parts) and calls it from the lane's thread only, under the lane's
-// mutex, like everything else on the lane.
+// What a lane's parts (the frame messenger, the grant source, the requester) need from the lane:
+// its QP table, its control sender, its failure paths, the engine and the protocol's frame handler.
+// RdmaLane implements it; a part holds a reference for its whole life (the lane owns its parts) and
+// calls it from the lane's thread only, under the lane's mutex, like everything else on the lane.
 #pragma once
 
 #include <cstddef>
@@ -31,8 +30,12 @@ class LaneServices {
   // here, and the context of a CQ set.
   [[nodiscard]] virtual bool context_usable(std::size_t context) const = 0;
   [[nodiscard]] virtual std::size_t context_of(const CqSet& cqs) const = 0;
-  // The QP array of the peer's message channel (the first active local context's).
+  // The peer's requester-role QP arrays (arrays.cpp): the message channel's (the first active
+  // local context's), the one from local context `context` to its rail-mapped NIC of the peer,
+  // and the local NICs (bit = NIC id) with a usable context and a path to an active NIC of it.
   virtual Result<std::size_t> array_for(PeerRdma& peer) = 0;
+  virtual Result<std::size_t> array_to(PeerRdma& peer, std::size_t context) = 0;
+  [[nodiscard]] virtual std::uint64_t compatible_nics(const PeerRdma& peer) const = 0;
   // A number for a cold QP builder, unique on the lane (QpConnect and QpAccept carry it).
   virtual std::uint64_t next_builder() = 0;
   // A control message to the peer, on its control connection.

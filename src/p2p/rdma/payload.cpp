@@ -5,12 +5,12 @@
 #include <csignal>
 #include <cstring>
 
-#include "p2p/rdma/lane.h"
+#include "p2p/rdma/requester.h"
 #include "p2p/rdma/verbs.h"
 
 namespace orbite::rdma {
 
-void RdmaLane::learn_rail(Parent& p, const Segment& last, Clock::time_point now) {
+void Requester::learn_rail(Parent& p, const Segment& last, Clock::time_point now) {
   // One sample per (parent, NIC), once the NIC's last segment of the parent has completed: its
   // payload bytes over first post to last payload completion (TENT's), given to each slice in
   // proportion to its length. Segments of one NIC share its QPs, so a per-segment time would
@@ -34,7 +34,7 @@ void RdmaLane::learn_rail(Parent& p, const Segment& last, Clock::time_point now)
   }
 }
 
-void RdmaLane::note_posted(Segment& s, const ibv_send_wr* wrs, std::uint32_t count) {
+void Requester::note_posted(Segment& s, const ibv_send_wr* wrs, std::uint32_t count) {
   if (count == 0) return;
   const auto now = Clock::now();
   if (!s.first_post) s.first_post = now;
@@ -44,7 +44,7 @@ void RdmaLane::note_posted(Segment& s, const ibv_send_wr* wrs, std::uint32_t cou
   engine_->counters().payload_posted(s.nic, posting_tier_, bytes);
 }
 
-void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
+void Requester::post_payload(PeerRdma& peer, Parent& p) {
   const std::uint64_t id = p.id;
   for (std::size_t si = 0; si < p.segments.size() && p.state == ParentState::Granted; ++si) {
     Segment& s = p.segments[si];
@@ -54,7 +54,7 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
       continue;
     }
     if (s.released) continue;
-    Qp* q = qp(s.qp_handle);
+    Qp* q = lane_.qp(s.qp_handle);
     if (q == nullptr || q->broken) {
       return fail_parent(
           peer, p, Status::error(Errc::ConnectionLost, "the RDMA connection of a segment failed"));
@@ -65,8 +65,8 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
     if (hooks_.other_qp && peer.arrays[s.array].slots.size() > 1) {
       // Test hook: the segment's WRs on another QP of the array (the window is not bound there).
       const QpSlot& other = peer.arrays[s.array].slots[(s.slot + 1) % peer.width];
-      if (other.state == QpSlot::State::Ready && qp(other.qp_handle) != nullptr) {
-        q = qp(other.qp_handle);
+      if (other.state == QpSlot::State::Ready && lane_.qp(other.qp_handle) != nullptr) {
+        q = lane_.qp(other.qp_handle);
       }
     }
     const std::uint32_t n = payload_room(p, s, *q);
@@ -75,7 +75,7 @@ void RdmaLane::post_payload(PeerRdma& peer, Parent& p) {
   }
 }
 
-std::uint32_t RdmaLane::payload_room(const Parent& p, const Segment& s, const Qp& q) {
+std::uint32_t Requester::payload_room(const Parent& p, const Segment& s, const Qp& q) {
   // RC serves a QP in order: lower-tier WRs posted now would go before the receipt that a
   // higher tier's outstanding payload is about to post, so they wait for it.
   if (q.sq.payload_above(posting_tier_)) return 0;
@@ -104,7 +104,7 @@ std::uint32_t RdmaLane::payload_room(const Parent& p, const Segment& s, const Qp
   return fit;
 }
 
-bool RdmaLane::post_slices(PeerRdma& peer, Parent& p, std::size_t si, Qp& q, std::uint32_t n) {
+bool Requester::post_slices(PeerRdma& peer, Parent& p, std::size_t si, Qp& q, std::uint32_t n) {
   Segment& s = p.segments[si];
   const std::uint32_t every = std::clamp<std::uint32_t>(
       cfg_.signal_interval, 1, std::max<std::uint32_t>(1, cfg_.max_send_wr / 2));
@@ -169,8 +169,8 @@ bool RdmaLane::post_slices(PeerRdma& peer, Parent& p, std::size_t si, Qp& q, std
   return true;
 }
 
-Binding RdmaLane::receipt_binding(const PeerRdma& peer, const Parent& p, const Segment& s,
-                                  const Qp& q, bool release) const {
+Binding Requester::receipt_binding(const PeerRdma& peer, const Parent& p, const Segment& s,
+                                   const Qp& q, bool release) const {
   Binding b;
   b.op = p.job->wire_op;
   b.first_slice = s.first_slice;
@@ -195,8 +195,8 @@ Binding RdmaLane::receipt_binding(const PeerRdma& peer, const Parent& p, const S
   return b;
 }
 
-void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s, bool release) {
-  Qp* q = qp(s.qp_handle);
+void Requester::post_receipt(PeerRdma& peer, Parent& p, Segment& s, bool release) {
+  Qp* q = lane_.qp(s.qp_handle);
   if (q == nullptr || q->broken) {
     return fail_parent(
         peer, p,
@@ -262,8 +262,7 @@ void RdmaLane::post_receipt(PeerRdma& peer, Parent& p, Segment& s, bool release)
   }
 }
 
-void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok,
-                               const ibv_wc* wc) {
+void Requester::on_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc) {
   Parent* found = peer.parents.find(r.owner);
   if (found == nullptr) return;
   Parent& p = *found;
@@ -314,14 +313,14 @@ void RdmaLane::on_requester_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok
   maybe_finish_parent(peer, r.owner);
 }
 
-void RdmaLane::release_receipt_slot(Qp& q, Segment& s) {
+void Requester::release_receipt_slot(Qp& q, Segment& s) {
   if (s.receipt_slot < 0) return;
   q.cqs->receipts.give(static_cast<std::uint32_t>(s.receipt_slot));
   s.receipt_slot = -1;
   engine_->counters().receipt_slots_in_use.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void RdmaLane::slot_broken(PeerRdma& peer, Qp& q) {
+void Requester::slot_broken(PeerRdma& peer, Qp& q) {
   q.broken = true;
   for (auto& arr : peer.arrays) {
     for (auto& slot : arr.slots) {
@@ -329,12 +328,12 @@ void RdmaLane::slot_broken(PeerRdma& peer, Qp& q) {
         slot.state = QpSlot::State::Empty;
         // The source retires its end (and revokes what was granted through it).
         if (!peer.failed) {
-          send(peer, ControlKind::QpRetire, encode(QpRetire{q.slot, q.remote_incarnation}));
+          lane_.send(peer, ControlKind::QpRetire, encode(QpRetire{q.slot, q.remote_incarnation}));
         }
       }
     }
   }
-  retire_qp(q.handle);
+  lane_.retire_qp(q.handle);
 }
 
 }  // namespace orbite::rdma

@@ -124,9 +124,7 @@ void QpTable::destroy_retired(Clock::time_point now) {
       ORBITE_LOG(Warn, Rdma) << q->ctx->name << ": QP " << q->qp->qp_num << " did not drain within "
                              << "rdma.destroy_timeout (" << q->sq.outstanding()
                              << " WRs outstanding); destroying it";
-      forget_payload(*q);
-      q->sq.clear();
-      q->recv_posted = 0;
+      forget_wrs(*q);
     }
     if (q != nullptr) {
       if (q->message && q->role == QpRole::Source) --message_sources_;
@@ -149,19 +147,17 @@ void QpTable::destroy_retired(Clock::time_point now) {
   }
 }
 
-void QpTable::forget_payload(const Qp& q) {
+void QpTable::forget_wrs(Qp& q) {
   for (const WrRecord& r : q.sq.records()) {
     if (r.kind == WrKind::Payload) engine_.counters().payload_resolved(r.nic, r.tier, r.bytes);
   }
+  q.sq.clear();
+  q.recv_posted = 0;
 }
 
 void QpTable::abandon_retired() {
   for (std::uint16_t h : retired_) {
-    if (Qp* q = get(h)) {
-      forget_payload(*q);
-      q->sq.clear();
-      q->recv_posted = 0;
-    }
+    if (Qp* q = get(h)) forget_wrs(*q);
   }
   destroy_retired(Clock::now());
 }

@@ -46,12 +46,14 @@ class QpTable {
   // Shutdown: retired QPs still not drained are destroyed now (only the destroy proves that
   // none of their WRs runs again).
   void abandon_retired();
-  // A QP destroyed with payload WRs outstanding: their bytes leave the per-tier NIC backlog.
-  void forget_payload(const Qp& q);
   // Message QPs' receiving ends: frames may arrive at any time while there is one.
   [[nodiscard]] std::size_t message_sources() const { return message_sources_; }
 
  private:
+  // A QP about to be destroyed undrained: its outstanding WRs and receives are forgotten (no
+  // completion will come), their payload bytes leaving the per-tier NIC backlog.
+  void forget_wrs(Qp& q);
+
   RdmaEngine& engine_;
   const RdmaConfig& cfg_;
   std::vector<std::unique_ptr<Qp>> qps_;  // by handle; null: free

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "common/log.h"
-#include "p2p/rdma/lane.h"
+#include "p2p/rdma/requester.h"
 #include "p2p/rdma/verbs.h"
 #include "p2p/request.h"
 
@@ -15,56 +15,39 @@ namespace orbite::rdma {
 
 using detail::PeerLink;
 
-Result<std::size_t> RdmaLane::array_to(PeerRdma& peer, std::size_t context) {
-  const Context& local = *engine_->contexts()[context];
-  // The rail map: the peer's NIC of the same name, else its active NICs spread by context.
-  const NicRecord* remote = nullptr;
-  std::vector<const NicRecord*> active;
-  for (const NicRecord& n : peer.info.nics) {
-    if (!n.active) continue;
-    active.push_back(&n);
-    if (n.name == local.name) remote = &n;
+Requester::Requester(LaneServices& lane, std::shared_ptr<RdmaEngine> engine,
+                     std::shared_ptr<MrCache> cache, TestHooks& hooks)
+    : lane_(lane),
+      engine_(std::move(engine)),
+      cfg_(engine_->config().rdma),
+      cache_(std::move(cache)),
+      hooks_(hooks),
+      sched_(SchedulerConfig{cfg_.deadline_bw_arbitration, cfg_.priority_promotion_timeout,
+                             cfg_.priority_promotion_per_entry},
+             engine_->counters().tiers),
+      slots_(engine_->shared_slots()) {}
+
+void Requester::link_failed(PeerRdma& peer, const Status& why) {
+  peer.parents.reset_window();
+  for (auto& [id, p] : peer.parents) {
+    if (p.failure.ok()) p.failure = why;
+    if (p.state != ParentState::Draining) p.state = ParentState::Draining;
+    if (!p.draining_since) p.draining_since = Clock::now();
   }
-  if (active.empty()) {
-    return Status::error(Errc::Unavailable,
-                         "peer " + p2p::short_id(peer.link->ep.id) + " has no active RDMA NIC");
-  }
-  if (remote == nullptr) remote = active[context % active.size()];
-  for (std::size_t a = 0; a < peer.arrays.size(); ++a) {
-    if (peer.arrays[a].context == context && peer.arrays[a].remote_nic == remote->nic_id) return a;
-  }
-  QpArray arr;
-  arr.context = context;
-  arr.remote_nic = remote->nic_id;
-  arr.slots.resize(peer.width);
-  peer.arrays.push_back(std::move(arr));
-  return peer.arrays.size() - 1;
+  std::vector<std::uint64_t> ids;
+  peer.parents.ids(ids);
+  for (std::uint64_t id : ids) maybe_finish_parent(peer, id);
 }
 
-std::uint64_t RdmaLane::compatible_nics(const PeerRdma& peer) const {
-  const bool reachable = std::any_of(peer.info.nics.begin(), peer.info.nics.end(),
-                                     [](const NicRecord& n) { return n.active != 0; });
-  if (!reachable) return 0;
-  std::uint64_t mask = 0;
-  const auto& contexts = engine_->contexts();
-  for (std::size_t c = 0; c < contexts.size(); ++c) {
-    if (cqs_[c] && contexts[c]->state == ContextState::Active) mask |= 1ULL << contexts[c]->nic_id;
-  }
-  return mask;
+void Requester::shutdown(PeerRdma& peer) {
+  for (auto& [id, p] : peer.parents) p.wrs_outstanding = 0;
+  std::vector<std::uint64_t> ids;
+  peer.parents.ids(ids);
+  for (std::uint64_t id : ids) maybe_finish_parent(peer, id);
+  peer.parents.clear();
 }
 
-Result<std::size_t> RdmaLane::array_for(PeerRdma& peer) {
-  // The message QP's rail: the first active local context.
-  const auto& contexts = engine_->contexts();
-  for (std::size_t c = 0; c < contexts.size(); ++c) {
-    if (cqs_[c] && contexts[c]->state == ContextState::Active) return array_to(peer, c);
-  }
-  return Status::error(Errc::Unavailable,
-                       "no active RDMA context here reaches an active NIC of peer " +
-                           p2p::short_id(peer.link->ep.id));
-}
-
-Status RdmaLane::plan_segments(PeerRdma& peer, Parent& p, const MrSet& local) {
+Status Requester::plan_segments(PeerRdma& peer, Parent& p, const MrSet& local) {
   const std::size_t slices = p.plan.lengths.size();
   if (slices == 0) return {};
   topo::SelectionRequest req;
@@ -72,7 +55,7 @@ Status RdmaLane::plan_segments(PeerRdma& peer, Parent& p, const MrSet& local) {
   // and strict_local_numa keeps known cross-NUMA NICs out.
   req.location = topo::selection_location(local.location(), cfg_.preferred_numa_node);
   req.mask = cfg_.device_mask.value_or(~0ULL);
-  req.compatible = compatible_nics(peer);
+  req.compatible = lane_.compatible_nics(peer);
   // Every NIC of the lease holds one contiguous run of slices (probe parents included), so a
   // rail's run spreads over its array's slots at one segment per connection.
   auto lease = slices == 1
@@ -98,7 +81,7 @@ Status RdmaLane::plan_segments(PeerRdma& peer, Parent& p, const MrSet& local) {
       return Status::error(Errc::Unavailable, "the local memory is not registered on RDMA NIC " +
                                                   std::to_string(nic) + " (nothing moved)");
     }
-    ORBITE_ASSIGN_OR_RETURN(std::size_t array, array_to(peer, context));
+    ORBITE_ASSIGN_OR_RETURN(std::size_t array, lane_.array_to(peer, context));
     const std::size_t m = end - first;
     const std::size_t runs = std::min<std::size_t>(peer.width, m);
     std::size_t at = first;
@@ -130,7 +113,7 @@ Status RdmaLane::plan_segments(PeerRdma& peer, Parent& p, const MrSet& local) {
   return {};
 }
 
-Status RdmaLane::register_send_buffer(p2p::RmaOp& op, RmaJob& job) {
+Status Requester::register_send_buffer(p2p::RmaOp& op, RmaJob& job) {
   // Engine-owned memory (collective scratch) uses the MR cache. A user's buffer is registered on
   // every usable context for this job only (the selector may pick any rail): a cached MR could
   // outlive the user's mapping, and freed and re-mapped memory would be reached through the
@@ -155,13 +138,10 @@ Status RdmaLane::register_send_buffer(p2p::RmaOp& op, RmaJob& job) {
   return {};
 }
 
-Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
-  PeerRdma* peer = peer_of(link);
-  if (peer == nullptr) {
-    return Status::error(Errc::Unavailable,
-                         "no RDMA endpoint to peer " + p2p::short_id(link.ep.id));
-  }
-  if (compatible_nics(*peer) == 0) {
+Status Requester::start_rma(PeerRdma& peer_ref, p2p::RmaOp op) {
+  PeerRdma* peer = &peer_ref;
+  const PeerLink& link = *peer->link;
+  if (lane_.compatible_nics(*peer) == 0) {
     return Status::error(
         Errc::Unavailable,
         "no active RDMA context here reaches an active NIC of peer " + p2p::short_id(link.ep.id));
@@ -220,7 +200,7 @@ Status RdmaLane::start_rma(PeerLink& link, p2p::RmaOp op) {
   return {};
 }
 
-void RdmaLane::connect_parent(PeerRdma& peer, Parent& p) {
+void Requester::connect_parent(PeerRdma& peer, Parent& p) {
   p.state = ParentState::Connecting;
   bool all_ready = true;
   for (Segment& s : p.segments) {
@@ -236,7 +216,7 @@ void RdmaLane::connect_parent(PeerRdma& peer, Parent& p) {
     }
     if (slot.state == QpSlot::State::Building) continue;
     // A cold builder reserves the slot (and its budget) before anything else.
-    auto made = new_qp(arr.context, QpRole::Requester, peer, s.slot);
+    auto made = lane_.new_qp(arr.context, QpRole::Requester, peer, s.slot);
     if (!made.ok()) {
       slot.waiters.clear();
       return fail_parent(peer, p, made.status().with_context("nothing moved"));
@@ -249,7 +229,7 @@ void RdmaLane::connect_parent(PeerRdma& peer, Parent& p) {
     slot.state = QpSlot::State::Building;
     slot.qp_handle = q.handle;
     slot.incarnation = q.incarnation;
-    slot.builder = next_builder();
+    slot.builder = lane_.next_builder();
     QpConnect m;
     m.builder = slot.builder;
     m.slot = s.slot + (hooks_.forge_connect_slot ? peer.width : 0);
@@ -260,15 +240,12 @@ void RdmaLane::connect_parent(PeerRdma& peer, Parent& p) {
                           arr.remote_nic,
                           q.rd_atomic,
                           q.dest_rd_atomic};
-    send(peer, ControlKind::QpConnect, encode(m));
+    lane_.send(peer, ControlKind::QpConnect, encode(m));
   }
   if (all_ready) request_grant(peer, p);
 }
 
-void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
-  if (peer.frames.qp.state == QpSlot::State::Building && peer.frames.qp.builder == m.builder) {
-    return messenger_.on_accept(peer, m);
-  }
+void Requester::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
   QpArray* arr = nullptr;
   QpSlot* slot = nullptr;
   for (auto& a : peer.arrays) {
@@ -280,10 +257,10 @@ void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
     }
   }
   if (slot == nullptr) {
-    return protocol_error(
+    return lane_.protocol_error(
         peer, "QpAccept for builder " + std::to_string(m.builder) + ", which is not building");
   }
-  Qp* q = qp(slot->qp_handle);
+  Qp* q = lane_.qp(slot->qp_handle);
   Status st;
   if (m.errc != 0) {
     st = Status::error(static_cast<Errc>(m.errc), "the peer refused the connection: " + m.reason);
@@ -303,7 +280,7 @@ void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
   slot->waiters.clear();
   if (!st.ok()) {
     slot->state = QpSlot::State::Empty;
-    if (q != nullptr) retire_qp(q->handle);
+    if (q != nullptr) lane_.retire_qp(q->handle);
     for (std::uint64_t id : waiters) {
       if (Parent* p = peer.parents.find(id))
         fail_parent(peer, *p, st.with_context("nothing moved"));
@@ -332,7 +309,7 @@ void RdmaLane::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
   }
 }
 
-void RdmaLane::request_grant(PeerRdma& peer, Parent& p) {
+void Requester::request_grant(PeerRdma& peer, Parent& p) {
   if (peer.parents.window_full() && !hooks_.flood_grant_requests) {
     peer.parents.hold(p);
     return;  // still Connecting: its QPs are ready, its request waits for an answer to another
@@ -356,7 +333,7 @@ void RdmaLane::request_grant(PeerRdma& peer, Parent& p) {
     m.deadline_us = static_cast<std::uint64_t>(std::max<std::int64_t>(1, left.count()));
   }
   for (Segment& s : p.segments) {
-    Qp* q = qp(s.qp_handle);
+    Qp* q = lane_.qp(s.qp_handle);
     SegmentRequest r;
     r.first_slice = s.first_slice;
     r.slices = s.slices;
@@ -367,19 +344,19 @@ void RdmaLane::request_grant(PeerRdma& peer, Parent& p) {
     r.requester_qpn = q != nullptr ? q->qp->qp_num : 0;
     m.segments.push_back(r);
   }
-  send(peer, ControlKind::GrantRequest, encode(m));
+  lane_.send(peer, ControlKind::GrantRequest, encode(m));
 }
 
-void RdmaLane::send_waiting_requests(PeerRdma& peer) {
+void Requester::send_waiting_requests(PeerRdma& peer) {
   while (Parent* p = peer.parents.next_held()) request_grant(peer, *p);
 }
 
-void RdmaLane::on_grant(PeerRdma& peer, const Grant& m) {
+void Requester::on_grant(PeerRdma& peer, const Grant& m) {
   Parent* found = peer.parents.find(m.parent);
   if (found == nullptr || found->state != ParentState::Requesting ||
       m.segments.size() != found->segments.size()) {
-    return protocol_error(peer, "Grant for parent " + std::to_string(m.parent) +
-                                    " that asked for none (or for another segment count)");
+    return lane_.protocol_error(peer, "Grant for parent " + std::to_string(m.parent) +
+                                          " that asked for none (or for another segment count)");
   }
   Parent& p = *found;
   peer.parents.answered();
@@ -395,16 +372,16 @@ void RdmaLane::on_grant(PeerRdma& peer, const Grant& m) {
   dispatch_due_ = true;  // it posts in the scheduler's order, next pass
 }
 
-void RdmaLane::resume(Parent& p) {
+void Requester::resume(Parent& p) {
   if (p.parked.parent == 0) return;  // still in the scheduler (no pass saw it Requesting yet)
   sched_.resume(p.parked);
   p.parked.parent = 0;
 }
 
-void RdmaLane::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
+void Requester::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
   Parent* found = peer.parents.find(m.parent);
   if (found == nullptr || found->state != ParentState::Requesting) {
-    return protocol_error(
+    return lane_.protocol_error(
         peer, "GrantNack for parent " + std::to_string(m.parent) + " that is not requesting");
   }
   Parent& p = *found;
@@ -416,7 +393,7 @@ void RdmaLane::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
     for (const Segment& s : p.segments) {
       QpSlot& slot = peer.arrays[s.array].slots[s.slot];
       if (slot.state == QpSlot::State::Ready) {
-        if (Qp* q = qp(slot.qp_handle)) retire_qp(q->handle);
+        if (Qp* q = lane_.qp(slot.qp_handle)) lane_.retire_qp(q->handle);
         slot.state = QpSlot::State::Empty;
       }
     }
@@ -428,22 +405,23 @@ void RdmaLane::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
                                                            ": " + m.reason + " (nothing moved)"));
 }
 
-void RdmaLane::on_grant_ack(PeerRdma& peer, const GrantAck& m) {
+void Requester::on_grant_ack(PeerRdma& peer, const GrantAck& m) {
   Parent* found = peer.parents.find(m.parent);
   if (found == nullptr || found->acked ||
       (found->state == ParentState::Requesting && !found->segments.empty()) ||
       found->state == ParentState::Connecting || found->state == ParentState::Admission) {
-    return protocol_error(peer,
-                          "GrantAck for parent " + std::to_string(m.parent) + " that has no grant");
+    return lane_.protocol_error(
+        peer, "GrantAck for parent " + std::to_string(m.parent) + " that has no grant");
   }
   Parent& p = *found;
   if (m.errc == 0 && (m.bytes != p.length || m.grant != p.grant)) {
-    return protocol_error(peer, "GrantAck for " + std::to_string(m.bytes) + " bytes of grant " +
-                                    std::to_string(m.grant) + " does not match the parent");
+    return lane_.protocol_error(peer, "GrantAck for " + std::to_string(m.bytes) +
+                                          " bytes of grant " + std::to_string(m.grant) +
+                                          " does not match the parent");
   }
   if (m.errc == 0 && !p.released.ok()) {
-    return protocol_error(peer, "GrantAck Ok for grant " + std::to_string(m.grant) +
-                                    " although segments of it were released unwritten");
+    return lane_.protocol_error(peer, "GrantAck Ok for grant " + std::to_string(m.grant) +
+                                          " although segments of it were released unwritten");
   }
   p.acked = true;
   if (m.errc != 0) {
@@ -456,14 +434,14 @@ void RdmaLane::on_grant_ack(PeerRdma& peer, const GrantAck& m) {
   maybe_finish_parent(peer, p.id);
 }
 
-void RdmaLane::fail_parent(PeerRdma& peer, Parent& p, const Status& why) {
+void Requester::fail_parent(PeerRdma& peer, Parent& p, const Status& why) {
   if (p.failure.ok()) p.failure = why;
   p.state = ParentState::Draining;
   if (!p.draining_since) p.draining_since = Clock::now();
   maybe_finish_parent(peer, p.id);
 }
 
-void RdmaLane::expire_drains(PeerRdma& peer) {
+void Requester::expire_drains(PeerRdma& peer) {
   const auto now = Clock::now();
   for (auto it = peer.parents.begin(); it != peer.parents.end();) {
     Parent& p = it->second;
@@ -484,7 +462,7 @@ void RdmaLane::expire_drains(PeerRdma& peer) {
   }
 }
 
-void RdmaLane::report(Parent& p, const Status& st) {
+void Requester::report(Parent& p, const Status& st) {
   if (p.reported) return;
   p.reported = true;
   p.lease.abandon();  // the charges of slices that never completed
@@ -504,7 +482,7 @@ void RdmaLane::report(Parent& p, const Status& st) {
   }
 }
 
-void RdmaLane::maybe_finish_parent(PeerRdma& peer, std::uint64_t id) {
+void Requester::maybe_finish_parent(PeerRdma& peer, std::uint64_t id) {
   Parent* found = peer.parents.find(id);
   if (found == nullptr) return;
   Parent& p = *found;
