@@ -146,6 +146,17 @@ void scenario_rdma_destroy_window(RdmaContext& r) {
     fill_pattern(mine.bytes.data(), kLength, 0xD7);
     Request again = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "again");
     wait_ok(again, "the put after the destruction window");
+    // The WRs of the destroyed QP left both payload ledgers with it: the selector's transmit
+    // meter (which had kept them as posted for good) and the per-tier backlog.
+    check(eventually([&] {
+            for (const NicLoad& n : engine.nic_load_stats()) {
+              const auto& t = n.outstanding_by_tier;
+              if (n.posted_bytes != 0 || t[0] != 0 || t[1] != 0 || t[2] != 0) return false;
+            }
+            return true;
+          }),
+          "payload of the destroyed QP still counted as posted: " +
+              sz(engine.nic_load_stats().front().posted_bytes) + " bytes");
     signal_peer(r.c, 1, 96);
   } else {
     await_peer(r.c, 0, 96);

@@ -154,6 +154,21 @@ class RdmaEngine {
   Budget& granted_bytes() { return granted_bytes_; }  // source grants, Reserving to READY
   // The rails' bandwidth-aware selection (thread-safe): every parent's slices take its lease.
   topo::DeviceSelector& selector() { return *selector_; }
+  // Payload WRs' bytes on NIC `nic`, for the scheduler tier that posted them: once when the HCA
+  // accepted them, and once when each is resolved (completed, ok or not; flushed; or forgotten
+  // with its QP destroyed undrained). Both ledgers that count them move together: the selector's
+  // transmit meter (its estimates; a successful completion is a sample of the rail) and the
+  // per-tier backlog that rdma.post_queue_target bounds. Thread-safe.
+  void payload_posted(int nic, std::size_t tier, std::uint64_t bytes,
+                      std::chrono::steady_clock::time_point now) {
+    selector_->on_posted(nic, bytes, now);
+    counters_.payload_posted(nic, tier, bytes);
+  }
+  void payload_resolved(int nic, std::size_t tier, std::uint64_t bytes, bool ok,
+                        std::chrono::steady_clock::time_point now) {
+    selector_->on_completed(nic, bytes, ok, now);
+    counters_.payload_resolved(nic, tier, bytes);
+  }
   // Per NIC: both estimates, rates, charged/posted/completed/allocated bytes. Allocates.
   std::vector<topo::NicLoadStats> nic_load_stats() const { return selector_->nic_load_stats(); }
   // rdma.shared_quota_shm_path's slots, or null (scheduling local). Set once at install.

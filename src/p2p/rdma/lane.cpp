@@ -427,9 +427,13 @@ void RdmaLane::on_send_cqe(const ibv_wc& wc) {
   // The physical completion of a payload WR (signaled, or flushed).
   if (resolved.back().first.kind == WrKind::Payload) add(engine_->counters().payload_send_cqes);
   PeerRdma* peer = qps_.peer(q->handle);
+  const auto now = Clock::now();
   for (const auto& [rec, success] : resolved) {
-    if (rec.kind == WrKind::Payload)
-      engine_->counters().payload_resolved(rec.nic, rec.tier, rec.bytes);
+    // Every payload WR is resolved here (or by QpTable::forget_wrs), whether or not its parent
+    // is still there to hear of it.
+    if (rec.kind == WrKind::Payload) {
+      engine_->payload_resolved(rec.nic, rec.tier, rec.bytes, success, now);
+    }
     if (rec.kind == WrKind::Frame) {
       messenger_.on_sent(*peer, *q, rec, success, success ? nullptr : &wc);
     } else if (q->role == QpRole::Requester) {

@@ -40,8 +40,7 @@ void Requester::note_posted(Segment& s, const ibv_send_wr* wrs, std::uint32_t co
   if (!s.first_post) s.first_post = now;
   std::uint64_t bytes = 0;
   for (std::uint32_t j = 0; j < count; ++j) bytes += wrs[j].sg_list->length;
-  engine_->selector().on_posted(s.nic, bytes, now);
-  engine_->counters().payload_posted(s.nic, posting_tier_, bytes);
+  engine_->payload_posted(s.nic, posting_tier_, bytes, now);
 }
 
 void Requester::post_payload(PeerRdma& peer, Parent& p) {
@@ -270,12 +269,9 @@ void Requester::on_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const i
   Segment& s = p.segments[r.segment];
   // A receipt's completion, successful, failed or flushed, ends the HCA's use of its slot.
   if (r.kind == WrKind::Receipt) release_receipt_slot(q, s);
-  if (r.kind == WrKind::Payload) {
-    // The transmit meter drains what was posted; a successful slice feeds the selection
-    // estimate with its post-to-completion time, a failed one only returns its charge.
-    const auto now = Clock::now();
-    engine_->selector().on_completed(s.nic, r.bytes, ok, now);
-    if (ok && s.completed + 1 == s.slices) learn_rail(p, s, now);
+  // (The lane drained the transmit meter and the tier backlog for a payload WR already.)
+  if (r.kind == WrKind::Payload && ok && s.completed + 1 == s.slices) {
+    learn_rail(p, s, Clock::now());
   }
   if (!ok) {
     // A rail error (not a flush, not an authority failure): is the port still up? A port that

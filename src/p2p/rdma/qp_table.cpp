@@ -148,8 +148,9 @@ void QpTable::destroy_retired(Clock::time_point now) {
 }
 
 void QpTable::forget_wrs(Qp& q) {
+  const auto now = Clock::now();
   for (const WrRecord& r : q.sq.records()) {
-    if (r.kind == WrKind::Payload) engine_.counters().payload_resolved(r.nic, r.tier, r.bytes);
+    if (r.kind == WrKind::Payload) engine_.payload_resolved(r.nic, r.tier, r.bytes, false, now);
   }
   q.sq.clear();
   q.recv_posted = 0;

@@ -51,7 +51,7 @@ class QpTable {
 
  private:
   // A QP about to be destroyed undrained: its outstanding WRs and receives are forgotten (no
-  // completion will come), their payload bytes leaving the per-tier NIC backlog.
+  // completion will come), their payload bytes leaving the NIC's transmit meter and backlog.
   void forget_wrs(Qp& q);
 
   RdmaEngine& engine_;
