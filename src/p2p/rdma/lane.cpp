@@ -320,19 +320,14 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
     on(*peer, *decoded);
     return {};
   };
-  // The owner's messages go to the grant source, the requester's stay on the lane.
-  auto source = [this](auto fn) {
-    return [this, fn](PeerRdma& p, const auto& m) { (source_.*fn)(p, m); };
-  };
-  auto requester = [this](auto fn) {
-    return [this, fn](PeerRdma& p, const auto& m) { (requester_.*fn)(p, m); };
-  };
-  auto lane = [this](auto fn) {
-    return [this, fn](PeerRdma& p, const auto& m) { (this->*fn)(p, m); };
+  // The part a message is for: the owner's go to the grant source, the requester's to the
+  // requester, credits to the frame messenger, NIC tables stay on the lane.
+  auto to = [](auto& part, auto fn) {
+    return [&part, fn](PeerRdma& p, const auto& m) { (part.*fn)(p, m); };
   };
   switch (static_cast<ControlKind>(kind)) {
     case ControlKind::QpConnect:
-      return handle(decode_qp_connect(body), source(&GrantSource::on_qp_connect));
+      return handle(decode_qp_connect(body), to(source_, &GrantSource::on_qp_connect));
     case ControlKind::QpAccept:
       return handle(decode_qp_accept(body), [this](PeerRdma& p, const QpAccept& m) {
         // The message QP's answer goes to the messenger, a payload slot's to the requester.
@@ -342,7 +337,7 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
         requester_.on_qp_accept(p, m);
       });
     case ControlKind::QpRetire:
-      return handle(decode_qp_retire(body), source(&GrantSource::on_qp_retire));
+      return handle(decode_qp_retire(body), to(source_, &GrantSource::on_qp_retire));
     case ControlKind::GrantRequest: {
       auto m = decode_grant_request(body);
       if (!m.ok()) return m.status();
@@ -354,19 +349,17 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
       return {};
     }
     case ControlKind::GrantCancel:
-      return handle(decode_grant_cancel(body), source(&GrantSource::on_grant_cancel));
-    case ControlKind::Grant: return handle(decode_grant(body), requester(&Requester::on_grant));
+      return handle(decode_grant_cancel(body), to(source_, &GrantSource::on_grant_cancel));
+    case ControlKind::Grant:
+      return handle(decode_grant(body), to(requester_, &Requester::on_grant));
     case ControlKind::GrantNack:
-      return handle(decode_grant_nack(body), requester(&Requester::on_grant_nack));
+      return handle(decode_grant_nack(body), to(requester_, &Requester::on_grant_nack));
     case ControlKind::GrantAck:
-      return handle(decode_grant_ack(body), requester(&Requester::on_grant_ack));
-    case ControlKind::FrameCredit: {
-      auto m = decode_frame_credit(body);
-      if (!m.ok()) return m.status();
-      messenger_.on_credit(*peer, *m);
-      return {};
-    }
-    case ControlKind::NicTable: return handle(decode_info(body), lane(&RdmaLane::on_nic_table));
+      return handle(decode_grant_ack(body), to(requester_, &Requester::on_grant_ack));
+    case ControlKind::FrameCredit:
+      return handle(decode_frame_credit(body), to(messenger_, &FrameMessenger::on_credit));
+    case ControlKind::NicTable:
+      return handle(decode_info(body), to(*this, &RdmaLane::on_nic_table));
   }
   return Status::error(Errc::Protocol, "RDMA control kind " + std::to_string(kind) + " unknown");
 }
