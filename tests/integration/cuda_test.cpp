@@ -225,7 +225,12 @@ TEST(OrbiteInfo, ListsCudaDevicesWithBusIdsAndNicTiers) {
       {"SOFTVERBS_CONFIG", verbs},
       {"SOFTCUDA_CONFIG",
        R"({"devices": [{"pci_bus_id": "0000:4E:00.0", "numa_node": 0, "memory_gib": 80},
-                       {"pci_bus_id": "0000:CB:00.0", "numa_node": 7, "memory_gib": 40}]})"}};
+                       {"pci_bus_id": "0000:CB:00.0", "numa_node": 7, "memory_gib": 40}]})"},
+      // ASan preset: GCC 12's LeakSanitizer crashed in its own tracer ("Tracer caught signal
+      // 11") walking the main thread's TLS at orbite-info's exit on a kernel 6.18 VM, with two
+      // softcuda devices, at 5d911a3 as well (not on the 2026-12-03 machine). Leak checking stays
+      // on; only thread-local storage is not scanned as a root. Ignored by other builds.
+      {"LSAN_OPTIONS", "use_tls=0"}};
   Outcome o = testing::run_program({info, "--json"}, 60s, env);
   ASSERT_EQ(o.status, 0) << o.out << o.err;
   auto doc = nlohmann::json::parse(o.out);
