@@ -138,13 +138,11 @@ Status Requester::register_send_buffer(p2p::RmaOp& op, RmaJob& job) {
   return {};
 }
 
-Status Requester::start_rma(PeerRdma& peer_ref, p2p::RmaOp op) {
-  PeerRdma* peer = &peer_ref;
-  const PeerLink& link = *peer->link;
-  if (lane_.compatible_nics(*peer) == 0) {
-    return Status::error(
-        Errc::Unavailable,
-        "no active RDMA context here reaches an active NIC of peer " + p2p::short_id(link.ep.id));
+Status Requester::start_rma(PeerRdma& peer, p2p::RmaOp op) {
+  if (lane_.compatible_nics(peer) == 0) {
+    return Status::error(Errc::Unavailable,
+                         "no active RDMA context here reaches an active NIC of peer " +
+                             p2p::short_id(peer.link->ep.id));
   }
   auto job = std::make_shared<RmaJob>();
   if (op.local_region == nullptr && op.length > 0) {
@@ -186,15 +184,15 @@ Status Requester::start_rma(PeerRdma& peer_ref, p2p::RmaOp op) {
     p.remote_offset = o.remote_offset + i * cap;
     p.length = std::min(cap, o.length - std::min(o.length, i * cap));
     p.plan = plan_slices(p.length, cfg_.block_size, p.write ? kMaxWriteSlices : kMaxReadSlices);
-    if (p.length > 0) ORBITE_RETURN_IF_ERROR(plan_segments(*peer, p, *set));
+    if (p.length > 0) ORBITE_RETURN_IF_ERROR(plan_segments(peer, p, *set));
     planned.push_back(std::move(p));
   }
   job->parents_left = n;
   const Clock::time_point now = Clock::now();
   for (Parent& p : planned) {
     add(engine_->counters().parents);
-    sched_.push(peer, p.id, priority, now, deadline);  // one batch: its parents keep their order
-    peer->parents.insert(std::move(p));
+    sched_.push(&peer, p.id, priority, now, deadline);  // one batch: its parents keep their order
+    peer.parents.insert(std::move(p));
   }
   dispatch_due_ = true;
   return {};
