@@ -4,7 +4,8 @@
 // the same loops with MPI_Put/MPI_Get; scripts/compare-mpi.sh runs both and prints the ratios.
 //
 //   orbite-run -n 2 build/perf_tests/putget_perf [-b 8] [-e 64M] [-f 2] [-n 100] [-w 10]
-//       [-c 1] [--transport unspec|tcp|shm|rdma] [--window 16] [--memory host|cuda|pinned]
+//       [-c 1] [--transport unspec|tcp|shm|rdma|nvlink] [--window 16]
+//       [--memory host|cuda|pinned]
 //       [--json FILE]
 //
 // Ranks beyond 1 only join the final barrier.
@@ -280,6 +281,7 @@ int main(int argc, char** argv) {
                       &rails, 0, 64),
        verbose_flag, perf::memory_flag(&memory)}};
   program.rdma = true;
+  program.nvlink = true;
   perf::Options o = perf::parse_options(argc, argv, program, perf::launcher_rank() <= 0);
 
   auto config = orbite::EngineConfig::load();

@@ -326,10 +326,12 @@ Options parse_options(int argc, char** argv, const Program& program, bool print_
       while (true) {
         const auto comma = rest.find(',');
         const std::string one(rest.substr(0, comma));
-        if (one != "unspec" && one != "tcp" && one != "shm" && (one != "rdma" || !program.rdma)) {
+        if (one != "unspec" && one != "tcp" && one != "shm" && (one != "rdma" || !program.rdma) &&
+            (one != "nvlink" || !program.nvlink)) {
           p.error("flag " + shown + ": expected unspec, tcp, shm" +
-                  std::string(program.rdma ? ", rdma" : "") + " or a list such as shm,tcp, got " +
-                  quoted(v));
+                  std::string(program.rdma ? ", rdma" : "") +
+                  std::string(program.nvlink ? ", nvlink" : "") +
+                  " or a list such as shm,tcp, got " + quoted(v));
         }
         o.transports.push_back(one);
         if (comma == std::string_view::npos) break;

@@ -69,6 +69,8 @@ struct Program {
   bool single_transport = false;
   // --transport also accepts rdma (the binary runs over RDMA: softverbs where no NIC is).
   bool rdma = false;
+  // --transport also accepts nvlink (cuda_ipc: put/get of device memory on one host).
+  bool nvlink = false;
 };
 
 // Parses the command line over `defaults`. -h prints the usage and exits 0; a bad flag prints an

@@ -22,6 +22,7 @@ inline Transport transport_from_flag(const std::string& name) {
   if (name == "tcp") return Transport::Tcp;
   if (name == "shm") return Transport::Shm;
   if (name == "rdma") return Transport::Rdma;
+  if (name == "nvlink") return Transport::Nvlink;
   return Transport::Unspec;
 }
 
@@ -42,9 +43,12 @@ inline TransferOptions transfer_options(const Options& options) {
 }
 
 // The benchmark's own messages between the ranks (descriptors, "done" words): the measured
-// transport, so that the route counters see that transport alone.
+// transport, so that the route counters see that transport alone; shm beside cuda_ipc, which
+// carries put/get only (its table then shows shm's few control bytes).
 inline TransferOptions control_options(const Options& options) {
-  return transfer_options(options);
+  TransferOptions t = transfer_options(options);
+  if (t.transport == Transport::Nvlink) t.transport = Transport::Shm;
+  return t;
 }
 
 inline void check_ok(int rank, const Status& status, std::string_view what) {

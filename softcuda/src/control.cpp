@@ -11,7 +11,8 @@
 //   hang                        the next op enqueued waits until "release" when it runs
 //   release                     lets every held op go (and disarms "hang")
 //   oom BYTES | oom off         allocations fail with OUT_OF_MEMORY after BYTES more bytes
-//   stats                       JSON: calls, synchronizations, live memory, pending work
+//   stats                       JSON: calls, synchronizations, live memory (and live IPC
+//                               imports: handles opened here, not yet closed), pending work
 //   reset_stats                 zeroes the call counters
 //
 // NAME is the base name cuGetProcAddress knows (cuMemAlloc covers cuMemAlloc_v2). ERROR is a
@@ -158,18 +159,20 @@ std::string stats_json() {
     o << (first ? "" : ",") << "\"" << ev->id << "\":" << ev->syncs;
     first = false;
   }
-  std::uint64_t live = 0, device_live = 0;
+  std::uint64_t live = 0, device_live = 0, ipc_imports = 0;
   for (const auto& [base, a] : st.allocations) {
     ++live;
     if (a->kind == MemKind::Device || a->kind == MemKind::Vmm) ++device_live;
+    if (a->kind == MemKind::IpcImport) ++ipc_imports;
   }
   o << "},\"event_synchronize_calls\":" << st.event_syncs
     << ",\"stream_synchronize_calls\":" << st.stream_syncs
     << ",\"ctx_synchronize_calls\":" << st.ctx_syncs << ",\"live_allocations\":" << live
-    << ",\"live_device_allocations\":" << device_live << ",\"live_device_bytes\":" << st.live_bytes
-    << ",\"pending_ops\":" << st.pending_ops << ",\"copies\":" << st.copies
-    << ",\"copy_bytes\":" << st.copy_bytes << ",\"streams\":" << st.streams.size()
-    << ",\"events\":" << st.events.size() << ",\"held\":" << st.faults.held << "}";
+    << ",\"live_device_allocations\":" << device_live << ",\"live_ipc_imports\":" << ipc_imports
+    << ",\"live_device_bytes\":" << st.live_bytes << ",\"pending_ops\":" << st.pending_ops
+    << ",\"copies\":" << st.copies << ",\"copy_bytes\":" << st.copy_bytes
+    << ",\"streams\":" << st.streams.size() << ",\"events\":" << st.events.size()
+    << ",\"held\":" << st.faults.held << "}";
   return o.str();
 }
 

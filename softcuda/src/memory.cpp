@@ -435,7 +435,9 @@ CUresult attribute(void* data, CUpointer_attribute attr, const Allocation* a, st
       put(data, static_cast<unsigned long long>(a != nullptr ? a->buffer_id : 0));
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-      put(data, static_cast<bool>(a != nullptr && a->kind == MemKind::Managed));
+      // As NVIDIA's driver does (the GPU gate's conformance run): 4 bytes, not the documented
+      // bool, so a caller with a 1-byte slot sees its neighbour overwritten here too.
+      put(data, static_cast<unsigned>(a != nullptr && a->kind == MemKind::Managed));
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
       put(data, static_cast<int>(a != nullptr ? a->device : -2));

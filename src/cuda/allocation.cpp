@@ -151,7 +151,9 @@ Result<std::shared_ptr<Allocation>> Allocation::adopt_device(const void* ptr, st
   if (ptr == nullptr) return Status::error(Errc::InvalidArgument, what + " is null");
   if (bytes == 0) return Status::error(Errc::InvalidArgument, what + ": bytes is 0");
   unsigned type = 0;
-  bool managed = false;  // the driver writes these as bool
+  // Documented as a bool, but NVIDIA's driver writes IS_MANAGED as a 4-byte integer (seen on
+  // driver 580 by the GPU gate's conformance program): a slot of 8 zeroed bytes holds either.
+  std::uint64_t managed = 0;
   CUcontext ctx = nullptr;
   int ordinal = -1;
   CUdeviceptr start = 0;
@@ -173,7 +175,7 @@ Result<std::shared_ptr<Allocation>> Allocation::adopt_device(const void* ptr, st
     return Status::error(Errc::InvalidArgument,
                          what + " is pinned host memory (memory type host), not device memory");
   }
-  if (managed) {
+  if (managed != 0) {
     return Status::error(Errc::InvalidArgument,
                          what + " is managed memory (is_managed = 1), which is not adopted");
   }
@@ -347,12 +349,12 @@ bool is_device_memory(const void* p) {
   if (!loaded.ok()) return false;  // a driver OrbiTE cannot use: host
   const Api* a = *loaded;
   unsigned type = 0;
-  bool managed = false;
+  std::uint64_t managed = 0;  // written as 4 bytes by the driver (see adopt_device)
   CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
   void* data[] = {&type, &managed};
   return a->cuPointerGetAttributes_(2, attrs, data, reinterpret_cast<CUdeviceptr>(p)) ==
              CUDA_SUCCESS &&
-         type == CU_MEMORYTYPE_DEVICE && !managed;
+         type == CU_MEMORYTYPE_DEVICE && managed == 0;
 }
 
 Result<std::optional<DeviceView>> device_view_of(const void* p, std::uint64_t length) {

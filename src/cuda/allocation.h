@@ -8,6 +8,7 @@
 #include <orbite/cuda.h>
 #include <orbite/status.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -24,15 +25,24 @@ namespace orbite::cuda {
 
 enum class Kind : std::uint8_t { Device, PinnedHost };
 
-// A copy between a device range and host memory, run on the allocation's stream. Copies of one
+// A legacy CUDA IPC handle (CUipcMemHandle's 64 opaque bytes), as it travels between processes.
+struct IpcHandle {
+  static constexpr std::size_t kBytes = 64;
+  std::array<std::uint8_t, kBytes> bytes{};
+};
+
+// A copy between a device range and host memory, or another process's device memory mapped
+// into this allocation's context (cuda/ipc.h), run on the allocation's stream. Copies of one
 // allocation run one at a time: the one completion event then says which finished (the guide's
 // one stream and one event per allocation, with generations).
 struct CopyJob {
   // Fill: cuMemsetD8 of `fill_value` over the range (no host side), in line with the copies.
-  enum class Direction : std::uint8_t { ToDevice, ToHost, Fill };
+  // ToPeer / FromPeer: cuMemcpyDtoDAsync to or from `peer`.
+  enum class Direction : std::uint8_t { ToDevice, ToHost, Fill, ToPeer, FromPeer };
   Direction direction = Direction::ToHost;
   std::uint64_t offset = 0;   // in the allocation
   std::byte* host = nullptr;  // the host side (pinned staging for asynchronous copies)
+  std::uint64_t peer = 0;     // the mapped device address of a peer copy
   std::uint64_t length = 0;
   std::uint8_t fill_value = 0;
   // 0 queued, 1 submitted, 2 finished (status is set before, with release order).
@@ -90,6 +100,11 @@ class Allocation {
   Status memset(std::uint64_t offset, std::uint64_t length, std::uint8_t value, Deadline deadline);
   // Non-ok once an unproven record, wait or drain fenced the allocation.
   [[nodiscard]] Status fenced() const;
+
+  // CUDA IPC (ipc.cpp): the legacy handle of this device allocation, which another process
+  // opens (PeerMapping); Unavailable where the driver lacks IPC or refuses this memory (VMM
+  // memory, a device without it), naming the call.
+  Result<IpcHandle> export_ipc() const;
 
   // Internal: what allocation.cpp, copy.cpp and readiness.cpp share.
   struct Native;

@@ -81,6 +81,12 @@ Status Allocation::start_next() {
       } else if (job->direction == CopyJob::Direction::Fill) {
         call = "cuMemsetD8Async";
         rc = n.api->cuMemsetD8Async_(device, job->fill_value, job->length, n.stream);
+      } else if (job->direction == CopyJob::Direction::ToPeer) {
+        call = "cuMemcpyDtoDAsync";
+        rc = n.api->cuMemcpyDtoDAsync_(job->peer, device, job->length, n.stream);
+      } else if (job->direction == CopyJob::Direction::FromPeer) {
+        call = "cuMemcpyDtoDAsync";
+        rc = n.api->cuMemcpyDtoDAsync_(device, job->peer, job->length, n.stream);
       } else {
         call = "cuMemcpyDtoHAsync";
         rc = n.api->cuMemcpyDtoHAsync_(job->host, device, job->length, n.stream);

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "cuda/allocation.h"
+#include "cuda/ipc.h"
 
 namespace orbite::cuda {
 
@@ -57,6 +58,19 @@ Status Allocation::memset(std::uint64_t, std::uint64_t, std::uint8_t, Deadline) 
 Status Allocation::fenced() const {
   return {};
 }
+Result<IpcHandle> Allocation::export_ipc() const {
+  return unavailable();
+}
+struct PeerMapping::Context {};
+PeerMapping::PeerMapping(std::unique_ptr<Context> ctx, std::uint64_t address, int ordinal)
+    : ctx_(std::move(ctx)), address_(address), ordinal_(ordinal) {}
+Result<std::unique_ptr<PeerMapping>> PeerMapping::open(const IpcHandle&, int) {
+  return unavailable();
+}
+Status PeerMapping::close() {
+  return {};
+}
+PeerMapping::~PeerMapping() = default;
 
 bool is_device_memory(const void*) {
   return false;

@@ -45,7 +45,7 @@ Result<std::shared_ptr<detail::RegionRecord>> Protocol::expose(PeerEndpoint& ep,
   std::string why;
   const MemoryDomain* domain = domains_[via].get();
   const Backing b = domain != nullptr ? domain->backing(kind, &why) : backing_on(ep.id(), kind);
-  if (b == Backing::Refused) {
+  if (b == Backing::Refused || b == Backing::Absent) {
     return Status::error(Errc::Unavailable, std::string(transport_name(ep.id())) +
                                                 " cannot carry the send buffer: " + why);
   }

@@ -45,7 +45,8 @@ Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) {
     q.built[i] = transports_[i] != nullptr;
     q.open[i] = link.endpoints[i] ? &link.endpoints[i]->caps() : nullptr;
     for (MemoryKind k : {MemoryKind::Host, MemoryKind::Cuda}) {
-      if (backing_on(static_cast<TransportId>(i), k) != Backing::Refused) {
+      const Backing b = backing_on(static_cast<TransportId>(i), k);
+      if (b != Backing::Refused && b != Backing::Absent) {
         q.carries[i] |= static_cast<std::uint8_t>(1u << static_cast<unsigned>(k));
       }
     }

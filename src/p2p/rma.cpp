@@ -31,7 +31,7 @@ void Protocol::issue_put_get(Link& link, const ReqPtr& req) {
       domain != nullptr
           ? domain->backing(req->local->kind, &why)
           : (req->local->kind == MemoryKind::Host ? Backing::Native : Backing::Staged);
-  if (local == Backing::Refused) {
+  if (local == Backing::Refused || local == Backing::Absent) {
     return detail::complete_request(
         *req, Status::error(Errc::Unavailable,
                             std::string(transport_name(ep.id())) + " cannot carry the local " +

@@ -7,8 +7,10 @@ namespace orbite::p2p {
 const std::array<RouteRow, 5>& route_table() {
   static const std::array<RouteRow, 5> table = {{
       {"self", TransportId::Shm, kReachSelf},
-      {"shm", TransportId::Shm, kReachSameHost},
+      // Device memory on both ends goes peer to peer before shm stages it (NCCL's P2P before
+      // SHM); host memory is Absent on cuda_ipc and falls through to shm.
       {"cuda_ipc", TransportId::CudaIpc, kReachSameHost},
+      {"shm", TransportId::Shm, kReachSameHost},
       {"rdma", TransportId::Rdma, kReachSameHost | kReachRemote},
       {"tcp", TransportId::Tcp, kReachSameHost | kReachRemote},
   }};
@@ -41,13 +43,13 @@ std::string refusal(const RouteRow& row, const RouteQuery& q) {
     return std::string("it carries put/get only (send/recv over ") + transport_name(row.id) +
            " is not built yet)";
   }
-  if (q.rma && (q.target_transports & (1u << i)) == 0) {
-    return "the remote region is not published on " + std::string(transport_name(row.id));
-  }
   const bool native = q.memory == MemoryKind::Cuda ? caps->cuda_memory : caps->host_memory;
   if (!native && (q.carries[i] & (1u << static_cast<unsigned>(q.memory))) == 0) {
     return std::string("it does not carry ") + (q.memory == MemoryKind::Cuda ? "CUDA" : "host") +
            " memory, natively or staged";
+  }
+  if (q.rma && (q.target_transports & (1u << i)) == 0) {
+    return "the remote region is not published on " + std::string(transport_name(row.id));
   }
   return {};
 }

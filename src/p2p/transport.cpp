@@ -45,6 +45,11 @@ Result<std::unique_ptr<DomainRegistration>> KeylessDomain::register_region(
   return std::unique_ptr<DomainRegistration>();
 }
 
+bool MemoryDomain::published(const detail::RegionRecord& region, const DomainRegistration*) const {
+  std::string ignored;
+  return backing(region.kind, &ignored) != Backing::Absent;
+}
+
 Status KeylessDomain::unpack(std::string_view blob) const {
   if (blob.empty()) return {};
   return Status::error(Errc::InvalidArgument, std::string("descriptor carries ") +

@@ -105,10 +105,12 @@ struct DomainRegistration {
 
 // How a transport carries memory of one kind: its own DMA or copies reach it (Native: the
 // domain registers it), through the engine's staging pool (Staged: the protocol copies it in
-// chunks to and from owned host buffers before the transport sees them), or not at all
-// (Refused, with the reason the domain gives). The memory kinds of the contract, as UCX's
+// chunks to and from owned host buffers before the transport sees them), not at all and it is
+// an error to ask (Refused, with the reason the domain gives: a registration of that kind
+// fails), or not at all and other transports carry it (Absent: a region of that kind is not
+// published on this transport, with no error). The memory kinds of the contract, as UCX's
 // reg_mem_types/access_mem_types and NIXL's getSupportedMems().
-enum class Backing : std::uint8_t { Native, Staged, Refused };
+enum class Backing : std::uint8_t { Native, Staged, Refused, Absent };
 
 class MemoryDomain {
  public:
@@ -138,6 +140,11 @@ class MemoryDomain {
   [[nodiscard]] virtual std::string pack(const detail::RegionRecord& region,
                                          const DomainRegistration* registration) const = 0;
   [[nodiscard]] virtual Status unpack(std::string_view blob) const = 0;
+  // Whether `region`'s descriptor names this transport (a peer may reach the region through
+  // it): every region of a kind it does not leave Absent, unless the domain knows better (a
+  // registration that could not be exported).
+  [[nodiscard]] virtual bool published(const detail::RegionRecord& region,
+                                       const DomainRegistration* registration) const;
   // Engine-owned memory (collective scratch): stable from declare_owned until forget_owned, which
   // comes before it is freed, so a transport may keep what it prepared for it across requests.
   virtual void declare_owned(std::byte* /*base*/, std::uint64_t /*length*/) {}

@@ -2,6 +2,7 @@
 // transport is made. The only file outside the transports' folders that names them.
 #include "p2p/transports.h"
 
+#include "p2p/cuda_ipc/ipc_transport.h"
 #include "p2p/shm/shm_transport.h"
 #include "p2p/tcp/tcp_transport.h"
 #if ORBITE_WITH_RDMA
@@ -63,6 +64,11 @@ DomainResult rdma_domain(const EngineConfig& config, const detail::Identity&, st
 }
 #endif
 
+DomainResult cuda_ipc_domain(const EngineConfig&, const detail::Identity&, std::string*) {
+  // No driver call: a registration of device memory exports its handle (and loaded the driver).
+  return std::unique_ptr<MemoryDomain>(std::make_unique<ipc::CudaIpcDomain>());
+}
+
 // A transport whose lanes exist only with its domain, which makes them.
 LaneResult domain_lane(const LaneParts& parts, const MemoryDomain* domain) {
   if (domain == nullptr) return std::unique_ptr<LaneTransport>();
@@ -73,6 +79,7 @@ constexpr Entry kTable[] = {
     {TransportId::Shm, shm_domain, shm_lane},
     {TransportId::Tcp, tcp_domain, tcp_lane},
     {TransportId::Rdma, rdma_domain, domain_lane},
+    {TransportId::CudaIpc, cuda_ipc_domain, domain_lane},
 };
 
 }  // namespace
@@ -101,8 +108,9 @@ std::array<bool, kTransportCount> built_transports(const MemoryDomains& domains)
   // tcp and shm lanes exist without a domain (shm's loopback); the others only with theirs.
   out[static_cast<std::size_t>(TransportId::Shm)] = true;
   out[static_cast<std::size_t>(TransportId::Tcp)] = true;
-  out[static_cast<std::size_t>(TransportId::Rdma)] =
-      domains[static_cast<std::size_t>(TransportId::Rdma)] != nullptr;
+  for (TransportId id : {TransportId::Rdma, TransportId::CudaIpc}) {
+    out[static_cast<std::size_t>(id)] = domains[static_cast<std::size_t>(id)] != nullptr;
+  }
   return out;
 }
 

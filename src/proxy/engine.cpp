@@ -134,6 +134,7 @@ RemoteRegion MemoryRegion::export_descriptor() const {
   for (const auto& domain : core->domains) {
     if (!domain) continue;
     const auto i = static_cast<std::size_t>(domain->id());
+    if (!domain->published(*record_, record_->registrations[i].get())) continue;
     blobs.emplace_back(static_cast<std::uint8_t>(domain->id()),
                        domain->pack(*record_, record_->registrations[i].get()));
   }
@@ -302,6 +303,7 @@ Result<std::vector<MemoryRegion>> TransferEngine::register_memory(
       std::string why;
       switch (domain->backing(r.kind, &why)) {
         case p2p::Backing::Staged: rec.staged |= 1u << i; continue;
+        case p2p::Backing::Absent: continue;
         case p2p::Backing::Refused:
           release();
           return Status::error(Errc::Unavailable,

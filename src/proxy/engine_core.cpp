@@ -192,6 +192,8 @@ Status EngineCore::register_slab(cuda::StagingSlab& slab) {
   for (const auto& domain : domains) {
     if (!domain) continue;
     const auto i = static_cast<std::size_t>(domain->id());
+    std::string why;
+    if (domain->backing(MemoryKind::Host, &why) == p2p::Backing::Absent) continue;
     auto reg = domain->register_region(*rec);
     if (!reg.ok()) {
       for (std::size_t j = 0; j < rec->registrations.size(); ++j) {

@@ -57,11 +57,16 @@ void put_rc(const std::string& key, CUresult rc) {
 
 // A boolean attribute, read into a word filled with a marker: its value, and how many bytes the
 // driver wrote (the documentation gives the boolean attributes the type bool: one byte).
+// A "boolean" attribute: its value and how many bytes of an 8-byte slot the driver wrote (the
+// documentation says bool; NVIDIA's driver writes more).
 void put_bool(const std::string& key, CUpointer_attribute attr, CUdeviceptr p) {
-  unsigned v = 0xAAAAAAAAu;
-  put_rc(key + ".result", cuPointerGetAttribute(&v, attr, p));
-  put(key, std::to_string(v & 0xFFu));
-  put(key + ".bytes_written", (v >> 8) == 0xAAAAAAu ? "1" : "more than 1");
+  unsigned char slot[8];
+  std::memset(slot, 0xAA, sizeof slot);
+  put_rc(key + ".result", cuPointerGetAttribute(slot, attr, p));
+  put(key, std::to_string(slot[0]));
+  int written = 0;
+  for (unsigned char b : slot) written += b != 0xAA ? 1 : 0;
+  put(key + ".bytes_written", std::to_string(written));
 }
 
 std::string memory_type_name(unsigned t) {

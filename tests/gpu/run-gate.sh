@@ -15,8 +15,10 @@
 #      observed values there instead (commit them: CI then compares softcuda with them);
 #   4. runs the CUDA-labelled test binaries on the real driver (softcuda-only cases skip);
 #   5. runs the guide's cuda_copy gate (ConcurrentCallersOnOneAllocation: three unaligned sizes,
-#      eight callers, four rounds) and two processes on one GPU exchanging device memory over tcp
-#      and shm, with a PTX producer kernel for readiness (cuda_test on the real driver).
+#      eight callers, four rounds) and two processes on one GPU exchanging device memory over tcp,
+#      shm and cuda_ipc, with a PTX producer kernel for readiness (cuda_test on the real driver);
+#   6. measures cuda_ipc put/get (putget_perf --transport nvlink) beside device-to-device copies
+#      in one process (cuda_d2d_bw), bytes checked.
 # Everything lands in --out (default gate-out/): one log per step and SUMMARY.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -112,7 +114,16 @@ step cuda_memory "$build/tests/cuda_memory_test"
 step cuda_copy_gate "$build/tests/cuda_memory_test" \
   --gtest_filter='CudaMemoryTest.ConcurrentCallersOnOneAllocation' --gtest_repeat=3
 step two_processes "$build/tests/cuda_test" \
-  --gtest_filter='Transports/CudaMemory.*tcp*:Transports/CudaMemory.*shm*:Transports/CudaEngine.*/0:Transports/CudaEngine.*/1'
+  --gtest_filter='Transports/CudaMemory.*tcp*:Transports/CudaMemory.*shm*:Transports/CudaEngine.*/0:Transports/CudaEngine.*/1:CudaIpc.*'
+
+# 6. cuda_ipc's bandwidth beside device-to-device copies in one process (the ceiling), same run,
+# with every byte checked (putget_perf exits non-zero on a wrong byte).
+ipc_perf() {
+  "$build/perf_tests/cuda_d2d_bw" --sizes 1M,4M,16M,64M,256M --window 16 -n 20
+  "$build/bin/orbite-run" -n 2 --timeout 240 -- "$build/perf_tests/putget_perf" --memory cuda \
+    --transport nvlink -c 1 -b 1M -e 256M -f 4 -n 20 -w 3
+}
+step ipc_perf ipc_perf
 
 echo "gate: $( [ $failed = 0 ] && echo passed || echo FAILED ) (logs in $out)" | tee -a "$summary"
 exit $failed

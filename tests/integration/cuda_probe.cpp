@@ -12,6 +12,8 @@
 //               kernel's, and the engine waited once (softcuda's synchronization count)
 //   copy_faults copies failing at the requester and at the owner reach the caller; an unproven
 //               drain fences the allocation (Unquiesced) and is listed as retained
+//   ipc         (nvlink) forged descriptors refused by the owner with nothing written, host
+//               memory refused, one mapping for many accesses, closed by the owner's unregister
 #include <cuda.h>
 #include <orbite/bootstrap.h>
 #include <orbite/communicator.h>
@@ -376,14 +378,109 @@ void copy_faults(Context& c) {
   if (c.rank == 1) check_ok(region->unregister(), "unregister");
 }
 
+// softcuda's count of IPC handles this process opened and has not closed; -1 on a real driver.
+long long live_ipc_imports() {
+  if (!softcuda::loaded()) return -1;
+  const std::string s = softcuda::stats();
+  const auto at = s.find("\"live_ipc_imports\":");
+  return at == std::string::npos ? -1 : std::stoll(s.substr(at + 19));
+}
+
+// ipc (cuda_ipc only): rank 0 reaches rank 1's device region. Forged descriptors (a stale
+// generation, a length beyond the region) are refused by the owner with nothing written; host
+// memory is not carried, the refusal saying why; a put maps the owner's allocation once, and the
+// owner's unregister closes that mapping before it returns; the stale descriptor is refused.
+void ipc(Context& c) {
+  TransferEngine& e = c.comm.engine();
+  Memory mine("cuda", kRegion);
+  auto region = mine.register_with(e);
+  check_ok(region.status(), "register");
+  if (c.rank == 1) mine.fill(0, kRegion, 5);
+  barrier(c, "filled");
+  RemoteRegion remote = share_region(c, *region);
+  if (c.rank == 0) {
+    mine.fill(0, kMiB, 9);
+    expect_failure(e.put(*region, 0, tampered(remote, "generation", remote.generation() + 1), 0,
+                         kMiB, c.options),
+                   {Errc::InvalidArgument}, "put with a forged generation");
+    expect_failure(
+        e.put(*region, 0, tampered(remote, "length", 2 * kRegion), kRegion, kMiB, c.options),
+        {Errc::InvalidArgument}, "put beyond the owner's region");
+    expect_failure(
+        e.get(*region, 0, tampered(remote, "region", remote.region_id() + 100), 0, kMiB, c.options),
+        {Errc::InvalidArgument, Errc::Unavailable}, "get from a forged region id");
+    std::vector<std::byte> host(kMiB);
+    auto host_region = e.register_memory(host.data(), host.size());
+    check_ok(host_region.status(), "register host memory");
+    auto refused = e.put(*host_region, 0, remote, 0, 4096, c.options);
+    Status st = refused.ok() ? refused->wait(std::chrono::seconds(60)) : refused.status();
+    check(st.code() == Errc::Unavailable &&
+              st.message().find("does not carry host memory") != std::string::npos,
+          "host memory over cuda_ipc: " + st.to_string());
+    check_ok(host_region->unregister(), "unregister host memory");
+    check(live_ipc_imports() <= 0, "a refused access mapped the owner's memory");
+    signal_peer(c, 1, 2);
+    await_peer(c, 1, 3);  // the owner saw nothing written
+    Request put = accepted(e.put(*region, 0, remote, 0, kMiB, c.options), "put");
+    wait_ok(put, "put");
+    Request get = accepted(e.get(*region, kMiB, remote, kMiB, kMiB, c.options), "get");
+    wait_ok(get, "get");
+    mine.expect(kMiB, kMiB, 5, "get", kMiB);
+    if (softcuda::loaded()) {
+      check(live_ipc_imports() == 1,
+            "mapped " + std::to_string(live_ipc_imports()) + " times, not once, for two accesses");
+    }
+    signal_peer(c, 1, 4);
+    await_peer(c, 1, 5);  // the owner unregistered
+    if (softcuda::loaded()) {
+      check(live_ipc_imports() == 0,
+            "the owner's unregister left " + std::to_string(live_ipc_imports()) + " mappings open");
+    }
+    expect_failure(e.put(*region, 0, remote, 0, kMiB, c.options), {Errc::InvalidArgument},
+                   "put to an unregistered region");
+    signal_peer(c, 1, 6);
+  } else {
+    await_peer(c, 0, 2);
+    mine.expect(0, kRegion, 5, "the owner's region after the forged accesses");
+    signal_peer(c, 0, 3);
+    await_peer(c, 0, 4);
+    mine.expect(0, kMiB, 9, "the put");
+    check_ok(region->unregister(std::chrono::seconds(30)), "unregister while a peer maps it");
+    signal_peer(c, 0, 5);
+    await_peer(c, 0, 6);
+  }
+  if (c.rank == 0) check_ok(region->unregister(), "unregister");
+}
+
 void check_route(Context& c) {
   const EngineStats s = c.comm.engine().stats();
+  if (c.options.transport == Transport::Unspec) {
+    // Which transport the selection took for device memory on both ends (rank 0 moved them).
+    const std::string want = env("CUDA_TEST_EXPECT_ROUTE", "");
+    check(want == "nvlink", "CUDA_TEST_EXPECT_ROUTE=nvlink with an unspecified transport");
+    if (c.rank == 0) {
+      check(s.of(Transport::Nvlink).bytes_sent > 0 && s.of(Transport::Nvlink).bytes_received > 0,
+            "unspec: cuda_ipc carried no put or no get");
+      check(s.staging_loans == 0, "unspec: device memory was staged");
+    }
+    std::printf("rank %d: unspec went over nvlink\n", c.rank);
+    return;
+  }
   const Transport t = c.options.transport;
   std::uint64_t others = 0;
   for (Transport o : {Transport::Tcp, Transport::Shm, Transport::Rdma}) {
+    // cuda_ipc carries put/get only: the collectives and descriptors go over shm, small.
+    if (o == Transport::Shm && t == Transport::Nvlink) {
+      check(s.of(o).bytes_sent + s.of(o).bytes_received < 64 * kKiB,
+            "route: shm carried " + std::to_string(s.of(o).bytes_sent + s.of(o).bytes_received) +
+                " bytes beside cuda_ipc");
+      continue;
+    }
     if (o != t) others += s.of(o).frames_sent + s.of(o).frames_received;
   }
-  check(s.of(t).bytes_sent + s.of(t).bytes_received > 0,
+  if (t == Transport::Nvlink) check(s.staging_loans == 0, "route: cuda_ipc staged");
+  // cuda_ipc's bytes are the requester's copies: the owner's engine never sees them.
+  check(s.of(t).bytes_sent + s.of(t).bytes_received > 0 || (t == Transport::Nvlink && c.rank != 0),
         "route: " + std::string(to_string(t)) + " carried no byte");
   check(others == 0, "route: " + std::to_string(others) + " frames on other transports");
   std::printf("rank %d: route ok\n", c.rank);
@@ -397,30 +494,31 @@ void check_route(Context& c) {
 int main(int argc, char** argv) {
   using namespace orbite::probe;
   const std::map<std::string, std::function<void(Context&)>> scenarios = {
-      {"putget", putget},
-      {"sendrecv", sendrecv},
-      {"allreduce", allreduce},
-      {"readiness", readiness},
-      {"copy_faults", copy_faults}};
+      {"putget", putget},       {"sendrecv", sendrecv},       {"allreduce", allreduce},
+      {"readiness", readiness}, {"copy_faults", copy_faults}, {"ipc", ipc}};
   if (argc != 2 || scenarios.count(argv[1]) == 0) {
     std::fprintf(stderr,
-                 "usage: orbite-cuda-probe putget|sendrecv|allreduce|readiness|copy_faults\n");
+                 "usage: orbite-cuda-probe putget|sendrecv|allreduce|readiness|copy_faults|ipc\n");
     return 2;
   }
   const std::string name = argv[1];
   if (const char* r = std::getenv("ORBITE_RANK")) set_rank_for_messages(std::atoi(r));
   orbite::TransferOptions options;
   const std::string t = env("P2P_TEST_TRANSPORT", "tcp");
-  options.transport = t == "rdma"  ? orbite::Transport::Rdma
-                      : t == "shm" ? orbite::Transport::Shm
-                                   : orbite::Transport::Tcp;
+  options.transport = t == "rdma"     ? orbite::Transport::Rdma
+                      : t == "shm"    ? orbite::Transport::Shm
+                      : t == "nvlink" ? orbite::Transport::Nvlink
+                      : t == "unspec" ? orbite::Transport::Unspec
+                                      : orbite::Transport::Tcp;
   auto boot = orbite::Bootstrap::from_env();
   check_ok(boot.status(), "bootstrap");
   set_rank_for_messages(boot->rank());
   auto config = orbite::EngineConfig::load();
   check_ok(config.status(), "config");
   // The collectives' messages take the transport under test too.
-  config->coll.transport = options.transport;
+  // (cuda_ipc carries no messages: theirs go over shm beside it.)
+  config->coll.transport =
+      options.transport == orbite::Transport::Nvlink ? orbite::Transport::Shm : options.transport;
   auto comm = orbite::Communicator::create(*boot, *config);
   check_ok(comm.status(), "communicator");
   Context c{*comm, options, comm->rank(), comm->size()};

@@ -121,6 +121,23 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(Transports, CudaMemory, ::testing::ValuesIn(cases()),
                          [](const auto& param_info) { return name_of(param_info.param); });
 
+// cuda_ipc (Transport::Nvlink): device memory on both ends, the owner's allocation mapped into
+// the requester, which copies device to device; messages and collectives go over shm beside it.
+TEST(CudaIpc, PutAndGetDeviceToDevice) {
+  expect_pass("putget", {"nvlink", "cuda", "cuda"});
+}
+
+TEST(CudaIpc, RefusesForgedAndHostAccessesAndUnmapsOnUnregister) {
+  expect_pass("ipc", {"nvlink", "cuda", "cuda"});
+}
+
+TEST(CudaIpc, UnspecifiedPrefersIpcForDeviceMemoryOnOneHost) {
+  // The probe's route check is for a forced transport: here the counters say which one ran.
+  Outcome o = expect_pass("putget", {"unspec", "cuda", "cuda"}, 2, false,
+                          {{"CUDA_TEST_EXPECT_ROUTE", "nvlink"}});
+  EXPECT_EQ(count_of(o.out, ": unspec went over nvlink\n"), 2U) << o.out;
+}
+
 class CudaEngine : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaEngine, AllReduceOnDeviceBuffers) {

@@ -46,6 +46,9 @@ void wait_ok(Request& request, const std::string& what);
 void wait_all_ok(std::vector<Request>& requests, const std::string& what);
 // An operation that must fail with one of `codes`, either when submitted or when waited for
 // (the engine may validate early or late). Returns the code it failed with.
+// `d` with `field` (generation or length; any other name: the region id) set to `value`: a
+// forged descriptor.
+RemoteRegion tampered(const RemoteRegion& d, const std::string& field, std::uint64_t value);
 Errc expect_failure(Result<Request> result, std::initializer_list<Errc> codes,
                     const std::string& what);
 // A request that must finish, with an error in `codes`, within the bound.

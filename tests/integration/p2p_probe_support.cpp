@@ -120,14 +120,26 @@ bool failed_with(const Request& request, std::initializer_list<Errc> codes) {
   return false;
 }
 
+namespace {
+
+// The probe's own messages go where its put/get go, except over cuda_ipc, which carries
+// put/get only: shm beside it then.
+TransferOptions message_options(const Context& c) {
+  TransferOptions o = c.options;
+  if (o.transport == Transport::Nvlink) o.transport = Transport::Shm;
+  return o;
+}
+
+}  // namespace
+
 Request isend(Context& c, const void* data, std::uint64_t bytes, int peer, int tag,
               const std::string& what) {
-  return accepted(c.comm.isend(data, bytes, peer, tag, c.options), what);
+  return accepted(c.comm.isend(data, bytes, peer, tag, message_options(c)), what);
 }
 
 Request irecv(Context& c, void* data, std::uint64_t bytes, int peer, int tag,
               const std::string& what) {
-  return accepted(c.comm.irecv(data, bytes, peer, tag, c.options), what);
+  return accepted(c.comm.irecv(data, bytes, peer, tag, message_options(c)), what);
 }
 
 void send(Context& c, const void* data, std::uint64_t bytes, int peer, int tag,
@@ -200,6 +212,20 @@ void check_equal(const std::byte* actual, const std::byte* expected, std::uint64
            hex_byte(actual[k]) + ", expected " + hex_byte(expected[k]));
     }
   }
+}
+
+RemoteRegion tampered(const RemoteRegion& d, const std::string& field, std::uint64_t value) {
+  // docs/protocol.md: magic u32, version u8, three u32-prefixed strings, pid i64, then region id,
+  // generation and length (u64 each).
+  std::string bytes = d.bytes();
+  std::size_t at = 4 + 1 + 4 + d.owner_id().size() + 4 + d.owner_address().size() + 4 +
+                   d.owner_host_id().size() + 8;
+  if (field == "generation") at += 8;
+  if (field == "length") at += 16;
+  for (int i = 0; i < 8; ++i) bytes[at + i] = static_cast<char>(value >> (8 * i));
+  auto out = RemoteRegion::from_bytes(std::string_view(bytes));
+  check_ok(out.status(), "decode the tampered descriptor");
+  return *out;
 }
 
 }  // namespace orbite::probe

@@ -73,20 +73,6 @@ void softverbs(const std::string& command) {
   check(rc == 0, "softverbs '" + command + "': " + reply);
 }
 
-RemoteRegion tampered(const RemoteRegion& d, const std::string& field, std::uint64_t value) {
-  // docs/protocol.md: magic u32, version u8, three u32-prefixed strings, pid i64, then region id,
-  // generation and length (u64 each).
-  std::string bytes = d.bytes();
-  std::size_t at = 4 + 1 + 4 + d.owner_id().size() + 4 + d.owner_address().size() + 4 +
-                   d.owner_host_id().size() + 8;
-  if (field == "generation") at += 8;
-  if (field == "length") at += 16;
-  for (int i = 0; i < 8; ++i) bytes[at + i] = static_cast<char>(value >> (8 * i));
-  auto out = RemoteRegion::from_bytes(std::string_view(bytes));
-  check_ok(out.status(), "decode the tampered descriptor");
-  return *out;
-}
-
 bool eventually(const std::function<bool()>& done) {
   const auto deadline = Clock::now() + kWait;
   while (Clock::now() < deadline) {

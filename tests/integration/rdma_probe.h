@@ -43,7 +43,6 @@ RemoteRegion share_descriptor(RdmaContext& r, const MemoryRegion* region, int ow
 // A softverbs control command in this process ("ok" replies only, or the probe fails).
 void softverbs(const std::string& command);
 // The descriptor with a u64 field (region id, generation or length) changed in its bytes.
-RemoteRegion tampered(const RemoteRegion& d, const std::string& field, std::uint64_t value);
 // Polls `done` (the engine's stats) for up to kWait.
 bool eventually(const std::function<bool()>& done);
 

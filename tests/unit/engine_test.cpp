@@ -372,24 +372,32 @@ TEST_P(EngineTest, DeadlineInThePastMovesNothing) {
   EXPECT_EQ(dst.mismatch(0, 4096, 5), std::nullopt);
 }
 
-TEST_P(EngineTest, RdmaAndNvlinkAreUnavailableAtSubmission) {
+// Without an RDMA domain, rdma is refused at submission (no request is made); nvlink (cuda_ipc,
+// always built) is refused by the selection table: it carries device memory only.
+TEST_P(EngineTest, RdmaIsUnavailableAtSubmissionAndNvlinkRefusesHostMemory) {
   Guarded mem(64), dst(64);
   MemoryRegion local = must_register(*a_, mem.data(), 64);
   MemoryRegion dst_r = must_register(*b_, dst.data(), 64);
   const RemoteRegion remote = import(dst_r);
-  const auto submitted = a_->stats().requests_submitted;
-  for (Transport t : {Transport::Rdma, Transport::Nvlink}) {
-    TransferOptions opts;
-    opts.transport = t;
-    for (bool put : {true, false}) {
-      auto r =
-          put ? a_->put(local, 0, remote, 0, 64, opts) : a_->get(local, 0, remote, 0, 64, opts);
-      ASSERT_FALSE(r.ok());
-      EXPECT_EQ(r.status().code(), Errc::Unavailable);
-      EXPECT_CONTAINS(r.status().message(), std::string(to_string(t)));
-    }
+  TransferOptions rdma;
+  rdma.transport = Transport::Rdma;
+  TransferOptions nvlink;
+  nvlink.transport = Transport::Nvlink;
+  for (bool put : {true, false}) {
+    const auto submitted = a_->stats().requests_submitted;
+    auto r = put ? a_->put(local, 0, remote, 0, 64, rdma) : a_->get(local, 0, remote, 0, 64, rdma);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Errc::Unavailable);
+    EXPECT_CONTAINS(r.status().message(), "rdma");
+    EXPECT_EQ(a_->stats().requests_submitted, submitted);
+    auto n =
+        put ? a_->put(local, 0, remote, 0, 64, nvlink) : a_->get(local, 0, remote, 0, 64, nvlink);
+    ASSERT_TRUE(n.ok()) << n.status().to_string();
+    const Status st = n->wait(kWait);
+    EXPECT_EQ(st.code(), Errc::Unavailable);
+    EXPECT_CONTAINS(st.message(), "transport nvlink cannot reach peer");
+    EXPECT_CONTAINS(st.message(), "does not carry host memory");
   }
-  EXPECT_EQ(a_->stats().requests_submitted, submitted);
 }
 
 // tcp's data streams open on the link's first use of tcp, by the side that opened the control

@@ -21,7 +21,13 @@ Capabilities caps_of(TransportId id, std::uint8_t reach, bool cuda = false) {
 const Capabilities kShm = caps_of(TransportId::Shm, kReachSelf | kReachSameHost);
 const Capabilities kTcp = caps_of(TransportId::Tcp, kReachSameHost | kReachRemote);
 const Capabilities kRdma = caps_of(TransportId::Rdma, kReachSameHost | kReachRemote);
-const Capabilities kIpc = caps_of(TransportId::CudaIpc, kReachSameHost, true);
+const Capabilities kIpc = [] {
+  Capabilities c = caps_of(TransportId::CudaIpc, kReachSameHost, true);
+  c.host_memory = false;
+  c.frames = false;
+  c.rma = true;
+  return c;
+}();
 
 std::size_t at(TransportId id) {
   return static_cast<std::size_t>(id);
@@ -53,12 +59,12 @@ void expect_unavailable(const RouteQuery& q, const std::string& names) {
   EXPECT_CONTAINS(r.status().message(), names);
 }
 
-TEST(Select, TheTableIsSelfShmCudaIpcRdmaTcp) {
+TEST(Select, TheTableIsSelfCudaIpcShmRdmaTcp) {
   const auto& t = route_table();
   ASSERT_EQ(t.size(), 5U);
   EXPECT_STREQ(t[0].name, "self");
-  EXPECT_STREQ(t[1].name, "shm");
-  EXPECT_STREQ(t[2].name, "cuda_ipc");
+  EXPECT_STREQ(t[1].name, "cuda_ipc");
+  EXPECT_STREQ(t[2].name, "shm");
   EXPECT_STREQ(t[3].name, "rdma");
   EXPECT_STREQ(t[4].name, "tcp");
 }
@@ -91,7 +97,65 @@ TEST(Select, CudaMemoryTakesAnEndpointThatCarriesIt) {
   expect_unavailable(q, "does not carry CUDA memory");
   q.built[at(TransportId::CudaIpc)] = true;
   q.open[at(TransportId::CudaIpc)] = &kIpc;
+  q.rma = true;
+  q.target_transports = ~0u;
   EXPECT_EQ(must(q), TransportId::CudaIpc);
+}
+
+// A same-host peer with a cuda_ipc endpoint beside shm, which stages device memory.
+RouteQuery ipc_peer(MemoryKind memory) {
+  RouteQuery q = peer(false, true);
+  q.rma = true;
+  q.memory = memory;
+  q.target_transports = ~0u;
+  q.built[at(TransportId::CudaIpc)] = true;
+  q.open[at(TransportId::CudaIpc)] = &kIpc;
+  const auto both = static_cast<std::uint8_t>(1u << static_cast<unsigned>(MemoryKind::Host) |
+                                              1u << static_cast<unsigned>(MemoryKind::Cuda));
+  q.carries[at(TransportId::Shm)] = both;
+  q.carries[at(TransportId::Tcp)] = both;
+  q.carries[at(TransportId::CudaIpc)] =
+      static_cast<std::uint8_t>(1u << static_cast<unsigned>(MemoryKind::Cuda));
+  return q;
+}
+
+TEST(Select, DeviceMemoryGoesOverCudaIpcBeforeShmAndHostMemoryFallsThrough) {
+  EXPECT_EQ(must(ipc_peer(MemoryKind::Cuda)), TransportId::CudaIpc);
+  EXPECT_EQ(must(ipc_peer(MemoryKind::Host)), TransportId::Shm);
+  // A region not published on cuda_ipc (host memory, or memory the driver cannot export).
+  RouteQuery q = ipc_peer(MemoryKind::Cuda);
+  q.target_transports = ~(1u << at(TransportId::CudaIpc));
+  EXPECT_EQ(must(q), TransportId::Shm);
+  // send/recv: cuda_ipc carries no frames.
+  q = ipc_peer(MemoryKind::Cuda);
+  q.rma = false;
+  EXPECT_EQ(must(q), TransportId::Shm);
+}
+
+TEST(Select, ForcedNvlinkNamesWhyItCannot) {
+  RouteQuery q = ipc_peer(MemoryKind::Host);
+  q.requested = Transport::Nvlink;
+  expect_unavailable(q, "transport nvlink cannot reach peer p: it does not carry host memory");
+  q = ipc_peer(MemoryKind::Cuda);
+  q.requested = Transport::Nvlink;
+  q.target_transports = 1u << at(TransportId::Shm);
+  expect_unavailable(q, "the remote region is not published on cuda_ipc");
+  q = ipc_peer(MemoryKind::Cuda);
+  q.requested = Transport::Nvlink;
+  q.rma = false;
+  expect_unavailable(q, "it carries put/get only");
+  q = ipc_peer(MemoryKind::Cuda);
+  q.requested = Transport::Nvlink;
+  q.same_host = false;
+  expect_unavailable(q, "the peer is on another host");
+  q = ipc_peer(MemoryKind::Cuda);
+  q.requested = Transport::Nvlink;
+  q.is_self = true;
+  expect_unavailable(q, "it does not reach this engine itself");
+  q = ipc_peer(MemoryKind::Cuda);
+  q.requested = Transport::Nvlink;
+  q.open[at(TransportId::CudaIpc)] = nullptr;
+  expect_unavailable(q, "no cuda_ipc endpoint to the peer");
 }
 
 TEST(Select, AForcedTransportMustPassItsOwnRow) {
