@@ -232,7 +232,7 @@ void Allocation::keep_forever(const std::string& why) {
   struct Kept {
     std::vector<std::shared_ptr<void>> owners;
     std::deque<std::shared_ptr<CopyJob>> queued;
-    std::shared_ptr<CopyJob> running;
+    std::deque<std::shared_ptr<CopyJob>> running;
     std::vector<std::pair<std::shared_ptr<CopyJob>, std::shared_ptr<void>>> parked;
     std::shared_ptr<void> producer_owner;
   };
@@ -267,7 +267,7 @@ Allocation::~Allocation() {
     consumed_ = recorded_;
     producer_owner_.reset();
   }
-  if (n.stream != nullptr && (running_ || !queued_.empty() || !parked_.empty())) {
+  if (n.stream != nullptr && (!running_.empty() || !queued_.empty() || !parked_.empty())) {
     if (CUresult rc = a->cuStreamSynchronize_(n.stream); rc != CUDA_SUCCESS) {
       keep_forever("its copies could not be drained: " + result_name(rc));
       return;

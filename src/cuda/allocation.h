@@ -33,8 +33,8 @@ struct IpcHandle {
 
 // A copy between a device range and host memory, or another process's device memory mapped
 // into this allocation's context (cuda/ipc.h), run on the allocation's stream. Copies of one
-// allocation run one at a time: the one completion event then says which finished (the guide's
-// one stream and one event per allocation, with generations).
+// allocation run one at a time, or several batched ones together: the one completion event then
+// says which finished (the guide's one stream and one event per allocation, with generations).
 struct CopyJob {
   // Fill: cuMemsetD8 of `fill_value` over the range (no host side), in line with the copies.
   // ToPeer / FromPeer: cuMemcpyDtoDAsync to or from `peer`.
@@ -45,6 +45,10 @@ struct CopyJob {
   std::uint64_t peer = 0;     // the mapped device address of a peer copy
   std::uint64_t length = 0;
   std::uint8_t fill_value = 0;
+  // May run behind other batched jobs of the allocation instead of alone (peer copies, which
+  // nothing waits for one by one): they go onto the stream back to back, the one event recorded
+  // after each, and all finish together when it completes (its latest generation).
+  bool batched = false;
   // 0 queued, 1 submitted, 2 finished (status is set before, with release order).
   std::atomic<int> state{0};
   Status status;
@@ -130,8 +134,11 @@ class Allocation {
   // A leaf lock: nothing else is taken while it is held.
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<void>> owners_;    // adopted memory: who keeps it alive
-  std::deque<std::shared_ptr<CopyJob>> queued_;  // waiting for the one in flight
-  std::shared_ptr<CopyJob> running_;
+  std::deque<std::shared_ptr<CopyJob>> queued_;  // waiting for the ones in flight
+  // On the stream: one job, or up to kMaxBatched batched ones; the event's latest record follows
+  // the last of them.
+  std::deque<std::shared_ptr<CopyJob>> running_;
+  static constexpr std::size_t kMaxBatched = 32;
   std::vector<std::pair<std::shared_ptr<CopyJob>, std::shared_ptr<void>>> parked_;
   // Readiness: generations recorded and consumed; the producer's inputs until then.
   std::uint64_t recorded_ = 0;

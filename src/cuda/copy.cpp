@@ -38,7 +38,13 @@ Status Allocation::drain(const std::string& after) {
 
 Status Allocation::start_next() {
   Native& n = *native_;
-  while (!running_ && !queued_.empty()) {
+  // Another job joins those on the stream only when it and they are all batched.
+  auto may_start = [&] {
+    if (queued_.empty()) return false;
+    if (running_.empty()) return true;
+    return queued_.front()->batched && running_.back()->batched && running_.size() < kMaxBatched;
+  };
+  while (may_start()) {
     if (!fence_.ok()) {
       for (auto& job : queued_) {
         job->status = fence_;
@@ -106,7 +112,7 @@ Status Allocation::start_next() {
       continue;
     }
     job->state.store(1, std::memory_order_release);
-    running_ = std::move(job);
+    running_.push_back(std::move(job));
   }
   return {};
 }
@@ -138,19 +144,26 @@ void Allocation::drop_finished_parked() {
 void Allocation::advance() {
   std::lock_guard<std::mutex> g(mu_);
   Native& n = *native_;
-  if (running_) {
+  if (!running_.empty()) {
+    // The event's latest record follows the last job on the stream: it covers them all.
     const CUresult q = n.api->cuEventQuery_(n.done);
     if (q == CUDA_ERROR_NOT_READY) return;
-    if (q == CUDA_SUCCESS) {
-      running_->status = Status();
-    } else {
-      // The copy failed on the device: prove the stream idle before its host bytes are reused.
-      const Status failed = driver_error(q, describe() + ": the copy");
+    Status outcome;
+    if (q != CUDA_SUCCESS) {
+      // A copy failed on the device (which of a batch, the event cannot say): prove the stream
+      // idle before its host bytes are reused.
+      const Status failed = driver_error(
+          q, describe() + (running_.size() > 1
+                               ? ": one of " + std::to_string(running_.size()) + " copies in flight"
+                               : std::string(": the copy")));
       const Status drained = drain(failed.message());
-      running_->status = drained.ok() ? failed : drained;
+      outcome = drained.ok() ? failed : drained;
     }
-    running_->state.store(2, std::memory_order_release);
-    running_.reset();
+    for (auto& job : running_) {
+      job->status = outcome;
+      job->state.store(2, std::memory_order_release);
+    }
+    running_.clear();
   }
   start_next().ignore();
   if (!parked_.empty()) drop_finished_parked();

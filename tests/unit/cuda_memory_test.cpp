@@ -218,6 +218,41 @@ TEST_F(CudaMemoryTest, ATimedOutCopyGoesOnAndLeavesOnlyStagingBehind) {
   EXPECT_EQ(buf, back);  // the parked copy finished in order before this one
 }
 
+// Batched jobs (peer copies) go onto the allocation's stream back to back and finish together;
+// any other job runs alone, after them.
+TEST_F(CudaMemoryTest, BatchedCopiesShareTheStreamAndOthersRunAlone) {
+  if (!on_softcuda()) GTEST_SKIP() << "holding the stream needs softcuda";
+  auto dev = cuda::Allocation::allocate_device(0, 1 * kMiB);
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  auto host = cuda::Allocation::allocate_pinned(3 * 4096, 0);
+  ASSERT_TRUE(host.ok()) << host.status().to_string();
+  ASSERT_TRUE((*dev)->memset(0, 3 * 4096, 0x5a, Deadline::after(10s)).ok());
+  auto job = [&](int i, bool batched) {
+    auto j = std::make_shared<cuda::CopyJob>();
+    j->direction = cuda::CopyJob::Direction::ToHost;
+    j->offset = static_cast<std::uint64_t>(i) * 4096;
+    j->host = (*host)->base() + static_cast<std::size_t>(i) * 4096;
+    j->length = 4096;
+    j->batched = batched;
+    return j;
+  };
+  auto a = job(0, true), b = job(1, true), c = job(2, false);
+  ASSERT_EQ(0, softcuda::control("hang"));  // the first copy holds the stream
+  ASSERT_TRUE((*dev)->submit(a).ok());
+  ASSERT_TRUE((*dev)->submit(b).ok());
+  ASSERT_TRUE((*dev)->submit(c).ok());
+  (*dev)->advance();
+  EXPECT_EQ(a->state.load(), 1) << "the first batched copy is on the stream";
+  EXPECT_EQ(b->state.load(), 1) << "a second batched copy joined it";
+  EXPECT_EQ(c->state.load(), 0) << "an unbatched copy waits for the stream to be its own";
+  ASSERT_EQ(0, softcuda::control("release"));
+  ASSERT_TRUE((*dev)->wait(*c, Deadline::after(10s)).ok());
+  EXPECT_TRUE(a->finished() && b->finished());
+  for (int i = 0; i < 3 * 4096; ++i) {
+    ASSERT_EQ(static_cast<unsigned char>((*host)->base()[i]), 0x5a) << "byte " << i;
+  }
+}
+
 // A producer kernel still running when its stream is handed over.
 class Producer {
  public:

@@ -84,6 +84,7 @@ void CudaIpcLane::on_grant(PeerLink& link, const IpcGrant& m) {
   op.job->offset = op.local_offset;
   op.job->peer = op.mapping->map->address() + m.alloc_offset;
   op.job->length = op.rma.length;
+  op.job->batched = true;  // a window of ranges goes onto the stream back to back
   if (Status st = op.local->submit(op.job); !st.ok()) return finish(op, st);
   ++op.mapping->copies;
   copying_.push_back(std::move(op));
