@@ -1,15 +1,20 @@
 """A KV-cache hand-off between a prefill rank and a decode rank, by address.
 
     build/bin/orbite-run -n 2 -- env PYTHONPATH=build/python /usr/bin/python3 \\
-        examples/python/kv_cache_handoff.py
+        examples/python/kv_cache_handoff.py [--device]
 
 Rank 0 (prefill) fills a paged KV cache of 32 blocks and registers it; it hands its metadata (its
 engine's name and regions) and the cache's base address to rank 1. Rank 1 (decode) registers
 its own cache and reads the blocks of one request, chosen by block table, straight into its
 cache by the prefill rank's addresses: one batched read, no copy through the prefill side's CPU.
+
+With --device both caches are device memory (orbite.cuda.DeviceBuffer; on a machine without a
+GPU, LD_LIBRARY_PATH=build/softcuda): the read goes device to device over CUDA IPC, and the
+route is printed from the engine's counters.
 """
 
 import struct
+import sys
 
 import numpy as np
 
@@ -26,16 +31,50 @@ def block_contents(i):
         np.float16).reshape(BLOCK_SHAPE)
 
 
+class HostCache:
+    def __init__(self):
+        self.array = np.zeros((BLOCKS,) + BLOCK_SHAPE, dtype=np.float16)
+        self.block_bytes = self.array[0].nbytes
+
+    def memory(self):
+        return self.array
+
+    def write(self, i, block):
+        self.array[i] = block
+
+    def read(self, i):
+        return self.array[i]
+
+
+class DeviceCache:
+    def __init__(self):
+        import orbite.cuda
+        self.block_bytes = int(np.prod(BLOCK_SHAPE)) * 2
+        self.buffer = orbite.cuda.DeviceBuffer(BLOCKS * self.block_bytes)
+        self.buffer.fill(0)
+
+    def memory(self):
+        return self.buffer
+
+    def write(self, i, block):
+        self.buffer.copy_from_host(block, i * self.block_bytes)
+
+    def read(self, i):
+        raw = self.buffer.copy_to_host(i * self.block_bytes, self.block_bytes)
+        return np.frombuffer(raw, dtype=np.float16).reshape(BLOCK_SHAPE)
+
+
+device = "--device" in sys.argv[1:]
 comm = orbite.Communicator()
 assert comm.size == 2, "run with orbite-run -n 2"
 kv = orbite.kv.TransferEngine(comm.engine)
-cache = np.zeros((BLOCKS,) + BLOCK_SHAPE, dtype=np.float16)
-base = kv.register_memory(cache)
-block_bytes = cache[0].nbytes
+cache = DeviceCache() if device else HostCache()
+base = kv.register_memory(cache.memory())
+block_bytes = cache.block_bytes
 
 if comm.rank == 0:  # prefill
     for i in range(BLOCKS):
-        cache[i] = block_contents(i)
+        cache.write(i, block_contents(i))
     handoff = struct.pack("<QQ", base, block_bytes) + kv.get_metadata()
     comm.send(np.array([len(handoff)], dtype=np.uint64), 1, tag=1, timeout=60)
     comm.send(handoff, 1, tag=2, timeout=60)
@@ -54,11 +93,15 @@ else:  # decode
                                 [base + s * block_bytes for s in slots],
                                 [prefill_base + b * prefill_block for b in block_table],
                                 [block_bytes] * len(slots))
-    wrong = sum(int(np.count_nonzero(cache[s] != block_contents(b)))
+    wrong = sum(int(np.count_nonzero(cache.read(s) != block_contents(b)))
                 for s, b in zip(slots, block_table))
     comm.send(b"\x01", 0, tag=3, timeout=60)
-    print(f"decode: read blocks {block_table} ({len(slots) * block_bytes} bytes) by address: "
-          f"{wrong} wrong elements")
+    route = ""
+    if device:
+        carried = comm.engine.stats()["transports"]["nvlink"]["bytes_received"]
+        route = f" (device to device, {carried} bytes over nvlink)"
+    print(f"decode: read blocks {block_table} ({len(slots) * block_bytes} bytes) by address"
+          f"{route}: {wrong} wrong elements")
     if wrong:
         raise SystemExit(1)
 comm.barrier().wait(60)

@@ -36,6 +36,11 @@ struct DeviceInfo {
 // The driver's devices; Unavailable without a driver. Creates no context.
 ORBITE_API Result<std::vector<DeviceInfo>> devices();
 
+// Whether `p` is device memory (not host, pinned or managed memory) of a CUDA driver already
+// loaded in this process. False without one, at no driver call and without loading one: a
+// process that never used CUDA pays nothing (bindings use it to tell raw addresses apart).
+ORBITE_API bool is_device_pointer(const void* p);
+
 class ORBITE_API CudaMemory {
  public:
   CudaMemory() = default;

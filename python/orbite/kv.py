@@ -335,9 +335,15 @@ class TransferEngine:
 def _address_length(obj):
     """(address, length) of a tensor, array or writable buffer."""
     if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):  # a torch tensor
-        if obj.device.type != "cpu":
-            raise _core.UnavailableError(f"{obj.device} memory is not supported yet (CPU only)")
+        if obj.device.type not in ("cpu", "cuda"):
+            raise _core.UnavailableError(f"{obj.device} memory is not supported (CPU or CUDA)")
         return obj.data_ptr(), obj.numel() * obj.element_size()
+    cuda = getattr(obj, "__cuda_array_interface__", None)
+    if cuda is not None:  # device memory (orbite.cuda.DeviceBuffer, cupy, numba)
+        n = 1
+        for extent in cuda["shape"]:
+            n *= extent
+        return cuda["data"][0], n * int(cuda["typestr"][2:])
     interface = getattr(obj, "__array_interface__", None)
     if interface is not None:
         return interface["data"][0], obj.nbytes
@@ -357,7 +363,8 @@ class _Xfer:
 
 class Agent:
     """NIXL-like agent: descriptors are (address, length, device) triples, (N, 3) arrays,
-    tensors or arrays. Only host memory ("DRAM") exists today."""
+    tensors or arrays, of host ("DRAM") or device ("VRAM") memory; device memory of two
+    processes on one host moves over CUDA IPC."""
 
     def __init__(self, name, engine=None, config=None):
         self.name = name
@@ -438,9 +445,11 @@ class Agent:
 
     @staticmethod
     def _check_type(mem_type):
-        if mem_type != "DRAM":
-            raise _core.UnavailableError(f"memory type {mem_type!r}: only 'DRAM' is supported "
-                                         f"(CUDA memory is not yet)")
+        # The memory's own kind decides how it moves (a VRAM descriptor's address is device
+        # memory); the type names what the caller expects.
+        if mem_type not in ("DRAM", "VRAM"):
+            raise _core.UnavailableError(f"memory type {mem_type!r}: 'DRAM' and 'VRAM' are "
+                                         f"supported")
 
     @staticmethod
     def _memories(descs):

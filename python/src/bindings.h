@@ -15,6 +15,8 @@ void add_store(pybind11::module_& m);
 void add_communicator(pybind11::module_& m);
 // engine.cpp: TransferEngine, MemoryRegion, RemoteRegion.
 void add_engine(pybind11::module_& m);
+// cuda.cpp: the submodule cuda (DeviceBuffer, PinnedBuffer, device_count).
+void add_cuda(pybind11::module_& m);
 
 // The process's bootstrap from the environment, made once: every communicator made without one
 // shares it, so that their setups are numbered in one sequence (as the ranks make them).

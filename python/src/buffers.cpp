@@ -1,5 +1,7 @@
 #include "buffers.h"
 
+#include <orbite/cuda.h>
+
 #include <cstring>
 
 #include "errors.h"
@@ -19,6 +21,28 @@ std::string type_name(py::handle object) {
 
 [[noreturn]] void invalid(const std::string& what, const std::string& why) {
   raise(Status::error(Errc::InvalidArgument, what + ": " + why));
+}
+
+// The element type of a __cuda_array_interface__ typestr's kind ('i', 'u', 'f') and size.
+std::optional<DataType> type_of_typestr(char kind, std::uint64_t itemsize) {
+  switch (kind) {
+    case 'i':
+      if (itemsize == 1) return DataType::Int8;
+      if (itemsize == 4) return DataType::Int32;
+      if (itemsize == 8) return DataType::Int64;
+      return std::nullopt;
+    case 'u':
+      if (itemsize == 1) return DataType::Uint8;
+      if (itemsize == 4) return DataType::Uint32;
+      if (itemsize == 8) return DataType::Uint64;
+      return std::nullopt;
+    case 'f':
+      if (itemsize == 2) return DataType::Float16;
+      if (itemsize == 4) return DataType::Float32;
+      if (itemsize == 8) return DataType::Float64;
+      return std::nullopt;
+    default: return std::nullopt;
+  }
 }
 
 // The element type of a buffer-protocol format of `itemsize` bytes.
@@ -70,7 +94,10 @@ View::View(py::handle object, bool writable, const std::string& what) {
     return;
   }
   if (from_raw_pair(object, what)) return;
-  if (py::hasattr(object, "__dlpack__")) {
+  // DLPack first: it names the element type of every dtype (bfloat16 too); objects that offer
+  // only the CUDA array interface (numba, OrbiTE's own DeviceBuffer) come next.
+  if (py::hasattr(object, "__dlpack__") &&
+      (ORBITE_PY_HAVE_DLPACK != 0 || !py::hasattr(object, "__cuda_array_interface__"))) {
     // DLPack 0.6 cannot say read-only, so `writable` is not checked (torch tensors are writable).
     try {
       from_dlpack(object, what);
@@ -80,9 +107,87 @@ View::View(py::handle object, bool writable, const std::string& what) {
     }
     return;
   }
+  if (py::hasattr(object, "__cuda_array_interface__")) {
+    from_cuda_array_interface(object, writable, what);
+    return;
+  }
   invalid(what, "a " + type_name(object) +
                     " has no buffer protocol (pass a numpy array, bytearray, memoryview, an "
-                    "(address, length) pair or an object with __dlpack__)");
+                    "(address, length) pair, or an object with __dlpack__ or "
+                    "__cuda_array_interface__)");
+}
+
+void View::from_cuda_array_interface(py::handle object, bool writable, const std::string& what) {
+  py::dict cai;
+  try {
+    cai = object.attr("__cuda_array_interface__").cast<py::dict>();
+  } catch (py::error_already_set& e) {
+    invalid(what, type_name(object) + ".__cuda_array_interface__ failed: " + e.what());
+  } catch (const py::cast_error&) {
+    invalid(what, type_name(object) + ".__cuda_array_interface__ is not a dict");
+  }
+  auto field = [&](const char* name) -> py::object {
+    if (!cai.contains(name)) {
+      invalid(what, std::string("__cuda_array_interface__ has no '") + name + "'");
+    }
+    return cai[name];
+  };
+  std::uint64_t address = 0;
+  bool readonly = false;
+  std::string typestr;
+  std::uint64_t elements = 1;
+  std::vector<std::int64_t> shape;
+  try {
+    const auto data = field("data").cast<py::tuple>();
+    if (data.size() != 2)
+      invalid(what, "__cuda_array_interface__ 'data' is not (pointer, readonly)");
+    address = data[0].cast<std::uint64_t>();
+    readonly = data[1].cast<bool>();
+    typestr = field("typestr").cast<std::string>();
+    for (py::handle d : field("shape").cast<py::tuple>()) shape.push_back(d.cast<std::int64_t>());
+  } catch (const py::cast_error&) {
+    invalid(what, "__cuda_array_interface__ has a field of the wrong type");
+  }
+  const int version = cai.contains("version") ? cai["version"].cast<int>() : 0;
+  if (version < 2) {
+    invalid(what, "__cuda_array_interface__ version " + std::to_string(version) +
+                      " (2 or later is needed)");
+  }
+  if (writable && readonly) {
+    invalid(what, "the " + type_name(object) + " is read-only (OrbiTE writes into it)");
+  }
+  // typestr: byte order, kind, size ("<f4", "|u1").
+  if (typestr.size() < 3 || (typestr[0] != '<' && typestr[0] != '|' && typestr[0] != '=')) {
+    invalid(what, "__cuda_array_interface__ typestr '" + typestr +
+                      "' is not little-endian or byte-sized");
+  }
+  const std::uint64_t itemsize = std::strtoull(typestr.c_str() + 2, nullptr, 10);
+  if (itemsize == 0) invalid(what, "__cuda_array_interface__ typestr '" + typestr + "'");
+  std::int64_t expected = static_cast<std::int64_t>(itemsize);
+  const bool has_strides = cai.contains("strides") && !cai["strides"].is_none();
+  std::vector<std::int64_t> strides;
+  if (has_strides) {
+    for (py::handle d : cai["strides"].cast<py::tuple>()) strides.push_back(d.cast<std::int64_t>());
+    if (strides.size() != shape.size())
+      invalid(what, "__cuda_array_interface__ strides and shape differ in rank");
+  }
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    if (shape[d] < 0) invalid(what, "__cuda_array_interface__ has a negative extent");
+    if (has_strides && shape[d] > 1 && strides[d] != expected) {
+      invalid(what, "the CUDA array must be C-contiguous (dimension " + std::to_string(d) +
+                        " has stride " + std::to_string(strides[d]) + " bytes, " +
+                        std::to_string(expected) + " expected)");
+    }
+    expected *= shape[d];
+    elements *= static_cast<std::uint64_t>(shape[d]);
+  }
+  data_ = reinterpret_cast<void*>(static_cast<std::uintptr_t>(address));
+  bytes_ = elements * itemsize;
+  itemsize_ = itemsize;
+  format_ = "cuda:" + typestr;
+  keep_ = py::reinterpret_borrow<py::object>(object);
+  type_ = type_of_typestr(typestr[1], itemsize);
+  kind_ = MemoryKind::Cuda;
 }
 
 bool View::from_raw_pair(py::handle object, const std::string& what) {
@@ -110,6 +215,9 @@ bool View::from_raw_pair(py::handle object, const std::string& what) {
   data_ = reinterpret_cast<void*>(static_cast<std::uintptr_t>(address));
   bytes_ = length;
   format_ = "raw";
+  // An address of device memory (a KV-cache layer's cudaMalloc'd pointer): no driver call when
+  // this process never loaded one.
+  if (length > 0 && cuda::is_device_pointer(data_)) kind_ = MemoryKind::Cuda;
   return true;
 }
 
@@ -162,11 +270,14 @@ void View::from_dlpack(py::handle object, const std::string& what) {
       "code " + std::to_string(t.dtype.code) + " bits " + std::to_string(t.dtype.bits);
   type_ = type_of_dlpack(t.dtype);
   format_ = "dlpack:" + (type_ ? std::string(to_string(*type_)) : type);
-  if (t.device.device_type != kDLCPU) {
+  if (t.device.device_type == kDLCUDA) {
+    kind_ = MemoryKind::Cuda;
+    device_ = t.device.device_id;
+  } else if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) {
     raise(Status::error(Errc::Unavailable,
                         what + ": DLPack memory on device type " +
                             std::to_string(t.device.device_type) +
-                            " (only CPU memory is supported; CUDA memory is not yet)"));
+                            " (CPU, CUDA host and CUDA device memory are supported)"));
   }
   if (t.dtype.lanes != 1 || t.dtype.bits == 0 || t.dtype.bits % 8 != 0) {
     invalid(what, "DLPack element type (" + type + " lanes " + std::to_string(t.dtype.lanes) +
@@ -211,6 +322,7 @@ void View::release() {
   if (managed_ != nullptr && managed_->deleter != nullptr) managed_->deleter(managed_);
 #endif
   managed_ = nullptr;
+  keep_ = py::object();
 }
 
 DataType View::element_type_or_raise(const std::string& what) const {

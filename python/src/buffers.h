@@ -3,13 +3,19 @@
 //    only, writable where OrbiTE writes into it, the element type read from the format;
 //  - a raw (address, length) pair of integers, what KV-cache layers pass: no owner, no element
 //    type, the caller guarantees the memory;
-//  - DLPack (`__dlpack__`, e.g. torch tensors, bfloat16 included): CPU memory, compact row-major,
-//    the element type from the DLPack dtype.
+//  - DLPack (`__dlpack__`, e.g. torch tensors, bfloat16 included): compact row-major, the element
+//    type from the DLPack dtype; CPU and pinned memory (host), or CUDA device memory (device);
+//  - `__cuda_array_interface__` (version 2 or 3: cupy, numba, orbite.cuda.DeviceBuffer): CUDA
+//    device memory, C-contiguous.
+// A raw pair whose address is device memory of the CUDA driver this process uses is device
+// memory too. Device memory is never read or written by the CPU here: its pointer goes to the
+// engine, which moves it with the driver.
 // A View holds what keeps the memory alive (the exporter's Py_buffer, or the consumed DLPack
 // capsule's tensor) until it is destroyed, with the GIL held.
 #pragma once
 
 #include <orbite/collectives.h>
+#include <orbite/transfer.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
@@ -42,10 +48,15 @@ class View {
   // The exporter said the memory must not be written (a bytes object, a read-only array). Raw
   // pairs and DLPack tensors are taken as writable.
   [[nodiscard]] bool readonly() const { return held_ && view_.readonly != 0; }
+  // Host memory, or CUDA device memory (then device() is its ordinal when the exporter said it,
+  // else -1).
+  [[nodiscard]] MemoryKind kind() const { return kind_; }
+  [[nodiscard]] int device() const { return device_; }
 
  private:
   bool from_raw_pair(pybind11::handle object, const std::string& what);
   void from_dlpack(pybind11::handle object, const std::string& what);
+  void from_cuda_array_interface(pybind11::handle object, bool writable, const std::string& what);
   void release();
 
   void* data_ = nullptr;
@@ -53,9 +64,12 @@ class View {
   std::uint64_t itemsize_ = 1;
   std::string format_ = "B";
   std::optional<DataType> type_;
+  MemoryKind kind_ = MemoryKind::Host;
+  int device_ = -1;
   Py_buffer view_{};
   bool held_ = false;                   // view_ is an exported buffer to release
   DLManagedTensor* managed_ = nullptr;  // a consumed DLPack tensor to delete
+  pybind11::object keep_;               // a __cuda_array_interface__ exporter, kept alive
 };
 
 }  // namespace orbite::python

@@ -1,6 +1,6 @@
 // orbite._core: the pybind11 module over OrbiTE's public API (no torch). Each part is bound by its
 // own file: errors.cpp, request.cpp, store.cpp (stores and Bootstrap), communicator.cpp and
-// engine.cpp (TransferEngine and registered memory).
+// engine.cpp (TransferEngine and registered memory), cuda.cpp (device and pinned memory).
 #include <orbite/orbite.h>
 #include <pybind11/pybind11.h>
 
@@ -20,4 +20,5 @@ PYBIND11_MODULE(_core, m) {
   add_store(m);
   add_communicator(m);
   add_engine(m);
+  add_cuda(m);
 }

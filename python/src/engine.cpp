@@ -120,6 +120,7 @@ py::dict stats_of(const EngineStats& s) {
   d["peers_lost"] = s.peers_lost;
   d["protocol_errors"] = s.protocol_errors;
   d["regions_registered"] = s.regions_registered;
+  d["staging_loans"] = s.staging_loans;
   py::dict transports;
   for (Transport t : {Transport::Tcp, Transport::Shm, Transport::Rdma, Transport::Nvlink}) {
     const TransportStats& ts = s.of(t);
@@ -145,7 +146,7 @@ py::object register_one(const std::shared_ptr<TransferEngine>& engine, py::handl
   Result<MemoryRegion> got = Status::error(Errc::Internal, "unset");
   {
     py::gil_scoped_release nogil;
-    got = engine->register_memory(data, length, MemoryKind::Host, rights);
+    got = engine->register_memory(data, length, r->view->kind(), rights);
   }
   r->region = value_or_raise(std::move(got));
   return py::cast(std::move(r));
@@ -162,7 +163,7 @@ py::list register_many(const std::shared_ptr<TransferEngine>& engine, const py::
     r->engine = engine;
     r->view = std::make_unique<View>(memories[i], rights.write,
                                      "register_memory memory[" + std::to_string(i) + "]");
-    requests.push_back({r->view->data(), r->view->bytes(), MemoryKind::Host, rights});
+    requests.push_back({r->view->data(), r->view->bytes(), r->view->kind(), rights});
     made.push_back(std::move(r));
   }
   Result<std::vector<MemoryRegion>> got = Status::error(Errc::Internal, "unset");

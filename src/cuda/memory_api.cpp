@@ -65,6 +65,10 @@ Status run(Allocation& a, CopyJob::Direction dir, std::uint64_t offset, std::uin
 
 }  // namespace
 
+bool is_device_pointer(const void* p) {
+  return is_device_memory(p);
+}
+
 Result<std::vector<DeviceInfo>> devices() {
   ORBITE_ASSIGN_OR_RETURN(auto list, list_devices());
   std::vector<DeviceInfo> out;
