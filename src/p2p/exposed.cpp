@@ -30,7 +30,7 @@ bool Protocol::needs_exposure(const Req& req, const PeerEndpoint& ep) const {
   return req.device != nullptr || backing_on(ep.id(), MemoryKind::Host) == Backing::Staged;
 }
 
-Result<std::shared_ptr<detail::RegionRecord>> Protocol::expose(PeerEndpoint& ep,
+Result<std::shared_ptr<detail::RegionRecord>> Protocol::expose(Link& link, PeerEndpoint& ep,
                                                                const ReqPtr& req) {
   const MemoryKind kind = req->device ? MemoryKind::Cuda : MemoryKind::Host;
   auto rec = regions_.prepare({}, const_cast<std::byte*>(req->src), req->length, kind,
@@ -54,8 +54,68 @@ Result<std::shared_ptr<detail::RegionRecord>> Protocol::expose(PeerEndpoint& ep,
   } else if (domain != nullptr) {
     ORBITE_ASSIGN_OR_RETURN(rec->registrations[via], domains_[via]->register_region(*rec));
   }
+  // A device buffer to a peer on this host: published on cuda_ipc too, for a device receive.
+  constexpr auto ipc = static_cast<std::size_t>(TransportId::CudaIpc);
+  if (kind == MemoryKind::Cuda && via != ipc && domains_[ipc] &&
+      link.endpoint(TransportId::CudaIpc) != nullptr) {
+    ORBITE_ASSIGN_OR_RETURN(rec->registrations[ipc], domains_[ipc]->register_region(*rec));
+  }
   regions_.publish(rec);
   return rec;
+}
+
+std::uint32_t Protocol::exposure_bits(const detail::RegionRecord& rec,
+                                      const MemoryDomain* ipc_domain) {
+  constexpr auto ipc = static_cast<std::size_t>(TransportId::CudaIpc);
+  std::uint32_t bits = rec.staged;
+  if (ipc_domain != nullptr && rec.registrations[ipc] &&
+      ipc_domain->published(rec, rec.registrations[ipc].get())) {
+    bits |= 1u << (kExposedNativeShift + ipc);
+  }
+  return bits;
+}
+
+bool Protocol::read_exposed_over_ipc(Link& link, PeerEndpoint& ep, const ReqPtr& recv,
+                                     std::uint64_t sender_id, std::uint64_t length,
+                                     std::uint64_t region, std::uint64_t generation,
+                                     std::uint32_t staged) {
+  constexpr auto ipc = static_cast<std::size_t>(TransportId::CudaIpc);
+  PeerEndpoint* via = link.endpoint(TransportId::CudaIpc);
+  // Unspec (or Nvlink) lets the payload take cuda_ipc beside the messages' transport.
+  const Transport wanted = recv->options.transport;
+  if (!recv->device || via == nullptr || (staged >> (kExposedNativeShift + ipc) & 1) == 0 ||
+      (wanted != Transport::Unspec && wanted != Transport::Nvlink)) {
+    return false;
+  }
+  recv->endpoint = &ep;
+  RmaOp op;
+  op.write = false;
+  op.req = recv;
+  op.local_device = recv->device;
+  op.local_offset = recv->device_offset;
+  op.remote_region = region;
+  op.remote_generation = generation;
+  op.length = length;
+  op.transient = true;
+  Req* raw = recv.get();
+  Link* at = &link;
+  PeerEndpoint* msgs = &ep;
+  op.done = [this, raw, at, msgs, sender_id, length](const Status& st) {
+    if (st.ok()) bump(counters_.of(TransportId::CudaIpc).bytes_received, length);
+    if (at->state == PeerLink::State::Established && at->endpoint(msgs->id()) == msgs) {
+      if (st.ok()) {
+        send_control(*msgs, FrameType::Fin, sender_id, 0, length);
+      } else {
+        send_control(*msgs, FrameType::Reject, sender_id, static_cast<std::uint64_t>(st.code()), 0,
+                     0, 0, "the receiver's read failed: " + st.message());
+      }
+    }
+    if (st.ok()) raw->bytes_done.store(length);
+    detail::complete_request(*raw, st);
+  };
+  auto done = op.done;
+  if (Status st = via->start_rma(std::move(op)); !st.ok()) done(st);
+  return true;
 }
 
 void Protocol::withdraw(const ReqPtr& req) {
@@ -87,7 +147,7 @@ void Protocol::release_withdrawn() {
 
 void Protocol::send_exposed_rts(Link& link, PeerEndpoint& ep, const ReqPtr& req,
                                 std::uint64_t comm_tag, std::uint64_t seq) {
-  auto exposed = expose(ep, req);
+  auto exposed = expose(link, ep, req);
   if (!exposed.ok()) {
     link.send_seq--;  // nothing was announced: the sequence number is not used
     return detail::complete_request(*req, exposed.status().with_context("send"));
@@ -99,7 +159,8 @@ void Protocol::send_exposed_rts(Link& link, PeerEndpoint& ep, const ReqPtr& req,
   wire::Writer w(payload);
   w.put<std::uint64_t>((*exposed)->id);
   w.put<std::uint64_t>((*exposed)->generation);
-  w.put<std::uint32_t>((*exposed)->staged);
+  w.put<std::uint32_t>(
+      exposure_bits(**exposed, domains_[static_cast<std::size_t>(TransportId::CudaIpc)].get()));
   w.put<std::uint64_t>(config_.cuda.staging_chunk_bytes);
   send_control(ep, FrameType::Rts, req->id, comm_tag, seq, req->length, 0, std::move(payload));
 }
@@ -112,7 +173,7 @@ void Protocol::on_expose_request(Link& link, const FrameHeader& h, PeerEndpoint&
         link, "ExposeRequest for request " + std::to_string(h.id) + " matches no unexposed send");
   }
   ReqPtr req = it->second.req;
-  auto exposed = expose(ep, req);
+  auto exposed = expose(link, ep, req);
   if (!exposed.ok()) {
     link.inflight.erase(it);
     send_control(ep, FrameType::Reject, h.a, static_cast<std::uint64_t>(exposed.status().code()), 0,
@@ -120,8 +181,10 @@ void Protocol::on_expose_request(Link& link, const FrameHeader& h, PeerEndpoint&
     return detail::complete_request(*req, exposed.status().with_context("send"));
   }
   req->exposed = *exposed;
-  send_control(ep, FrameType::Exposed, h.a, (*exposed)->id, (*exposed)->generation,
-               (*exposed)->staged, config_.cuda.staging_chunk_bytes);
+  send_control(
+      ep, FrameType::Exposed, h.a, (*exposed)->id, (*exposed)->generation,
+      exposure_bits(**exposed, domains_[static_cast<std::size_t>(TransportId::CudaIpc)].get()),
+      config_.cuda.staging_chunk_bytes);
 }
 
 void Protocol::ask_exposure(Link& link, const ReqPtr& recv, const detail::Arrival& a) {
@@ -154,6 +217,9 @@ void Protocol::read_exposed(Link& link, PeerEndpoint& ep, const ReqPtr& recv,
     send_control(ep, FrameType::Fin, sender_id, 0, 0);
     recv->bytes_done.store(0);
     return detail::complete_request(*recv, {});
+  }
+  if (read_exposed_over_ipc(link, ep, recv, sender_id, length, region, generation, staged)) {
+    return;
   }
   auto op = std::make_shared<StagedOp>();
   op->req = recv;

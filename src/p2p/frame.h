@@ -69,6 +69,10 @@ enum class FrameType : std::uint8_t {
 inline constexpr std::uint8_t kMaxFrameType = 24;
 // The payload of an exposed Rts: region, generation, staged transports, the sender's chunk.
 inline constexpr std::uint32_t kExposedRtsBytes = 28;
+// In an exposure's "staged transports" word (the Rts payload, Exposed's c): bits 0-15, the
+// transports that carry the region staged; bit kExposedNativeShift + i, transport i publishes it
+// natively besides the one the messages travel on (cuda_ipc for a device buffer on one host).
+inline constexpr unsigned kExposedNativeShift = 16;
 
 // Where a Data frame's bytes land on the receiver.
 enum class DataTarget : std::uint64_t { Recv = 1, PutSession = 2, GetReply = 3 };

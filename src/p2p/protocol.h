@@ -186,7 +186,18 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   // exposed.cpp: the exposed rendezvous
   Backing backing_on(TransportId via, MemoryKind kind) const;
   bool needs_exposure(const Req& req, const PeerEndpoint& ep) const;
-  Result<std::shared_ptr<detail::RegionRecord>> expose(PeerEndpoint& ep, const ReqPtr& req);
+  // The send buffer of `req` as a region on `ep`'s transport; a device buffer is published on
+  // cuda_ipc too when `link` has it (the receiver may then read it device to device).
+  Result<std::shared_ptr<detail::RegionRecord>> expose(Link& link, PeerEndpoint& ep,
+                                                       const ReqPtr& req);
+  // The exposure word an Rts or Exposed carries for `rec` (frame.h, kExposedNativeShift).
+  static std::uint32_t exposure_bits(const detail::RegionRecord& rec,
+                                     const MemoryDomain* ipc_domain);
+  // A device receive of a buffer exposed on cuda_ipc, read device to device; false when this
+  // receive does not go that way.
+  bool read_exposed_over_ipc(Link& link, PeerEndpoint& ep, const ReqPtr& recv,
+                             std::uint64_t sender_id, std::uint64_t length, std::uint64_t region,
+                             std::uint64_t generation, std::uint32_t staged);
   void withdraw(const ReqPtr& req);
   void release_withdrawn();
   void send_exposed_rts(Link& link, PeerEndpoint& ep, const ReqPtr& req, std::uint64_t comm_tag,

@@ -37,6 +37,10 @@ namespace orbite {
 struct EngineConfig;
 }  // namespace orbite
 
+namespace orbite::cuda {
+class Allocation;
+}  // namespace orbite::cuda
+
 namespace orbite::detail {
 struct PeerLink;
 struct RegionRecord;
@@ -198,6 +202,11 @@ struct RmaOp {
   // Without a local region: an unregistered buffer (a send's), registered for this op only.
   const std::byte* local_buffer = nullptr;
   std::uint64_t local_offset = 0;
+  // Or unregistered device memory (a receive's buffer): the allocation and the offset in it.
+  std::shared_ptr<cuda::Allocation> local_device;
+  // The remote region is a sender's exposed buffer, read once: the transport lets go of what it
+  // holds for it (cuda_ipc: the mapping) before `done`, so that the send may complete then.
+  bool transient = false;
   // Nonzero: the target is the peer's posted receive with this wire id (a rendezvous WRITE into
   // its buffer at remote_offset), not a registered region.
   std::uint64_t remote_receive = 0;

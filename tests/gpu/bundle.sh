@@ -12,7 +12,8 @@ out=gate-bundle
 rm -rf "$out"
 mkdir -p "$out/build/bin" "$out/build/tests" "$out/build/perf_tests" "$out/syslib"
 for f in bin/orbite-info bin/orbite-run tests/orbite-cuda-conformance tests/cuda_memory_test \
-         tests/cuda_test tests/orbite-cuda-probe perf_tests/putget_perf perf_tests/cuda_d2d_bw; do
+         tests/cuda_test tests/orbite-cuda-probe perf_tests/putget_perf perf_tests/sendrecv_perf \
+         perf_tests/cuda_d2d_bw; do
   [ -x "$build/$f" ] || { echo "bundle: $build/$f is missing: build it first" >&2; exit 1; }
   strip --strip-debug -o "$out/build/$f" "$build/$f"
 done

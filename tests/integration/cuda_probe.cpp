@@ -167,6 +167,14 @@ void putget(Context& c) {
   check_ok(region->unregister(), "unregister");
 }
 
+// softcuda's count of IPC handles this process opened and has not closed; -1 on a real driver.
+long long live_ipc_imports() {
+  if (!softcuda::loaded()) return -1;
+  const std::string s = softcuda::stats();
+  const auto at = s.find("\"live_ipc_imports\":");
+  return at == std::string::npos ? -1 : std::stoll(s.substr(at + 19));
+}
+
 void sendrecv(Context& c) {
   const std::string kind =
       c.rank == 0 ? env("CUDA_TEST_LOCAL", "cuda") : env("CUDA_TEST_REMOTE", "cuda");
@@ -186,6 +194,10 @@ void sendrecv(Context& c) {
         const std::uint64_t got = recv(c, buf.data(), 4 * kMiB, peer, 5, "recv " + what);
         check(got == n, "received " + std::to_string(got) + " bytes of a " + what);
         buf.expect(0, n, seed, what);
+        // A message read over cuda_ipc let go of the sender's buffer before it completed.
+        if (env("CUDA_TEST_EXPECT_ROUTE", "") == std::string("nvlink-recv") && softcuda::loaded()) {
+          check(live_ipc_imports() == 0, "the " + what + " left the sender's buffer mapped");
+        }
       }
     }
   }
@@ -378,14 +390,6 @@ void copy_faults(Context& c) {
   if (c.rank == 1) check_ok(region->unregister(), "unregister");
 }
 
-// softcuda's count of IPC handles this process opened and has not closed; -1 on a real driver.
-long long live_ipc_imports() {
-  if (!softcuda::loaded()) return -1;
-  const std::string s = softcuda::stats();
-  const auto at = s.find("\"live_ipc_imports\":");
-  return at == std::string::npos ? -1 : std::stoll(s.substr(at + 19));
-}
-
 // ipc (cuda_ipc only): rank 0 reaches rank 1's device region. Forged descriptors (a stale
 // generation, a length beyond the region) are refused by the owner with nothing written; host
 // memory is not carried, the refusal saying why; a put maps the owner's allocation once, and the
@@ -456,12 +460,20 @@ void check_route(Context& c) {
   const EngineStats s = c.comm.engine().stats();
   if (c.options.transport == Transport::Unspec) {
     // Which transport the selection took for device memory on both ends (rank 0 moved them).
+    // nvlink: rank 0's puts and gets; nvlink-recv: every rank's large receives (the receiver
+    // reads the sender's buffer), beside shm's messages.
     const std::string want = env("CUDA_TEST_EXPECT_ROUTE", "");
-    check(want == "nvlink", "CUDA_TEST_EXPECT_ROUTE=nvlink with an unspecified transport");
-    if (c.rank == 0) {
+    check(want == "nvlink" || want == "nvlink-recv",
+          "CUDA_TEST_EXPECT_ROUTE=nvlink or nvlink-recv with an unspecified transport");
+    if (want == "nvlink" && c.rank == 0) {
       check(s.of(Transport::Nvlink).bytes_sent > 0 && s.of(Transport::Nvlink).bytes_received > 0,
             "unspec: cuda_ipc carried no put or no get");
       check(s.staging_loans == 0, "unspec: device memory was staged");
+    }
+    if (want == "nvlink-recv") {
+      check(s.of(Transport::Nvlink).bytes_received >= 3 * kMiB,
+            "unspec: cuda_ipc carried " + std::to_string(s.of(Transport::Nvlink).bytes_received) +
+                " bytes of this rank's receives");
     }
     std::printf("rank %d: unspec went over nvlink\n", c.rank);
     return;

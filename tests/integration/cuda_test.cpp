@@ -138,6 +138,14 @@ TEST(CudaIpc, UnspecifiedPrefersIpcForDeviceMemoryOnOneHost) {
   EXPECT_EQ(count_of(o.out, ": unspec went over nvlink\n"), 2U) << o.out;
 }
 
+TEST(CudaIpc, LargeDeviceMessagesAreReadFromTheSendersBufferOverIpc) {
+  // Messages travel over shm; a large device message's bytes are read by the receiver from the
+  // sender's exposed buffer over cuda_ipc, the mapping let go before the sender's send completes.
+  Outcome o = expect_pass("sendrecv", {"unspec", "cuda", "cuda"}, 2, false,
+                          {{"CUDA_TEST_EXPECT_ROUTE", "nvlink-recv"}});
+  EXPECT_EQ(count_of(o.out, ": unspec went over nvlink\n"), 2U) << o.out;
+}
+
 class CudaEngine : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaEngine, AllReduceOnDeviceBuffers) {

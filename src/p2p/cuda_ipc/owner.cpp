@@ -65,8 +65,8 @@ bool CudaIpcLane::answer_access(PeerLink& link, const IpcAccess& m, Deadline dea
 void CudaIpcLane::on_unmapped(PeerLink& link, const IpcUnmapped& m) {
   auto it = exported_.find(&link);
   if (it == exported_.end() || it->second.count(m.region) == 0) {
-    handler_.protocol_error(link, "cuda_ipc: IpcUnmapped for region " + std::to_string(m.region) +
-                                      ", which the peer has not mapped");
+    // A reader of an exposed buffer unmaps on its own, and answers an IpcUnmap that crossed its
+    // IpcUnmapped again: nothing is held for it any more.
     return;
   }
   if (m.errc != 0) {

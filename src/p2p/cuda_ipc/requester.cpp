@@ -21,19 +21,22 @@ bool CudaIpcLane::MappingLess::operator()(const MappingKey& a, const MappingKey&
 }
 
 Status CudaIpcLane::start(PeerLink& link, RmaOp op) {
+  // The local side: a registered device region, or a receive's device buffer.
   const detail::RegionRecord* local = op.local_region;
-  if (local == nullptr || local->kind != MemoryKind::Cuda || !local->cuda ||
-      local->cuda->kind() != cuda::Kind::Device) {
+  std::shared_ptr<cuda::Allocation> alloc =
+      local != nullptr && local->kind == MemoryKind::Cuda ? local->cuda : op.local_device;
+  if (!alloc || alloc->kind() != cuda::Kind::Device) {
     return Status::error(Errc::Unavailable,
-                         "cuda_ipc moves bytes between registered device memory on both sides");
+                         "cuda_ipc moves bytes between device memory on both sides");
   }
   if (op.remote_receive != 0) {
-    return Status::error(Errc::Unavailable, "cuda_ipc does not carry send/recv yet");
+    return Status::error(Errc::Unavailable,
+                         "cuda_ipc does not write into a peer's receive (the receiver reads)");
   }
   Op o;
   o.link = &link;
-  o.local = local->cuda;
-  o.local_offset = local->cuda_offset + op.local_offset;
+  o.local = std::move(alloc);
+  o.local_offset = (local != nullptr ? local->cuda_offset : 0) + op.local_offset;
   IpcAccess m;
   m.token = next_token_++;
   m.region = op.remote_region;
@@ -112,6 +115,9 @@ int CudaIpcLane::requester_pass() {
     for (auto& [key, mp] : mappings_) {
       if (&mp == op.mapping) touched.push_back(key);
     }
+    // A sender's exposed buffer is let go before the read completes (the receiver's Fin then
+    // lets the send complete, and the sender may free it): as if the owner had asked.
+    if (op.rma.transient) on_unmap(*op.link, IpcUnmap{op.rma.remote_region});
     // The copy is proven finished by its event: the local range is free, the bytes landed.
     finish(op, op.job->status);
   }
