@@ -152,7 +152,8 @@ Status MemoryRegion::unregister(Duration timeout) {
     if (deadline.expired()) {
       return Status::error(Errc::Unquiesced, "unregister region " + std::to_string(r.id) + ": " +
                                                  std::to_string(r.pins.load()) +
-                                                 " transfer(s) still use it");
+                                                 " transfer(s) in flight or cuda_ipc peer "
+                                                 "mapping(s) still hold it");
     }
     if (core) {
       for (auto& lane : core->lanes) lane->poll();

@@ -14,6 +14,8 @@
 //               drain fences the allocation (Unquiesced) and is listed as retained
 //   ipc         (nvlink) forged descriptors refused by the owner with nothing written, host
 //               memory refused, one mapping for many accesses, closed by the owner's unregister
+//   ipc_unquiesced  (nvlink, softcuda) an importer's hung copy keeps the owner's unregister
+//               Unquiesced, and once it goes on unregister succeeds
 #include <cuda.h>
 #include <orbite/bootstrap.h>
 #include <orbite/communicator.h>
@@ -28,6 +30,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "p2p_probe.h"
 
@@ -456,6 +459,50 @@ void ipc(Context& c) {
   if (c.rank == 0) check_ok(region->unregister(), "unregister");
 }
 
+// ipc_unquiesced (cuda_ipc, softcuda only): an importer whose copy hangs keeps the owner's
+// unregister Unquiesced within its bound, the registration kept; once the copy goes on, the
+// importer lets go of the mapping and unregister succeeds.
+void ipc_unquiesced(Context& c) {
+  TransferEngine& e = c.comm.engine();
+  Memory mine("cuda", kMiB);
+  auto region = mine.register_with(e);
+  check_ok(region.status(), "register");
+  barrier(c, "registered");
+  RemoteRegion remote = share_region(c, *region);
+  if (c.rank == 0) {
+    check(softcuda::control("hang") == 0, "arm softcuda's hang");
+    Request put = accepted(e.put(*region, 0, remote, 0, 4096, c.options), "put");
+    // The grant came back and the copy is on the stream, held (softcuda's "held"), before the
+    // owner unregisters: the mapping pin is then taken.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    auto held = [] {
+      const std::string st = softcuda::stats();
+      const auto at = st.find("\"held\":");
+      return at == std::string::npos ? 0LL : std::stoll(st.substr(at + 7));
+    };
+    while (held() < 1 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    check(held() >= 1, "the put's copy never reached the stream");
+    signal_peer(c, 1, 2);
+    await_peer(c, 1, 3);  // the owner's unregister ran out
+    check(softcuda::control("release") == 0, "release softcuda's hang");
+    wait_ok(put, "the put once its copy went on");
+    signal_peer(c, 1, 4);
+    await_peer(c, 1, 5);
+    check_ok(region->unregister(), "unregister");
+  } else {
+    await_peer(c, 0, 2);
+    const Status st = region->unregister(std::chrono::milliseconds(500));
+    check(st.code() == Errc::Unquiesced && st.message().find("mapping") != std::string::npos,
+          "unregister while the importer's copy hangs: " + st.to_string());
+    signal_peer(c, 0, 3);
+    await_peer(c, 0, 4);
+    check_ok(region->unregister(std::chrono::seconds(30)), "unregister once the copy went on");
+    signal_peer(c, 0, 5);
+  }
+}
+
 void check_route(Context& c) {
   const EngineStats s = c.comm.engine().stats();
   if (c.options.transport == Transport::Unspec) {
@@ -506,11 +553,17 @@ void check_route(Context& c) {
 int main(int argc, char** argv) {
   using namespace orbite::probe;
   const std::map<std::string, std::function<void(Context&)>> scenarios = {
-      {"putget", putget},       {"sendrecv", sendrecv},       {"allreduce", allreduce},
-      {"readiness", readiness}, {"copy_faults", copy_faults}, {"ipc", ipc}};
+      {"putget", putget},
+      {"sendrecv", sendrecv},
+      {"allreduce", allreduce},
+      {"readiness", readiness},
+      {"copy_faults", copy_faults},
+      {"ipc", ipc},
+      {"ipc_unquiesced", ipc_unquiesced}};
   if (argc != 2 || scenarios.count(argv[1]) == 0) {
     std::fprintf(stderr,
-                 "usage: orbite-cuda-probe putget|sendrecv|allreduce|readiness|copy_faults|ipc\n");
+                 "usage: orbite-cuda-probe "
+                 "putget|sendrecv|allreduce|readiness|copy_faults|ipc|ipc_unquiesced\n");
     return 2;
   }
   const std::string name = argv[1];

@@ -131,6 +131,11 @@ TEST(CudaIpc, RefusesForgedAndHostAccessesAndUnmapsOnUnregister) {
   expect_pass("ipc", {"nvlink", "cuda", "cuda"});
 }
 
+TEST(CudaIpc, AnImporterThatCannotLetGoLeavesUnregisterUnquiesced) {
+  if (system_driver()) GTEST_SKIP() << "holding a copy needs softcuda";
+  expect_pass("ipc_unquiesced", {"nvlink", "cuda", "cuda"});
+}
+
 TEST(CudaIpc, UnspecifiedPrefersIpcForDeviceMemoryOnOneHost) {
   // The probe's route check is for a forced transport: here the counters say which one ran.
   Outcome o = expect_pass("putget", {"unspec", "cuda", "cuda"}, 2, false,
