@@ -106,6 +106,10 @@ struct RdmaStats {
   std::uint64_t qps_destroyed_undrained = 0;
   std::uint64_t mr_registrations = 0;  // MRs registered (eager copies on every context)
   std::uint64_t mr_deregistrations = 0;
+  // GPU MRs registered (rdma.cuda_memory = direct), by route: from a dma-buf of the
+  // allocation, or of the device address through a peermem module. One per context.
+  std::uint64_t dmabuf_registrations = 0;
+  std::uint64_t peermem_registrations = 0;
   std::uint64_t budget_exhausted = 0;  // ResourceExhausted answers, any budget
   // NIC tables sent to peers after a context paused or resumed, and received from them.
   std::uint64_t nic_tables_sent = 0;

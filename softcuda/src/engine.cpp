@@ -295,8 +295,12 @@ CUresult submit_copy(std::unique_lock<std::mutex>& lock, Stream* s, const Span& 
       std::memcpy(d, snapshot->data(), len);
       return CUDA_SUCCESS;
     };
-    enqueue(s, op);
-    return CUDA_SUCCESS;
+    std::shared_ptr<Op> staged = enqueue(s, op);
+    // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS on the destination: a synchronous call returns only once
+    // the DMA landed (what GPUDirect RDMA users set so that a NIC reads the new bytes).
+    if (!sync_call || !dst.alloc || !dst.alloc->sync_memops) return CUDA_SUCCESS;
+    wait_op(lock, staged);
+    return staged ? staged->result : CUDA_SUCCESS;
   }
   const std::byte* from = src.cpu;
   op->work = [d, from, len] {

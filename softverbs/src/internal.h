@@ -107,12 +107,28 @@ struct MrBox {
   int access;
 };
 
+// Device memory an MR reaches (gpu_memory.cpp): softverbs' own shadow mapping of softcuda's
+// backing, made at registration and unmapped when the MR is deregistered.
+struct GpuMapping {
+  void* base = nullptr;  // the mapping (nullptr: host memory)
+  size_t span = 0;
+  char* host = nullptr;  // where the registered range starts in it
+};
+// 0 or an errno value: EBADF for fd -1 (NCCL's probe), EINVAL for an fd that is not a dma-buf of
+// softcuda's or a range outside it.
+int map_dmabuf(int fd, uint64_t offset, size_t length, GpuMapping* out);
+// 0; ENOENT when addr is not device memory (register it as host memory); EFAULT for device
+// memory whose device has no peermem (as get_user_pages fails on it).
+int map_peermem(const void* addr, size_t length, GpuMapping* out);
+void unmap_gpu(const GpuMapping& m);
+
 struct MrInfo {
   uint64_t iova = 0;  // addresses in SGEs and remote requests are in this space
   char* host = nullptr;
   size_t length = 0;
   int access = 0;
   ibv_pd* pd = nullptr;
+  GpuMapping gpu;  // device memory (dma-buf or peermem); owned by the MR
 };
 
 // A type-2B memory window (mw.cpp). Its index is fixed at allocation: the lowest free one from

@@ -22,7 +22,10 @@ constexpr uint32_t kMaxSge = 32;
 constexpr uint32_t kMaxInline = 256;
 constexpr int kMaxRdAtomic = 16;  // ibv_device_attr::max_qp_rd_atom and max_qp_init_rd_atom
 
-ibv_mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+// `gpu`: device memory the MR reaches through softverbs' shadow mapping (owned by the MR from
+// here on, unmapped on failure); addr is then the device address.
+ibv_mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access,
+                    GpuMapping gpu = {}) {
   // Optional flags (relaxed ordering, ...) may be ignored by a provider, as here.
   access &= ~static_cast<int>(IBV_ACCESS_OPTIONAL_RANGE);
   const int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
@@ -30,19 +33,23 @@ ibv_mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int ac
   // Remote write and atomic access need local write (ibv_reg_mr(3)).
   const bool needs_local = (access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) != 0;
   if (pd == nullptr || (access & ~known) != 0 ||
-      (needs_local && (access & IBV_ACCESS_LOCAL_WRITE) == 0) || (addr == nullptr && length != 0)) {
+      (needs_local && (access & IBV_ACCESS_LOCAL_WRITE) == 0) ||
+      (addr == nullptr && length != 0 && gpu.base == nullptr)) {
+    unmap_gpu(gpu);
     errno = EINVAL;
     return nullptr;
   }
   Device* dev = device_of(pd->context);
   auto* box = new (std::nothrow) MrBox();
   if (box == nullptr) {
+    unmap_gpu(gpu);
     errno = ENOMEM;
     return nullptr;
   }
   MrInfo info;
   info.iova = iova;
-  info.host = static_cast<char*>(addr);
+  info.host = gpu.base != nullptr ? gpu.host : static_cast<char*>(addr);
+  info.gpu = gpu;
   info.length = length;
   info.access = access;
   info.pd = pd;
@@ -184,17 +191,53 @@ int ibv_dealloc_pd(ibv_pd* pd) {
   return 0;
 }
 
+}  // extern "C"
+
+namespace {
+
+// A registration of addr: device memory of softcuda's through peermem, else host memory.
+ibv_mr* register_address(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  GpuMapping gpu;
+  if (addr != nullptr && length != 0) {
+    const int rc = map_peermem(addr, length, &gpu);
+    if (rc != 0 && rc != ENOENT) {
+      errno = rc;
+      return nullptr;
+    }
+  }
+  return register_mr(pd, addr, length, iova, access, gpu);
+}
+
+}  // namespace
+
+extern "C" {
+
 ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
-  return register_mr(pd, addr, length, reinterpret_cast<uintptr_t>(addr), access);
+  return register_address(pd, addr, length, reinterpret_cast<uintptr_t>(addr), access);
 }
 
 ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
-  return register_mr(pd, addr, length, iova, access);
+  return register_address(pd, addr, length, iova, access);
 }
 
 ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
                          unsigned int access) {
-  return register_mr(pd, addr, length, iova, static_cast<int>(access));
+  return register_address(pd, addr, length, iova, static_cast<int>(access));
+}
+
+// ibv_reg_dmabuf_mr(3): [offset, offset + length) of the dma-buf fd, addressed from iova.
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                          int access) {
+  if (pd == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  GpuMapping gpu;
+  if (const int rc = map_dmabuf(fd, offset, length, &gpu); rc != 0) {
+    errno = rc;
+    return nullptr;
+  }
+  return register_mr(pd, reinterpret_cast<void*>(iova), length, iova, access, gpu);
 }
 
 int ibv_dereg_mr(ibv_mr* mr) {
@@ -218,6 +261,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
     }
   }
   if (info.host != nullptr) dev->nic->forget_range(info.host, info.length, others);
+  unmap_gpu(info.gpu);  // the NIC no longer touches it (dma_mu is held)
   delete reinterpret_cast<MrBox*>(mr);
   return 0;
 }

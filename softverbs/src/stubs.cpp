@@ -53,10 +53,6 @@ int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
   errno = EOPNOTSUPP;
   return IBV_REREG_MR_ERR_INPUT;
 }
-ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
 
 ibv_context* ibv_import_device(int) {
   errno = EOPNOTSUPP;

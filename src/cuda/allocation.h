@@ -31,6 +31,22 @@ struct IpcHandle {
   std::array<std::uint8_t, kBytes> bytes{};
 };
 
+// What a device advertises for GPUDirect RDMA (its driver attributes), read per allocation.
+struct GpuDirectSupport {
+  bool rdma = false;            // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
+  bool dma_buf = false;         // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
+  bool dma_buf_export = false;  // the driver exports cuMemGetHandleForAddressRange
+  int writes_ordering = 0;      // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING (0, 100, 200)
+};
+
+// A dma-buf of a whole device allocation (cuMemGetHandleForAddressRange): its base and size are
+// host-page aligned (a legacy allocation's length rounded up to a page). The fd is the caller's.
+struct DmabufExport {
+  int fd = -1;
+  std::uint64_t base = 0;
+  std::uint64_t size = 0;
+};
+
 // A copy between a device range and host memory, or another process's device memory mapped
 // into this allocation's context (cuda/ipc.h), run on the allocation's stream. Copies of one
 // allocation run one at a time, or several batched ones together: the one completion event then
@@ -109,6 +125,16 @@ class Allocation {
   // opens (PeerMapping); Unavailable where the driver lacks IPC or refuses this memory (VMM
   // memory, a device without it), naming the call.
   Result<IpcHandle> export_ipc() const;
+
+  // GPUDirect RDMA (gpudirect.cpp). What the allocation's device advertises; a failed attribute
+  // query is Unavailable naming it.
+  [[nodiscard]] Result<GpuDirectSupport> gpudirect_support() const;
+  // Before a NIC registers this device memory: CU_POINTER_ATTRIBUTE_SYNC_MEMOPS set (the
+  // driver's copies synchronous to the NIC's view), and the device must order GPUDirect RDMA
+  // writes for its own consumers (OrbiTE does not flush them): Unavailable otherwise.
+  [[nodiscard]] Status prepare_gpudirect() const;
+  // The allocation as a dma-buf, export flags zero (the default mapping; no forced PCIe).
+  [[nodiscard]] Result<DmabufExport> export_dmabuf() const;
 
   // Internal: what allocation.cpp, copy.cpp and readiness.cpp share.
   struct Native;

@@ -61,6 +61,15 @@ Status Allocation::fenced() const {
 Result<IpcHandle> Allocation::export_ipc() const {
   return unavailable();
 }
+Result<GpuDirectSupport> Allocation::gpudirect_support() const {
+  return unavailable();
+}
+Status Allocation::prepare_gpudirect() const {
+  return unavailable();
+}
+Result<DmabufExport> Allocation::export_dmabuf() const {
+  return unavailable();
+}
 struct PeerMapping::Context {};
 PeerMapping::PeerMapping(std::unique_ptr<Context> ctx, std::uint64_t address, int ordinal)
     : ctx_(std::move(ctx)), address_(address), ordinal_(ordinal) {}

@@ -44,11 +44,13 @@ Result<std::shared_ptr<detail::RegionRecord>> Protocol::expose(Link& link, PeerE
   const auto via = static_cast<std::size_t>(ep.id());
   std::string why;
   const MemoryDomain* domain = domains_[via].get();
-  const Backing b = domain != nullptr ? domain->backing(kind, &why) : backing_on(ep.id(), kind);
+  Backing b = domain != nullptr ? domain->backing(kind, &why) : backing_on(ep.id(), kind);
   if (b == Backing::Refused || b == Backing::Absent) {
     return Status::error(Errc::Unavailable, std::string(transport_name(ep.id())) +
                                                 " cannot carry the send buffer: " + why);
   }
+  // The receiver reads it: what peers can reach (RDMA's GPU MRs are this engine's own).
+  if (b == Backing::Native && domain != nullptr) b = domain->remote_backing(kind);
   if (b == Backing::Staged) {
     rec->staged |= 1u << via;
   } else if (domain != nullptr) {

@@ -36,7 +36,10 @@ void Protocol::issue_staged_put_get(Link& link, const ReqPtr& req, PeerEndpoint&
   if (local.kind == MemoryKind::Cuda) {
     op->local.device = local.cuda;
     op->local.device_offset = local.cuda_offset;
-  } else {
+  }
+  if (local.kind == MemoryKind::Host || !local_staged) {
+    // The transport reaches the local region itself (device memory through its own
+    // registration, e.g. RDMA's GPU MRs): only the remote end is staged.
     op->local.host = local.base;
     op->local.region = &local;
   }

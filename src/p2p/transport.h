@@ -123,6 +123,13 @@ class MemoryDomain {
   // How this transport carries memory of `kind` under the engine's policies; `why` says why
   // not when Refused.
   [[nodiscard]] virtual Backing backing(MemoryKind kind, std::string* why) const = 0;
+  // How peers reach this engine's registered memory of `kind` (put/get targets, exposed send
+  // buffers) when backing() is Native: Native, or Staged where the local registration serves
+  // this engine's own requests only (RDMA's GPU MRs, which no grant binds yet). The region is
+  // then published staged on this transport, and its owner's staging carries peers' bytes.
+  [[nodiscard]] virtual Backing remote_backing(MemoryKind kind) const {
+    return backing(kind, nullptr);
+  }
   // Prepares `region` (of a kind this domain backs Native) on this transport before it becomes
   // visible; null when nothing is needed. A kind it does not register is Unavailable naming it.
   virtual Result<std::unique_ptr<DomainRegistration>> register_region(

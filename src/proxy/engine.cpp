@@ -317,6 +317,7 @@ Result<std::vector<MemoryRegion>> TransferEngine::register_memory(
         return reg.status().with_context(where + " on " + p2p::transport_name(domain->id()));
       }
       rec.registrations[i] = std::move(*reg);
+      if (domain->remote_backing(r.kind) == p2p::Backing::Staged) rec.staged |= 1u << i;
     }
   }
   std::vector<MemoryRegion> out;

@@ -16,12 +16,15 @@
 //               memory refused, one mapping for many accesses, closed by the owner's unregister
 //   ipc_unquiesced  (nvlink, softcuda) an importer's hung copy keeps the owner's unregister
 //               Unquiesced, and once it goes on unregister succeeds
+//   gpudirect   (rdma, cuda_memory direct) putget from device memory through GPU MRs, counted
+//               by route (CUDA_TEST_GDR_ROUTE), unstaged; a put into device memory staged
 #include <cuda.h>
 #include <orbite/bootstrap.h>
 #include <orbite/communicator.h>
 #include <orbite/cuda.h>
 #include <softcuda/control.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -503,6 +506,54 @@ void ipc_unquiesced(Context& c) {
   }
 }
 
+// GPUDirect RDMA (rdma.cuda_memory = direct, CUDA_TEST_GDR_ROUTE dmabuf or peermem): rank 0's
+// device memory is put to and got from rank 1's host memory through GPU MRs (putget above), with
+// no staging; rank 1's put into rank 0's device memory goes through rank 0's staging (no GPU
+// grants yet).
+void gpudirect(Context& c) {
+  putget(c);
+  TransferEngine& e = c.comm.engine();
+  const RdmaStats rs = e.rdma_stats();
+  const std::string route = env("CUDA_TEST_GDR_ROUTE", "dmabuf");
+  if (c.rank == 0) {
+    const std::uint64_t made =
+        route == "dmabuf" ? rs.dmabuf_registrations : rs.peermem_registrations;
+    const std::uint64_t other =
+        route == "dmabuf" ? rs.peermem_registrations : rs.dmabuf_registrations;
+    check(made >= 1 && other == 0, "GPU MRs: " + std::to_string(rs.dmabuf_registrations) +
+                                       " dmabuf and " + std::to_string(rs.peermem_registrations) +
+                                       " peermem registrations, " + route + " expected");
+    check(e.stats().staging_loans == 0, "GPUDirect staged device memory");
+    std::printf("rank 0: gpudirect %s registrations %llu\n", route.c_str(),
+                static_cast<unsigned long long>(made));
+  } else {
+    check(rs.dmabuf_registrations + rs.peermem_registrations == 0, "GPU MRs on a host-only rank");
+  }
+  // The other way: rank 0's device region as the target of rank 1's put. GPU MRs serve their
+  // own engine's requests only, so it is published staged on rdma: the owner's staging carries it.
+  Memory mine(c.rank == 0 ? "cuda" : "host", kMiB);
+  auto region = mine.register_with(e);
+  check_ok(region.status(), "register for the staged target");
+  if (c.rank == 0) {
+    send_string(c, region->export_descriptor().bytes(), 1, 4);
+    await_peer(c, 1, 5);
+    mine.expect(4096, 70001, 55, "rank 1's put into device memory");
+    check(e.stats().staging_loans > 0, "the owner's staging did not carry the put");
+  } else {
+    auto target = RemoteRegion::from_bytes(recv_string(c, 0, 4));
+    check_ok(target.status(), "descriptor of rank 0's device region");
+    const std::vector<Transport> staged = target->staged_transports();
+    check(std::find(staged.begin(), staged.end(), Transport::Rdma) != staged.end(),
+          "rank 0's device region is not published staged on rdma");
+    mine.fill(0, 70001, 55);
+    Request put =
+        accepted(e.put(*region, 0, *target, 4096, 70001, c.options), "put into a GPU region");
+    wait_ok(put, "put into a GPU region");
+    signal_peer(c, 0, 5);
+  }
+  check_ok(region->unregister(), "unregister");
+}
+
 void check_route(Context& c) {
   const EngineStats s = c.comm.engine().stats();
   if (c.options.transport == Transport::Unspec) {
@@ -559,11 +610,12 @@ int main(int argc, char** argv) {
       {"readiness", readiness},
       {"copy_faults", copy_faults},
       {"ipc", ipc},
-      {"ipc_unquiesced", ipc_unquiesced}};
+      {"ipc_unquiesced", ipc_unquiesced},
+      {"gpudirect", gpudirect}};
   if (argc != 2 || scenarios.count(argv[1]) == 0) {
     std::fprintf(stderr,
                  "usage: orbite-cuda-probe "
-                 "putget|sendrecv|allreduce|readiness|copy_faults|ipc|ipc_unquiesced\n");
+                 "putget|sendrecv|allreduce|readiness|copy_faults|ipc|ipc_unquiesced|gpudirect\n");
     return 2;
   }
   const std::string name = argv[1];

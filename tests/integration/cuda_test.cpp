@@ -292,5 +292,64 @@ TEST(OrbiteInfo, ListsCudaDevicesWithBusIdsAndNicTiers) {
 #endif
 }
 
+// GPUDirect RDMA (rdma.cuda_memory = direct) on softverbs' GPU MRs over softcuda's memory.
+#ifdef ORBITE_SOFTVERBS_DIR
+std::map<std::string, std::string> gpudirect_env(const std::string& route) {
+  return {{"ORBITE_RDMA_CUDA_MEMORY", "direct"},
+          {"MLX5_SCATTER_TO_CQE", "0"},
+          {"CUDA_TEST_GDR_ROUTE", route}};
+}
+
+// A softcuda device without dma-buf whose peermem module is loaded (NCCL's probe file under a
+// sysfs root of the test's own).
+std::map<std::string, std::string> peermem_without_dmabuf(const testing::TempDir& sysfs,
+                                                          const std::string& route) {
+  std::filesystem::create_directories(sysfs.path() + "/module/nvidia_peermem");
+  std::ofstream(sysfs.path() + "/module/nvidia_peermem/version") << "580.0\n";
+  auto env = gpudirect_env(route);
+  env["ORBITE_SYSFS_ROOT"] = sysfs.path();
+  env["SOFTCUDA_CONFIG"] = R"({"devices": [{"dma_buf": false, "peermem": true}]})";
+  return env;
+}
+
+TEST(GpuDirect, DeviceMemoryMovesThroughDmabufMrsUnstaged) {
+  if (system_driver()) GTEST_SKIP() << "softverbs' GPU MRs reach softcuda's memory only";
+  const Outcome o =
+      expect_pass("gpudirect", {"rdma", "cuda", "host"}, 2, true, gpudirect_env("dmabuf"));
+  // The probe checked that rank 0's own puts and gets borrowed no staging.
+  EXPECT_EQ(count_of(o.out, "rank 0: gpudirect dmabuf registrations"), 1U) << o.out;
+  // Device memory on both ends: the requester's GPU MR, the owner's staging; messages too.
+  expect_pass("putget", {"rdma", "cuda", "cuda"}, 2, true, gpudirect_env("dmabuf"));
+  expect_pass("sendrecv", {"rdma", "cuda", "cuda"}, 2, true, gpudirect_env("dmabuf"));
+}
+
+TEST(GpuDirect, AutoTakesPeermemWhereTheDeviceHasNoDmabufAndTheModuleIsLoaded) {
+  if (system_driver()) GTEST_SKIP() << "softverbs' GPU MRs reach softcuda's memory only";
+  testing::TempDir sysfs;
+  auto env = peermem_without_dmabuf(sysfs, "peermem");
+  expect_pass("gpudirect", {"rdma", "cuda", "host"}, 2, true, env);
+}
+
+TEST(GpuDirect, AnExplicitRouteWithoutItsPrerequisitesIsUnavailableAndNeverStaged) {
+  if (system_driver()) GTEST_SKIP() << "configured devices need softcuda";
+  // dmabuf asked for, on a device without dma-buf (peermem loaded: not taken instead).
+  testing::TempDir sysfs;
+  auto env = peermem_without_dmabuf(sysfs, "dmabuf");
+  env["ORBITE_RDMA_GPU_DIRECT_REGISTRATION"] = "dmabuf";
+  Outcome o = run("gpudirect", {"rdma", "cuda", "host"}, 2, env);
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.out.find("rdma.gpu_direct_registration = dmabuf, but the device does not "
+                       "advertise CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED"),
+            std::string::npos)
+      << o.out << o.err;
+  // Direct without MLX5_SCATTER_TO_CQE=0: the engine is not created.
+  env = gpudirect_env("dmabuf");
+  env["MLX5_SCATTER_TO_CQE"] = "1";
+  o = run("gpudirect", {"rdma", "cuda", "host"}, 2, env);
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.out.find("needs MLX5_SCATTER_TO_CQE=0"), std::string::npos) << o.out << o.err;
+}
+#endif
+
 }  // namespace
 }  // namespace orbite

@@ -62,6 +62,22 @@ TEST_F(Streams, PageableCopiesFollowTheDriversRules) {
   EXPECT_EQ('p', back[kBytes - 1]);
 }
 
+// CU_POINTER_ATTRIBUTE_SYNC_MEMOPS (what GPUDirect RDMA sets): a synchronous copy from pageable
+// memory into the allocation returns only once the bytes landed, not once they were staged.
+TEST_F(Streams, SyncMemopsMakesASynchronousPageableCopyLandBeforeItReturns) {
+  std::vector<char> pageable(kBytes, 'p');
+  control("hang");  // the device write is held: the call returns with it still queued
+  CU_OK(cuMemcpyHtoD(dev_buf_, pageable.data(), kBytes));
+  CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery(CU_STREAM_LEGACY));
+  control("release");
+  CU_OK(cuCtxSynchronize());
+  const unsigned int on = 1;
+  CU_OK(cuPointerSetAttribute(&on, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, dev_buf_));
+  control("stall 20");
+  CU_OK(cuMemcpyHtoD(dev_buf_, pageable.data(), kBytes));
+  CU_OK(cuStreamQuery(CU_STREAM_LEGACY));  // nothing left: the write is done
+}
+
 TEST_F(Streams, EventsQuerySynchronizeAndCountSynchronizations) {
   CU_OK(cuEventQuery(event_));  // never recorded: complete
   const long long before = stat("event_synchronize_calls");

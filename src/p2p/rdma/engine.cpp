@@ -1,5 +1,7 @@
 #include "p2p/rdma/engine.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -7,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/wire.h"
+#include "cuda/allocation.h"
 #include "p2p/rdma/mr_cache.h"
 #include "p2p/rdma/verbs.h"
 #include "p2p/registry.h"
@@ -66,6 +69,19 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& conf
     return Status::error(Errc::Configuration,
                          "config: rdma.gpu_source_reuse = true needs hardware-revocable keys, "
                          "which no supported provider offers here; leave it false");
+  }
+  // mlx5's scatter-to-CQE copies small READ results with the CPU, which cannot reach device
+  // memory: GPUDirect needs it off before the provider reads its environment (the guide's
+  // "GPUDirect RDMA ownership"). There is no fallback to staging.
+  if (config.rdma.cuda_memory == RdmaCudaMemory::Direct) {
+    const char* scatter = std::getenv("MLX5_SCATTER_TO_CQE");
+    if (scatter == nullptr || std::string(scatter) != "0") {
+      return Status::error(
+          Errc::Configuration,
+          std::string("config: rdma.cuda_memory = direct needs MLX5_SCATTER_TO_CQE=0 in the "
+                      "environment before the process starts (it is ") +
+              (scatter == nullptr ? "unset" : "\"" + std::string(scatter) + "\"") + ")");
+    }
   }
   ORBITE_ASSIGN_OR_RETURN(const IbvApi* api, load_ibverbs(config.rdma.ibverbs_library));
   ORBITE_ASSIGN_OR_RETURN(Discovery found, discover_contexts(*api, config.rdma));
@@ -303,6 +319,8 @@ RdmaStats RdmaEngine::stats() const {
   s.segments_released = r(c.segments_released);
   s.qps_reaped = r(c.qps_reaped);
   s.qps_destroyed_undrained = r(c.qps_destroyed_undrained);
+  s.dmabuf_registrations = r(c.dmabuf_registrations);
+  s.peermem_registrations = r(c.peermem_registrations);
   s.endpoints_in_use = endpoints_.used();
   s.grants_in_use = grants_.used();
   s.direct_bytes_in_use = direct_bytes_.used();
@@ -363,6 +381,48 @@ Status MrSet::prepare(std::byte* base, std::uint64_t length, bool remote, std::s
   return {};
 }
 
+Status MrSet::prepare_gpu(const detail::RegionRecord& region, GdrRoute route) {
+  const auto& contexts = engine_->contexts();
+  copies_.assign(contexts.size(), Copy{});
+  if (region.length == 0 || region.cuda == nullptr) return {};
+  const auto address = reinterpret_cast<std::uint64_t>(region.base);
+  std::uint64_t export_base = 0;
+  if (route == GdrRoute::Dmabuf) {
+    ORBITE_ASSIGN_OR_RETURN(const cuda::DmabufExport exported, region.cuda->export_dmabuf());
+    dmabuf_fd_ = exported.fd;
+    export_base = exported.base;
+  }
+  for (std::size_t i = 0; i < contexts.size(); ++i) {
+    const Context& c = *contexts[i];
+    if (!c.usable()) continue;
+    Copy& copy = copies_[i];
+    // The MR keeps the exact range: offset from the exported (page-aligned) base, iova the
+    // device address, as the verbs offset/IOVA rule and the requester's SGEs expect.
+    copy.local =
+        route == GdrRoute::Dmabuf
+            ? engine_->api().reg_dmabuf_mr(c.pd, address - export_base, region.length, address,
+                                           dmabuf_fd_, IBV_ACCESS_LOCAL_WRITE)
+            : engine_->api().reg_mr(c.pd, region.base, region.length, IBV_ACCESS_LOCAL_WRITE);
+    if (copy.local == nullptr) {
+      const int err = errno;
+      release();
+      return verbs::errno_status(
+          Errc::Unavailable,
+          c.name + ": " +
+              (route == GdrRoute::Dmabuf ? "ibv_reg_dmabuf_mr" : "ibv_reg_mr (peermem)") + " of " +
+              std::to_string(region.length) + " bytes of " + region.cuda->describe(),
+          err);
+    }
+    add(engine_->counters().mr_registrations);
+    add(route == GdrRoute::Dmabuf ? engine_->counters().dmabuf_registrations
+                                  : engine_->counters().peermem_registrations);
+  }
+  location_ = topo::Location::cuda(region.cuda->ordinal());
+  ORBITE_LOG(Debug, Rdma) << "GPU MR: region " << region.id << ", " << region.length
+                          << " bytes, route " << gdr_route_name(route);
+  return {};
+}
+
 std::unique_ptr<MrSet> MrSet::view_of(std::shared_ptr<const detail::RegionRecord> owner) {
   const MrSet* of = mr_set_of(*owner);
   auto view = std::make_unique<MrSet>(of->engine_);
@@ -394,6 +454,15 @@ bool MrSet::release() {
       *mr = nullptr;
     }
   }
+  // The dma-buf outlives its MRs: closed once all of them are gone, exactly once.
+  if (ok && dmabuf_fd_ >= 0) {
+    const int fd = std::exchange(dmabuf_fd_, -1);
+    if (::close(fd) != 0) {
+      engine_->retain("the dma-buf of a GPU MR: close failed: " +
+                      std::string(std::strerror(errno)));
+      ok = false;
+    }
+  }
   return ok;
 }
 
@@ -423,12 +492,14 @@ p2p::Backing RdmaDomain::backing(MemoryKind kind, std::string* why) const {
     return cfg.host_memory == RdmaHostMemory::Direct ? p2p::Backing::Native : p2p::Backing::Staged;
   }
   if (cfg.cuda_memory == RdmaCudaMemory::Staged) return p2p::Backing::Staged;
-  if (why != nullptr) {
-    *why =
-        "rdma.cuda_memory = direct needs a GPU MR (dma-buf or peermem registration), which "
-        "this build does not make yet; it is never replaced by staging";
-  }
-  return p2p::Backing::Refused;
+  // Direct: a GPU MR per context, its route resolved per allocation at registration.
+  (void)why;
+  return p2p::Backing::Native;
+}
+
+p2p::Backing RdmaDomain::remote_backing(MemoryKind kind) const {
+  const p2p::Backing b = backing(kind, nullptr);
+  return kind == MemoryKind::Cuda && b == p2p::Backing::Native ? p2p::Backing::Staged : b;
 }
 
 Result<std::unique_ptr<p2p::DomainRegistration>> RdmaDomain::register_within(
@@ -443,14 +514,32 @@ Result<std::unique_ptr<p2p::DomainRegistration>> RdmaDomain::register_within(
 
 Result<std::unique_ptr<p2p::DomainRegistration>> RdmaDomain::register_region(
     const detail::RegionRecord& region) {
-  if (region.kind != MemoryKind::Host) {
-    return Status::error(Errc::Unavailable,
-                         "rdma registers host memory only (CUDA memory is staged, or needs "
-                         "GPUDirect registration)");
-  }
+  if (region.kind != MemoryKind::Host) return register_gpu(region);
   auto set = std::make_unique<MrSet>(engine_);
   ORBITE_RETURN_IF_ERROR(
       set->prepare(region.base, region.length, region.access.read || region.access.write));
+  return std::unique_ptr<p2p::DomainRegistration>(std::move(set));
+}
+
+Result<std::unique_ptr<p2p::DomainRegistration>> RdmaDomain::register_gpu(
+    const detail::RegionRecord& region) {
+  const RdmaConfig& cfg = engine_->config().rdma;
+  if (cfg.cuda_memory != RdmaCudaMemory::Direct || region.cuda == nullptr) {
+    return Status::error(Errc::Internal, "rdma: CUDA memory registered while it is staged");
+  }
+  const std::string where = "GPUDirect RDMA of " + region.cuda->describe();
+  ORBITE_ASSIGN_OR_RETURN(const cuda::GpuDirectSupport support, region.cuda->gpudirect_support());
+  GdrPrerequisites p;
+  p.device_dma_buf = support.dma_buf;
+  p.export_entry = support.dma_buf_export;
+  p.verbs_dmabuf_entry = engine_->api().reg_dmabuf_mr != nullptr;
+  p.peermem_file = peermem_probe(sysfs_root());
+  ORBITE_ASSIGN_OR_RETURN(const GdrRoute route,
+                          resolve_gdr_route(cfg.gpu_direct_registration, p, where));
+  // SYNC_MEMOPS and the write-ordering check come before any registration.
+  ORBITE_RETURN_IF_ERROR(region.cuda->prepare_gpudirect());
+  auto set = std::make_unique<MrSet>(engine_);
+  ORBITE_RETURN_IF_ERROR(set->prepare_gpu(region, route));
   return std::unique_ptr<p2p::DomainRegistration>(std::move(set));
 }
 

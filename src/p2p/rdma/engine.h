@@ -16,6 +16,7 @@
 
 #include "p2p/endpoint.h"
 #include "p2p/rdma/context.h"
+#include "p2p/rdma/gdr.h"
 #include "p2p/rdma/scheduler.h"
 #include "p2p/rdma/shared_slots.h"
 #include "p2p/rdma/wire.h"
@@ -98,7 +99,8 @@ struct RdmaCounters {
       receipts{0}, receipt_mismatches{0}, qps_created{0}, qps_destroyed{0}, mr_registrations{0},
       mr_deregistrations{0}, budget_exhausted{0}, retained{0}, nic_tables_sent{0},
       nic_tables_received{0}, message_qp_moves{0}, grant_requests_deferred{0}, grants_expired{0},
-      receipts_released{0}, segments_released{0}, qps_reaped{0}, qps_destroyed_undrained{0};
+      receipts_released{0}, segments_released{0}, qps_reaped{0}, qps_destroyed_undrained{0},
+      dmabuf_registrations{0}, peermem_registrations{0};
   // A gauge: receipts' registered slots taken and not yet given back (the WR not inline).
   std::atomic<std::uint64_t> receipt_slots_in_use{0};
   TierCounterSet tiers;  // the lanes' schedulers
@@ -241,6 +243,11 @@ class MrSet final : public p2p::DomainRegistration {
   Status prepare(std::byte* base, std::uint64_t length, bool remote);
   // On context slot `only` alone (a registration for one grant or one send).
   Status prepare(std::byte* base, std::uint64_t length, bool remote, std::size_t only);
+  // Device memory under rdma.cuda_memory = direct: one local-only GPU MR per usable context, by
+  // `route` (the requester's slices borrow them; no window parent: a GPU range is never bound
+  // to an ordinary memory window). A dma-buf export's fd is kept until every MR of it is
+  // deregistered, then closed exactly once.
+  Status prepare_gpu(const detail::RegionRecord& region, GdrRoute route);
   // A view of `owner`'s MRs (a cached full-view set): it keeps the owner alive and deregisters
   // nothing itself.
   static std::unique_ptr<MrSet> view_of(std::shared_ptr<const detail::RegionRecord> owner);
@@ -258,6 +265,10 @@ class MrSet final : public p2p::DomainRegistration {
   std::shared_ptr<RdmaEngine> engine_;
   std::vector<Copy> copies_;  // indexed like RdmaEngine::contexts()
   topo::Location location_;
+  // The dma-buf the GPU MRs were registered from (-1: none, or closed). A failed
+  // deregistration keeps it open with the MR (the set is then retained); a failed close is not
+  // retried.
+  int dmabuf_fd_ = -1;
   std::shared_ptr<const detail::RegionRecord> owner_;  // set in a view: whose MRs these are
 };
 
@@ -266,8 +277,11 @@ class RdmaDomain final : public p2p::MemoryDomain {
   explicit RdmaDomain(std::shared_ptr<RdmaEngine> engine);
   [[nodiscard]] p2p::TransportId id() const override { return p2p::TransportId::Rdma; }
   // Host memory: Native (RdmaHostMemory::Direct) or Staged; CUDA memory: Staged
-  // (RdmaCudaMemory::Staged), or Refused for Direct until GPUDirect registration exists.
+  // (RdmaCudaMemory::Staged) or Native (Direct: GPU MRs, register_gpu).
   [[nodiscard]] p2p::Backing backing(MemoryKind kind, std::string* why) const override;
+  // GPU MRs are local-only (no window parent; GPU grants need the private grant path, not
+  // built): device memory is reached by peers through its owner's staging.
+  [[nodiscard]] p2p::Backing remote_backing(MemoryKind kind) const override;
   Result<std::unique_ptr<p2p::DomainRegistration>> register_region(
       const detail::RegionRecord& region) override;
   Result<std::unique_ptr<p2p::DomainRegistration>> register_within(
@@ -295,6 +309,11 @@ class RdmaDomain final : public p2p::MemoryDomain {
   void report(p2p::TransportReport& out) const override;
 
  private:
+  // Device memory under rdma.cuda_memory = direct: the route for its device (gdr.h), then
+  // SYNC_MEMOPS and the write-ordering check, then one GPU MR per context. A failure is
+  // returned: never another route, never staging.
+  Result<std::unique_ptr<p2p::DomainRegistration>> register_gpu(const detail::RegionRecord& region);
+
   std::shared_ptr<RdmaEngine> engine_;
   // Holds registrations (and so the engine): owned here, never by the engine.
   std::shared_ptr<MrCache> cache_;

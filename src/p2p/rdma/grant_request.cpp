@@ -113,6 +113,15 @@ Status GrantSource::prepare_memory(const GrantRequest& m, GrantPlan& plan) {
     }
     r.registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)] = std::move(mrs);
   }
+  if (r.kind == MemoryKind::Cuda) {
+    // Its GPU MRs are local-only, and an ordinary memory window is never bound to a GPU MR: a
+    // GPU range is granted on the private grant path, which is not built yet.
+    return Status::error(Errc::Unavailable,
+                         "region " + std::to_string(m.target) +
+                             " is device memory: GPUDirect RDMA grants of device memory (the "
+                             "private grant path) are not built yet; its owner can put or get it "
+                             "as the requester");
+  }
   plan.set = mr_set_of(r);
   for (std::size_t context : plan.contexts) {
     const MrSet::Copy* copy = plan.set != nullptr ? plan.set->on(context) : nullptr;

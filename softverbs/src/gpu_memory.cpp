@@ -1,0 +1,73 @@
+// Device memory behind an MR: what the kernel's dma-buf importer and nvidia-peermem give a real
+// NIC, done for softcuda's device memory. softcuda backs each allocation with a memfd that the
+// CPU cannot reach at the device address (a PROT_NONE arena); the NIC thread reaches it through
+// a shadow mapping of that memfd made here, so an MR's iova stays the device address.
+//
+// softcuda is found in the process at run time: OrbiTE loads libcuda.so.1 RTLD_LOCAL, so the
+// lookup asks for that loaded library by name (RTLD_NOLOAD) before the global scope. Without
+// softcuda nothing here matches: a dma-buf fd is refused and every address is host memory.
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+#include "internal.h"
+
+namespace softverbs {
+namespace {
+
+void* softcuda_symbol(const char* name) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  void* fn = lib != nullptr ? dlsym(lib, name) : nullptr;
+  if (lib != nullptr) dlclose(lib);  // only the reference RTLD_NOLOAD took
+  return fn != nullptr ? fn : dlsym(RTLD_DEFAULT, name);
+}
+
+// Maps [offset, offset + length) of fd; the mapping holds its own reference to the file.
+int map_shadow(int fd, uint64_t offset, size_t length, GpuMapping* out) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t first = offset - offset % page;
+  const size_t span = static_cast<size_t>(offset + length - first + page - 1) / page * page;
+  void* m = mmap(nullptr, span == 0 ? page : span, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                 static_cast<off_t>(first));
+  if (m == MAP_FAILED) return errno;
+  out->base = m;
+  out->span = span == 0 ? page : span;
+  out->host = static_cast<char*>(m) + (offset - first);
+  return 0;
+}
+
+}  // namespace
+
+int map_dmabuf(int fd, uint64_t offset, size_t length, GpuMapping* out) {
+  if (fd < 0) return EBADF;  // what NCCL's support probe (fd -1) expects of a kernel that has it
+  using Describe = int (*)(int, unsigned long long*, unsigned long long*);
+  auto describe = reinterpret_cast<Describe>(softcuda_symbol("softcuda_dmabuf_describe"));
+  unsigned long long start = 0;
+  unsigned long long size = 0;
+  if (describe == nullptr || describe(fd, &start, &size) != 0) return EINVAL;  // not a dma-buf
+  if (offset > size || length > size - offset) return EINVAL;
+  return map_shadow(fd, start + offset, length, out);
+}
+
+int map_peermem(const void* addr, size_t length, GpuMapping* out) {
+  using Resolve = int (*)(uint64_t, uint64_t, int*, uint64_t*);
+  auto resolve = reinterpret_cast<Resolve>(softcuda_symbol("softcuda_peermem_resolve"));
+  if (resolve == nullptr) return ENOENT;
+  int fd = -1;
+  uint64_t offset = 0;
+  const int rc = resolve(reinterpret_cast<uint64_t>(addr), length, &fd, &offset);
+  if (rc == EINVAL) return ENOENT;  // not device memory: an ordinary host registration
+  if (rc != 0) return EFAULT;       // device memory and no peermem: the kernel cannot pin it
+  const int mapped = map_shadow(fd, offset, length, out);
+  close(fd);
+  return mapped;
+}
+
+void unmap_gpu(const GpuMapping& m) {
+  if (m.base != nullptr) munmap(m.base, m.span);
+}
+
+}  // namespace softverbs
