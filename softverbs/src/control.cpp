@@ -9,6 +9,7 @@
 //   delay DEV MICROSECONDS    fail_wr      DEV QPN|* NTH [STATUS]
 //   fail_post DEV QPN|* NTH ERRNO [at=K|null]
 //   fail_destroy DEV QPN|* NTH ERRNO
+//   fail_dereg DEV NTH ERRNO  (the NTH ibv_dereg_mr on DEV fails, the MR stays registered)
 //   drop DEV QPN              disable|enable DEV mw|send_inv
 //   mw_strict DEV on|off      mw_index_limit DEV N (0: none)
 //   hold_flush DEV on|off     (send WRs flushed by a QP's move to ERR never complete)
@@ -69,8 +70,9 @@ bool parse_qpn(const std::string& s, uint32_t* qpn) {
 
 // An errno name (ENOMEM, EINVAL, EIO, EAGAIN, EFAULT) or a positive number; 0 when neither.
 int parse_errno(const std::string& s) {
-  static const std::pair<const char*, int> names[] = {
-      {"ENOMEM", ENOMEM}, {"EINVAL", EINVAL}, {"EIO", EIO}, {"EAGAIN", EAGAIN}, {"EFAULT", EFAULT}};
+  static const std::pair<const char*, int> names[] = {{"ENOMEM", ENOMEM}, {"EINVAL", EINVAL},
+                                                      {"EIO", EIO},       {"EAGAIN", EAGAIN},
+                                                      {"EFAULT", EFAULT}, {"EBUSY", EBUSY}};
   for (const auto& [name, value] : names) {
     if (s == name) return value;
   }
@@ -106,14 +108,15 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
   if (words.empty()) return "empty command";
   c->verb = words[0];
   static const char* const verbs[] = {
-      "port", "gid",  "rate",    "delay",  "fail_wr",   "fail_post",      "fail_destroy",
-      "drop", "show", "disable", "enable", "mw_strict", "mw_index_limit", "hold_flush"};
+      "port",      "gid",          "rate",       "delay",          "fail_wr",
+      "fail_post", "fail_destroy", "fail_dereg", "drop",           "show",
+      "disable",   "enable",       "mw_strict",  "mw_index_limit", "hold_flush"};
   bool known = false;
   for (const char* v : verbs) known = known || c->verb == v;
   if (!known) {
     return "unknown command '" + c->verb +
-           "' (port, gid, rate, delay, fail_wr, fail_post, fail_destroy, drop, show, disable, "
-           "enable, "
+           "' (port, gid, rate, delay, fail_wr, fail_post, fail_destroy, fail_dereg, drop, show, "
+           "disable, enable, "
            "mw_strict, mw_index_limit, hold_flush)";
   }
   if (words.size() < 2) return c->verb + ": missing device";
@@ -173,6 +176,10 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
     if (!parse_qpn(a[0], &qpn)) return "fail_destroy: QP number '" + a[0] + "' is not valid";
     if (!parse_u64(a[1], &u) || u == 0) return "fail_destroy: NTH '" + a[1] + "' must be >= 1";
     if (parse_errno(a[2]) == 0) return "fail_destroy: '" + a[2] + "' is not an errno value";
+  } else if (c->verb == "fail_dereg") {
+    if (auto e = want(2, 2, "NTH ERRNO"); !e.empty()) return e;
+    if (!parse_u64(a[0], &u) || u == 0) return "fail_dereg: NTH '" + a[0] + "' must be >= 1";
+    if (parse_errno(a[1]) == 0) return "fail_dereg: '" + a[1] + "' is not an errno value";
   } else if (c->verb == "drop") {
     if (auto e = want(1, 1, "QPN"); !e.empty()) return e;
     uint32_t qpn = 0;
@@ -323,6 +330,12 @@ int execute_command(const std::string& command, std::string* reply) {
     f.err = parse_errno(a[2]);
     std::lock_guard lock(st.fault_mu);
     st.destroy_faults.push_back(f);
+  } else if (c.verb == "fail_dereg") {
+    DestroyFault f;
+    f.countdown = std::stoull(a[0]);
+    f.err = parse_errno(a[1]);
+    std::lock_guard lock(st.fault_mu);
+    st.dereg_faults.push_back(f);
   } else if (c.verb == "drop") {
     uint32_t qpn = 0;
     parse_qpn(a[0], &qpn);

@@ -362,6 +362,7 @@ struct DeviceState {
   std::vector<PostFault> post_faults;  // guarded by fault_mu
   std::atomic<bool> have_post_faults{false};
   std::vector<DestroyFault> destroy_faults;  // guarded by fault_mu
+  std::vector<DestroyFault> dereg_faults;    // "fail_dereg" (qpn unused); guarded by fault_mu
   std::vector<Device*> open;                 // contexts to notify of port and GID changes
   std::string ifname;                        // interface holding the bind address ("" until found)
   int link_fd = -1;                          // a socket in the device's namespace, for SIOCGIFFLAGS
@@ -391,6 +392,8 @@ int take_wr_fault(DeviceState& st, uint32_t qpn);
 bool take_post_fault(DeviceState& st, uint32_t qpn, PostFault* out);
 // An armed fail_destroy fault for an ibv_destroy_qp call on qpn: its errno, or 0.
 int take_destroy_fault(DeviceState& st, uint32_t qpn);
+// An armed fail_dereg fault for an ibv_dereg_mr call: its errno, or 0.
+int take_dereg_fault(DeviceState& st);
 // Validates a control command (without running it); "" when it is well formed.
 std::string check_command(const std::string& command);
 // Runs a control command; 0 with "ok..." in reply, or an errno value with "error: ...".

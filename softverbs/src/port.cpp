@@ -217,6 +217,17 @@ int take_wr_fault(DeviceState& st, uint32_t qpn) {
   return -1;
 }
 
+int take_dereg_fault(DeviceState& st) {
+  std::lock_guard lock(st.fault_mu);
+  for (size_t i = 0; i < st.dereg_faults.size(); ++i) {
+    if (--st.dereg_faults[i].countdown > 0) continue;
+    const int err = st.dereg_faults[i].err;
+    st.dereg_faults.erase(st.dereg_faults.begin() + static_cast<ptrdiff_t>(i));
+    return err;
+  }
+  return 0;
+}
+
 int take_destroy_fault(DeviceState& st, uint32_t qpn) {
   std::lock_guard lock(st.fault_mu);
   for (size_t i = 0; i < st.destroy_faults.size(); ++i) {

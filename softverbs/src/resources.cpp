@@ -242,6 +242,7 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t i
 
 int ibv_dereg_mr(ibv_mr* mr) {
   Device* dev = device_of(mr->context);
+  if (const int err = take_dereg_fault(*dev->st); err != 0) return err;  // the MR stays
   // As on hardware, the NIC touches none of the region's memory once this returns: output that
   // still points into it is dropped (the WR or READ it belonged to fails).
   std::unique_lock dma(dev->dma_mu);

@@ -19,6 +19,7 @@
 //   gpudirect   (rdma, cuda_memory direct) putget from device memory through GPU MRs, counted
 //               by route (CUDA_TEST_GDR_ROUTE), unstaged; a put into device memory staged
 #include <cuda.h>
+#include <dlfcn.h>
 #include <orbite/bootstrap.h>
 #include <orbite/communicator.h>
 #include <orbite/cuda.h>
@@ -28,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -173,12 +175,47 @@ void putget(Context& c) {
   check_ok(region->unregister(), "unregister");
 }
 
-// softcuda's count of IPC handles this process opened and has not closed; -1 on a real driver.
-long long live_ipc_imports() {
+// Set by a scenario that leaves an RDMA resource retained: the engine's close is then
+// Unquiesced, naming it.
+bool g_close_retains = false;
+
+// One of softcuda's statistics (live_ipc_imports: IPC handles this process opened and has not
+// closed; live_device_allocations); -1 on a real driver.
+long long softcuda_stat(const std::string& name) {
   if (!softcuda::loaded()) return -1;
   const std::string s = softcuda::stats();
-  const auto at = s.find("\"live_ipc_imports\":");
-  return at == std::string::npos ? -1 : std::stoll(s.substr(at + 19));
+  const std::string key = "\"" + name + "\":";
+  const auto at = s.find(key);
+  return at == std::string::npos ? -1 : std::stoll(s.substr(at + key.size()));
+}
+
+long long live_ipc_imports() {
+  return softcuda_stat("live_ipc_imports");
+}
+
+// Descriptors of this process open on softcuda's device memory (its allocations' backing and
+// dma-bufs exported from them).
+int device_memory_fds() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(e.path(), ec);
+    if (!ec && target.string().rfind("/memfd:softcuda:", 0) == 0) ++n;
+  }
+  return n;
+}
+
+// A command to softverbs, the verbs library the engine loaded (RTLD_LOCAL: found by name).
+void softverbs_command(const std::string& command) {
+  void* lib = ::dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+  check(lib != nullptr, "softverbs: libibverbs.so.1 is not loaded");
+  using Fn = int (*)(const char*, char*, std::size_t);
+  auto fn = reinterpret_cast<Fn>(::dlsym(lib, "softverbs_control"));
+  check(fn != nullptr, "softverbs: the loaded libibverbs.so.1 is not softverbs");
+  char reply[1024] = {};
+  const int rc = fn(command.c_str(), reply, sizeof(reply));
+  check(rc == 0, "softverbs '" + command + "': " + reply);
+  ::dlclose(lib);
 }
 
 void sendrecv(Context& c) {
@@ -552,6 +589,30 @@ void gpudirect(Context& c) {
     signal_peer(c, 0, 5);
   }
   check_ok(region->unregister(), "unregister");
+  if (c.rank == 0) {
+    // A GPU MR whose deregistration fails keeps its dma-buf and its allocation for good, even
+    // once the application let go of the memory.
+    const long long allocations = softcuda_stat("live_device_allocations");
+    const int fds = device_memory_fds();
+    {
+      Memory kept("cuda", kMiB);
+      auto r = kept.register_with(e);
+      check_ok(r.status(), "register the memory whose MR will not go");
+      const int exported = device_memory_fds() - fds - 1;  // the allocation's own backing: 1
+      check(exported == (route == "dmabuf" ? 1 : 0),
+            std::to_string(exported) + " dma-buf descriptors for one registration by " + route);
+      const std::uint64_t retained = e.rdma_stats().retained;
+      softverbs_command("fail_dereg soft_0 1 EBUSY");
+      const Status st = r->unregister();
+      check(st.code() == Errc::Unquiesced, "unregister with a refused MR: " + st.to_string());
+      check(e.rdma_stats().retained == retained + 1, "the refused GPU MR is not counted retained");
+    }
+    check(softcuda_stat("live_device_allocations") == allocations + 1,
+          "the allocation behind a retained GPU MR was freed");
+    check(device_memory_fds() == fds + 1 + (route == "dmabuf" ? 1 : 0),
+          "the dma-buf of a retained GPU MR was closed");
+    g_close_retains = true;  // the engine's close says so too
+  }
 }
 
 void check_route(Context& c) {
@@ -642,7 +703,14 @@ int main(int argc, char** argv) {
   scenarios.at(name)(c);
   if (name != "copy_faults") check_route(c);
   barrier(c, "before close");
-  check_ok(c.comm.engine().close(std::chrono::seconds(30)), "engine close");
+  const orbite::Status closed = c.comm.engine().close(std::chrono::seconds(30));
+  if (g_close_retains) {
+    check(closed.code() == orbite::Errc::Unquiesced &&
+              closed.message().find("retained") != std::string::npos,
+          "engine close with a retained GPU MR: " + closed.to_string());
+  } else {
+    check_ok(closed, "engine close");
+  }
   std::printf("rank %d: PASS %s\n", c.rank, name.c_str());
   std::fflush(stdout);
   return 0;

@@ -387,6 +387,7 @@ Status MrSet::prepare_gpu(const detail::RegionRecord& region, GdrRoute route) {
   if (region.length == 0 || region.cuda == nullptr) return {};
   const auto address = reinterpret_cast<std::uint64_t>(region.base);
   std::uint64_t export_base = 0;
+  gpu_memory_ = region.cuda;
   if (route == GdrRoute::Dmabuf) {
     ORBITE_ASSIGN_OR_RETURN(const cuda::DmabufExport exported, region.cuda->export_dmabuf());
     dmabuf_fd_ = exported.fd;
@@ -448,14 +449,18 @@ bool MrSet::release() {
                         ": ibv_dereg_mr failed: " + std::strerror(rc));
         *mr = nullptr;  // retained: never deregistered again
         ok = false;
+        refused_ = true;
         continue;
       }
       add(engine_->counters().mr_deregistrations);
       *mr = nullptr;
     }
   }
-  // The dma-buf outlives its MRs: closed once all of them are gone, exactly once.
-  if (ok && dmabuf_fd_ >= 0) {
+  // A refused MR still reaches the device memory: its dma-buf and allocation stay for good.
+  if (refused_) return false;
+  // The dma-buf outlives its MRs: closed once all of them are gone, exactly once. A failed
+  // close is not retried; the MRs are gone, so the allocation may go.
+  if (dmabuf_fd_ >= 0) {
     const int fd = std::exchange(dmabuf_fd_, -1);
     if (::close(fd) != 0) {
       engine_->retain("the dma-buf of a GPU MR: close failed: " +
@@ -463,6 +468,7 @@ bool MrSet::release() {
       ok = false;
     }
   }
+  gpu_memory_.reset();
   return ok;
 }
 

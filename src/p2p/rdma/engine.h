@@ -23,6 +23,10 @@
 #include "p2p/transport.h"
 #include "topo/selector.h"
 
+namespace orbite::cuda {
+class Allocation;
+}  // namespace orbite::cuda
+
 namespace orbite::rdma {
 
 class MrCache;
@@ -269,6 +273,10 @@ class MrSet final : public p2p::DomainRegistration {
   // deregistration keeps it open with the MR (the set is then retained); a failed close is not
   // retried.
   int dmabuf_fd_ = -1;
+  // The device allocation behind GPU MRs: kept until they are all deregistered, so memory a
+  // retained MR still reaches is never freed.
+  std::shared_ptr<cuda::Allocation> gpu_memory_;
+  bool refused_ = false;  // an ibv_dereg_mr failed: the set keeps what its MRs reach
   std::shared_ptr<const detail::RegionRecord> owner_;  // set in a view: whose MRs these are
 };
 
