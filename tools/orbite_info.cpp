@@ -14,6 +14,10 @@
 
 #include "platform/cuda_loader.h"
 #include "proxy/host_topology.h"
+#if ORBITE_WITH_RDMA
+#include "p2p/rdma/gdr.h"
+#include "platform/ibv_loader.h"
+#endif
 
 namespace {
 
@@ -25,7 +29,8 @@ constexpr const char* kUsage = R"(usage: orbite-info [--json]
 Prints OrbiTE's version, the optional features this build contains (RDMA, CUDA, MPI bootstrap),
 which run-time libraries this machine provides (libibverbs.so.1, libcuda.so.1, hwloc) and the
 CUDA driver's devices (ordinal, PCI bus ID, NUMA node, memory, UUID) with each one's NIC tiers
-as the RDMA path ranks them (orbite-topo shows the whole topology).
+as the RDMA path ranks them (orbite-topo shows the whole topology) and the GPUDirect RDMA route
+rdma.cuda_memory = "direct" would take for it (or why none).
 
   --json              the same report as JSON
   --cuda-entry-points how the driver's cuGetProcAddress answered each entry point OrbiTE asks
@@ -97,6 +102,36 @@ std::optional<std::array<std::vector<std::string>, orbite::topo::kTierCount>> ti
   return out;
 }
 
+// GPUDirect RDMA for a device: the route rdma.cuda_memory = "direct" with
+// gpu_direct_registration = auto would take here ("dmabuf" or "peermem"), or "" and why not.
+struct GpuDirectAnswer {
+  std::string route;
+  std::string why;
+};
+
+GpuDirectAnswer gpudirect_of(const orbite::cuda::DeviceIdentity& d) {
+#if ORBITE_WITH_RDMA
+  if (!d.gpudirect_rdma) return {"", "the device does not support GPUDirect RDMA"};
+  if (d.gpudirect_writes_ordering < 100) {  // CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER
+    return {"", "the device does not order GPUDirect RDMA writes for its own work"};
+  }
+  auto verbs = orbite::rdma::load_ibverbs();
+  if (!verbs.ok()) return {"", verbs.status().message()};
+  orbite::rdma::GdrPrerequisites p;
+  p.device_dma_buf = d.dma_buf;
+  p.export_entry = d.dma_buf_export;
+  p.verbs_dmabuf_entry = (*verbs)->reg_dmabuf_mr != nullptr;
+  p.peermem_file = orbite::rdma::peermem_probe(orbite::rdma::sysfs_root());
+  auto route = orbite::rdma::resolve_gdr_route(orbite::rdma::GpuDirectRegistration::Auto, p,
+                                               "cuda:" + std::to_string(d.ordinal));
+  if (!route.ok()) return {"", route.status().message()};
+  return {orbite::rdma::gdr_route_name(*route), ""};
+#else
+  (void)d;
+  return {"", "this build has no RDMA transport"};
+#endif
+}
+
 nlohmann::ordered_json cuda_json(const CudaDevices& c) {
   nlohmann::ordered_json j = nlohmann::ordered_json::array();
   for (const auto& d : c.devices) {
@@ -109,6 +144,13 @@ nlohmann::ordered_json cuda_json(const CudaDevices& c) {
     dev["numa_node"] = d.numa_node;
     auto tiers = tiers_of(c, d.ordinal);
     dev["nic_tiers"] = tiers ? nlohmann::ordered_json(*tiers) : nlohmann::ordered_json(nullptr);
+    const GpuDirectAnswer g = gpudirect_of(d);
+    dev["gpudirect"] = {{"rdma_supported", d.gpudirect_rdma},
+                        {"dma_buf_supported", d.dma_buf},
+                        {"writes_ordering", d.gpudirect_writes_ordering},
+                        {"route", g.route.empty() ? nlohmann::ordered_json(nullptr)
+                                                  : nlohmann::ordered_json(g.route)},
+                        {"why_not", g.why}};
     j.push_back(std::move(dev));
   }
   return j;
@@ -138,6 +180,9 @@ void print_cuda(const CudaDevices& c) {
     } else {
       std::printf("           NIC tiers unknown: %s\n", c.host.status().to_string().c_str());
     }
+    const GpuDirectAnswer g = gpudirect_of(d);
+    std::printf("           GPUDirect RDMA (auto route): %s\n",
+                g.route.empty() ? ("none: " + g.why).c_str() : g.route.c_str());
   }
 }
 

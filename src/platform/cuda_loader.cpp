@@ -183,7 +183,16 @@ Result<std::vector<DeviceIdentity>> list_devices() {
                   "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
                   u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
                   u[14], u[15]);
-    devices.push_back(DeviceIdentity{i, bus, name, text, bytes, numa < 0 ? -1 : numa});
+    DeviceIdentity d{i, bus, name, text, bytes, numa < 0 ? -1 : numa};
+    auto attribute = [&](CUdevice_attribute attr) {
+      int v = 0;
+      return a->cuDeviceGetAttribute_(&v, attr, dev) == CUDA_SUCCESS ? v : 0;
+    };
+    d.gpudirect_rdma = attribute(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED) != 0;
+    d.dma_buf = attribute(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED) != 0;
+    d.gpudirect_writes_ordering = attribute(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING);
+    d.dma_buf_export = a->cuMemGetHandleForAddressRange_ != nullptr;
+    devices.push_back(std::move(d));
   }
   return devices;
 }

@@ -28,6 +28,11 @@ struct DeviceIdentity {
   std::string uuid;        // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
   std::uint64_t memory_bytes = 0;
   int numa_node = -1;  // CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID where the driver knows it
+  // GPUDirect RDMA as the device advertises it (false/0 where the driver does not answer).
+  bool gpudirect_rdma = false;        // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
+  bool dma_buf = false;               // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
+  int gpudirect_writes_ordering = 0;  // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING
+  bool dma_buf_export = false;        // the driver exports cuMemGetHandleForAddressRange
 };
 // The devices as the driver numbers them (CUDA_VISIBLE_DEVICES applies). Creates no context.
 Result<std::vector<DeviceIdentity>> list_devices();

@@ -255,7 +255,9 @@ TEST(OrbiteInfo, ListsCudaDevicesWithBusIdsAndNicTiers) {
       {"SOFTVERBS_CONFIG", verbs},
       {"SOFTCUDA_CONFIG",
        R"({"devices": [{"pci_bus_id": "0000:4E:00.0", "numa_node": 0, "memory_gib": 80},
-                       {"pci_bus_id": "0000:CB:00.0", "numa_node": 7, "memory_gib": 40}]})"},
+                       {"pci_bus_id": "0000:CB:00.0", "numa_node": 7, "memory_gib": 40,
+                        "dma_buf": false}]})"},
+      {"ORBITE_SYSFS_ROOT", dir.path()},  // no peermem module
       // ASan preset: GCC 12's LeakSanitizer crashed in its own tracer ("Tracer caught signal
       // 11") walking the main thread's TLS at orbite-info's exit on a kernel 6.18 VM, with two
       // softcuda devices, at 5d911a3 as well (not on the 2026-12-03 machine). Leak checking stays
@@ -270,9 +272,15 @@ TEST(OrbiteInfo, ListsCudaDevicesWithBusIdsAndNicTiers) {
   EXPECT_EQ(gpu0["numa_node"], 0);
   EXPECT_EQ(gpu0["memory_bytes"], 80ULL << 30);
   EXPECT_EQ(gpu0["nic_tiers"], nlohmann::json::parse(R"([[], ["soft_0"], []])")) << o.out;
+  // The GPUDirect route "direct" would take: dma-buf on the first, none on the second.
+  EXPECT_EQ(gpu0["gpudirect"]["route"], "dmabuf") << o.out;
   const auto& gpu1 = doc["cuda_devices"][1];
   EXPECT_EQ(gpu1["pci_bus_id"], "0000:CB:00.0");
   EXPECT_EQ(gpu1["nic_tiers"], nlohmann::json::parse(R"([[], [], ["soft_0"]])")) << o.out;
+  EXPECT_TRUE(gpu1["gpudirect"]["route"].is_null()) << o.out;
+  EXPECT_NE(gpu1["gpudirect"]["why_not"].get<std::string>().find("DMA_BUF_SUPPORTED"),
+            std::string::npos)
+      << o.out;
 
   // The driver's numbering: CUDA_VISIBLE_DEVICES=1 leaves the second device, as cuda:0.
   env["CUDA_VISIBLE_DEVICES"] = "1";
@@ -281,6 +289,9 @@ TEST(OrbiteInfo, ListsCudaDevicesWithBusIdsAndNicTiers) {
   EXPECT_NE(o.out.find("CUDA devices: 1 "), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("cuda:0   0000:CB:00.0"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("tier 0: -; tier 1: -; tier 2: soft_0"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("GPUDirect RDMA (auto route): none: cuda:0: no GPUDirect RDMA route"),
+            std::string::npos)
+      << o.out;
 
   // The table the GPU gate dumps: every required entry point resolved on softcuda.
   o = testing::run_program({info, "--cuda-entry-points"}, 60s, env);
