@@ -572,9 +572,11 @@ void gpudirect(Context& c) {
   auto region = mine.register_with(e);
   check_ok(region.status(), "register for the staged target");
   if (c.rank == 0) {
+    mine.fill(200000, 5000, 77);  // what forged descriptors must leave as it is
     send_string(c, region->export_descriptor().bytes(), 1, 4);
     await_peer(c, 1, 5);
     mine.expect(4096, 70001, 55, "rank 1's put into device memory");
+    mine.expect(200000, 5000, 77, "device memory under forged descriptors");
     check(e.stats().staging_loans > 0, "the owner's staging did not carry the put");
   } else {
     auto target = RemoteRegion::from_bytes(recv_string(c, 0, 4));
@@ -583,6 +585,13 @@ void gpudirect(Context& c) {
     check(std::find(staged.begin(), staged.end(), Transport::Rdma) != staged.end(),
           "rank 0's device region is not published staged on rdma");
     mine.fill(0, 70001, 55);
+    // Forged descriptors of the device region: refused by its owner, nothing written.
+    for (const char* field : {"generation", "id"}) {
+      const RemoteRegion forged = tampered(*target, field, 0x5eed);
+      expect_failure(e.put(*region, 0, forged, 200000, 5000, c.options),
+                     {Errc::InvalidArgument, Errc::NotFound, Errc::PermissionDenied},
+                     std::string("a put with a forged ") + field);
+    }
     Request put =
         accepted(e.put(*region, 0, *target, 4096, 70001, c.options), "put into a GPU region");
     wait_ok(put, "put into a GPU region");

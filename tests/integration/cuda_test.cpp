@@ -353,6 +353,15 @@ TEST(GpuDirect, AnExplicitRouteWithoutItsPrerequisitesIsUnavailableAndNeverStage
                        "advertise CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED"),
             std::string::npos)
       << o.out << o.err;
+  // An export that fails is returned, peermem (loaded here) never tried instead.
+  env = peermem_without_dmabuf(sysfs, "dmabuf");
+  env["SOFTCUDA_CONFIG"] =
+      R"({"devices": [{"peermem": true}],
+          "faults": ["fail cuMemGetHandleForAddressRange 1 CUDA_ERROR_OUT_OF_MEMORY"]})";
+  o = run("gpudirect", {"rdma", "cuda", "host"}, 2, env);
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.out.find("cuMemGetHandleForAddressRange"), std::string::npos) << o.out << o.err;
+  EXPECT_EQ(o.out.find("peermem registrations"), std::string::npos) << o.out;
   // Direct without MLX5_SCATTER_TO_CQE=0: the engine is not created.
   env = gpudirect_env("dmabuf");
   env["MLX5_SCATTER_TO_CQE"] = "1";
