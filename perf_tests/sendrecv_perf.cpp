@@ -3,7 +3,7 @@
 // same loops with Open MPI; scripts/compare-mpi.sh runs both and prints the ratios.
 //
 //   orbite-run -n 2 build/perf_tests/sendrecv_perf [-b 8] [-e 64M] [-f 2] [-n 100] [-w 10]
-//       [-c 1] [--transport unspec|tcp|shm|rdma] [--window 16] [--memory host|cuda|pinned]
+//       [-c 1] [--transport unspec|tcp|shm|rdma|nvlink] [--window 16] [--memory host|cuda|pinned]
 //       [--json FILE]
 //
 // Ranks beyond 1 only join the final barrier, so the binary runs under any launcher size.
@@ -58,7 +58,8 @@ class SendRecvBench {
         window_(window),
         rank_(comm.rank()),
         peer_(1 - comm.rank()),
-        topt_(perf::transfer_options(options)) {
+        topt_(perf::transfer_options(options)),
+        ctl_(perf::control_options(options)) {
     auto sizes = perf::size_list(o_);
     std::uint64_t largest = sizes.back();
     std::uint64_t recv_bytes = 0;
@@ -96,10 +97,10 @@ class SendRecvBench {
       }
       p.wrong += verify(size);
       if (rank_ == 1) {
-        perf::send_word(comm_, p.wrong, peer_, kTagWrong, topt_, "sending the check result");
+        perf::send_word(comm_, p.wrong, peer_, kTagWrong, ctl_, "sending the check result");
       } else {
         p.wrong +=
-            perf::recv_word(comm_, peer_, kTagWrong, topt_, "receiving rank 1's check result");
+            perf::recv_word(comm_, peer_, kTagWrong, ctl_, "receiving rank 1's check result");
       }
     }
     return p;
@@ -111,14 +112,20 @@ class SendRecvBench {
                            std::to_string(peer_) + ": " + s.to_string());
   }
 
+  // The stream's 1-byte acknowledgement is host memory: under nvlink (device memory only) it
+  // goes over shm, beside the measured messages, as the check words do.
+  const orbite::TransferOptions& options_for(int tag) const {
+    return tag == kTagAck ? ctl_ : topt_;
+  }
+
   Request post_send(const void* data, std::uint64_t bytes, int tag) {
-    auto r = comm_.isend(data, bytes, peer_, tag, topt_);
+    auto r = comm_.isend(data, bytes, peer_, tag, options_for(tag));
     if (!r.ok()) fail("isend", bytes, r.status());
     return std::move(r).value();
   }
 
   Request post_recv(void* data, std::uint64_t bytes, int tag) {
-    auto r = comm_.irecv(data, bytes, peer_, tag, topt_);
+    auto r = comm_.irecv(data, bytes, peer_, tag, options_for(tag));
     if (!r.ok()) fail("irecv", bytes, r.status());
     return std::move(r).value();
   }
@@ -233,7 +240,8 @@ class SendRecvBench {
   int window_;
   int rank_;
   int peer_;
-  orbite::TransferOptions topt_;
+  orbite::TransferOptions topt_;  // the measured messages
+  orbite::TransferOptions ctl_;   // acknowledgements and check words (shm beside nvlink)
   perf::BenchMemory send_;
   perf::BenchMemory recv_;
   std::vector<Request> reqs_;
@@ -252,7 +260,14 @@ int main(int argc, char** argv) {
                       &window, 1, 1024),
        perf::memory_flag(&memory)}};
   program.rdma = true;
+  program.nvlink = true;
   perf::Options o = perf::parse_options(argc, argv, program, perf::launcher_rank() <= 0);
+  const bool nvlink =
+      std::find(o.transports.begin(), o.transports.end(), "nvlink") != o.transports.end();
+  if (nvlink && memory != "cuda") {
+    perf::usage_error(program, perf::launcher_rank() <= 0,
+                      "flag --transport: nvlink moves device memory only; add --memory cuda");
+  }
 
   Communicator comm = perf::join_job();
   int rank = comm.rank();

@@ -8,6 +8,8 @@
 #include <map>
 #include <sstream>
 
+#include <orbite/cuda.h>
+
 #include "comm/communicator_impl.h"
 #include "comm/peer_record.h"
 #include "common/clock.h"
@@ -215,10 +217,13 @@ Status check_p2p(const char* op, const void* data, std::uint64_t bytes, int peer
     return Status::error(Errc::InvalidArgument, std::string(op) + ": data is null with " +
                                                     std::to_string(bytes) + " bytes");
   }
-  if (options.transport == Transport::Nvlink) {
-    return Status::error(Errc::Unavailable, std::string(op) + ": transport " +
-                                                std::string(to_string(options.transport)) +
-                                                " is not available in this engine yet");
+  // A message forced onto nvlink moves device memory device to device (its frames go over shm
+  // beside cuda_ipc): a host buffer has no such path.
+  if (options.transport == Transport::Nvlink && bytes > 0 && !cuda::is_device_pointer(data)) {
+    return Status::error(Errc::Unavailable,
+                         std::string(op) +
+                             ": transport nvlink carries device memory only; this buffer is host "
+                             "memory");
   }
   return {};
 }

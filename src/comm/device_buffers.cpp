@@ -22,7 +22,8 @@ Status attach_device_buffer(RequestState& s, const void* data, std::uint64_t byt
   }
   ORBITE_ASSIGN_OR_RETURN(auto view, cuda::device_view_of(data, bytes));
   if (!view) return {};
-  if (bytes > kDeviceBounceBytes) {
+  // Forced onto nvlink, even a small message is read device to device (never bounced).
+  if (bytes > kDeviceBounceBytes || s.options.transport == Transport::Nvlink) {
     s.device = std::move(view->alloc);
     s.device_offset = view->offset;
     return {};

@@ -223,6 +223,15 @@ void Protocol::read_exposed(Link& link, PeerEndpoint& ep, const ReqPtr& recv,
   if (read_exposed_over_ipc(link, ep, recv, sender_id, length, region, generation, staged)) {
     return;
   }
+  if (recv->options.transport == Transport::Nvlink) {
+    const Status st = Status::error(
+        Errc::Unavailable,
+        "transport nvlink: the sender's buffer is not published on cuda_ipc (host memory, or "
+        "memory the driver does not export) or this receive is not device memory");
+    send_control(ep, FrameType::Reject, sender_id, static_cast<std::uint64_t>(st.code()), 0, 0, 0,
+                 "the receiver's read failed: " + st.message());
+    return detail::complete_request(*recv, st);
+  }
   auto op = std::make_shared<StagedOp>();
   op->req = recv;
   op->link = &link;

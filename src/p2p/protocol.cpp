@@ -27,6 +27,7 @@ constexpr std::size_t kMaxReorder = 1 << 16;
 Result<PeerEndpoint*> Protocol::route(Link& link, const Req& req) {
   const bool host = (!req.local || req.local->kind == MemoryKind::Host) && !req.device;
   const bool rma = req.kind == OpKind::Put || req.kind == OpKind::Get;
+  if (!rma && req.options.transport == Transport::Nvlink) return nvlink_message_route(link);
   const auto wanted = static_cast<std::size_t>(req.options.transport);
   if (host && !rma && link.host_routes[wanted] != nullptr) return link.host_routes[wanted];
   if (host && rma && link.rma_routes[wanted].endpoint != nullptr &&
@@ -206,6 +207,25 @@ void Protocol::frame_written(PeerEndpoint& ep, SendItem& item) {
   } else if (item.on_written == SendItem::SendProgress && req.lane_link != nullptr) {
     add_received(*req.lane_link, req.id, item.data_len);
   }
+}
+
+Result<PeerEndpoint*> Protocol::nvlink_message_route(Link& link) {
+  // cuda_ipc carries no frames: a message forced onto nvlink sends its frames over shm, and its
+  // payload (always exposed: device memory never goes eager) is read device to device over
+  // cuda_ipc by the receiver (read_exposed_over_ipc).
+  const std::string peer = "peer " + link.ep.id.substr(0, 8);
+  if (link.endpoint(TransportId::CudaIpc) == nullptr) {
+    return Status::error(Errc::Unavailable, "transport nvlink: no cuda_ipc endpoint to " + peer +
+                                                (link.same_host ? "" : " (another host)"));
+  }
+  PeerEndpoint* frames = link.endpoint(TransportId::Shm);
+  if (frames == nullptr) {
+    return Status::error(Errc::Unavailable,
+                         "transport nvlink: messages need shm for their "
+                         "frames beside cuda_ipc, and there is none to " +
+                             peer);
+  }
+  return frames;
 }
 
 void Protocol::issue_send(Link& link, const ReqPtr& req) {

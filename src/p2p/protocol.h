@@ -114,6 +114,8 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
 
   // protocol.cpp: routes, send/recv matching
   Result<PeerEndpoint*> route(Link& link, const Req& req);
+  // A message forced onto nvlink: its frames' endpoint (shm), when cuda_ipc reaches the peer.
+  Result<PeerEndpoint*> nvlink_message_route(Link& link);
   void issue(Link& link, const ReqPtr& req);
   void issue_send(Link& link, const ReqPtr& req);
   void issue_recv(Link& link, const ReqPtr& req);

@@ -122,9 +122,10 @@ ipc_perf() {
   "$build/perf_tests/cuda_d2d_bw" --sizes 1M,4M,16M,64M,256M --window 16 -n 20
   "$build/bin/orbite-run" -n 2 --timeout 240 -- "$build/perf_tests/putget_perf" --memory cuda \
     --transport nvlink -c 1 -b 1M -e 256M -f 4 -n 20 -w 3
-  # Device messages: unspec (large ones read over cuda_ipc) beside shm (staged through the host).
+  # Device messages: forced onto nvlink (every size read over cuda_ipc), unspec (large ones read
+  # over cuda_ipc) beside shm (staged through the host).
   "$build/bin/orbite-run" -n 2 --timeout 240 -- "$build/perf_tests/sendrecv_perf" --memory cuda \
-    --transport unspec,shm -c 1 -b 1M -e 256M -f 4 -n 20 -w 3
+    --transport nvlink,unspec,shm -c 1 -b 8 -e 256M -f 8 -n 20 -w 3
 }
 step ipc_perf ipc_perf
 

@@ -16,6 +16,8 @@
 //               memory refused, one mapping for many accesses, closed by the owner's unregister
 //   ipc_unquiesced  (nvlink, softcuda) an importer's hung copy keeps the owner's unregister
 //               Unquiesced, and once it goes on unregister succeeds
+//   nvlink_messages  (nvlink) isend/irecv forced onto nvlink: read device to device over
+//               cuda_ipc at every size; a host buffer refused
 //   gpudirect   (rdma, cuda_memory direct) putget from device memory through GPU MRs, counted
 //               by route (CUDA_TEST_GDR_ROUTE), unstaged; a put into device memory staged
 #include <cuda.h>
@@ -216,6 +218,50 @@ void softverbs_command(const std::string& command) {
   const int rc = fn(command.c_str(), reply, sizeof(reply));
   check(rc == 0, "softverbs '" + command + "': " + reply);
   ::dlclose(lib);
+}
+
+// nvlink_messages: isend/irecv forced onto nvlink between device buffers: every size, small ones
+// too, read device to device over cuda_ipc (its counters; nothing staged, nothing left mapped);
+// a host buffer is refused at submission.
+void nvlink_messages(Context& c) {
+  TransferOptions nv;
+  nv.transport = Transport::Nvlink;
+  const std::uint64_t sizes[] = {8, 60000, 200 * kKiB + 1, 3 * kMiB + 5};
+  Memory buf("cuda", 4 * kMiB);
+  const int peer = 1 - c.rank;
+  std::uint64_t received = 0;
+  for (int round = 0; round < 2; ++round) {
+    const bool sending = (c.rank == 0) == (round == 0);
+    for (std::uint64_t n : sizes) {
+      const std::string what =
+          "nvlink message of " + std::to_string(n) + " bytes, round " + std::to_string(round);
+      const std::uint64_t seed = 2000 + n + round;
+      if (sending) {
+        buf.fill(0, n, seed);
+        Request r = accepted(c.comm.isend(buf.data(), n, peer, 6, nv), "isend " + what);
+        wait_ok(r, "isend " + what);
+      } else {
+        Request r = accepted(c.comm.irecv(buf.data(), 4 * kMiB, peer, 6, nv), "irecv " + what);
+        wait_ok(r, "irecv " + what);
+        check(r.bytes() == n, "received " + std::to_string(r.bytes()) + " bytes of a " + what);
+        buf.expect(0, n, seed, what);
+        received += n;
+      }
+    }
+  }
+  const EngineStats s = c.comm.engine().stats();
+  check(s.of(Transport::Nvlink).bytes_received >= received,
+        "cuda_ipc read " + std::to_string(s.of(Transport::Nvlink).bytes_received) + " of " +
+            std::to_string(received) + " bytes received");
+  check(s.staging_loans == 0, "nvlink messages were staged");
+  check(!softcuda::loaded() || live_ipc_imports() == 0, "a message left the sender mapped");
+  std::vector<std::byte> host(64);
+  Result<Request> refused = c.comm.isend(host.data(), host.size(), peer, 7, nv);
+  check(!refused.ok() && refused.status().code() == Errc::Unavailable &&
+            refused.status().message().find("host memory") != std::string::npos,
+        "a host buffer forced onto nvlink: " +
+            (refused.ok() ? std::string("accepted") : refused.status().to_string()));
+  barrier(c, "nvlink messages");
 }
 
 void sendrecv(Context& c) {
@@ -681,11 +727,13 @@ int main(int argc, char** argv) {
       {"copy_faults", copy_faults},
       {"ipc", ipc},
       {"ipc_unquiesced", ipc_unquiesced},
-      {"gpudirect", gpudirect}};
+      {"gpudirect", gpudirect},
+      {"nvlink_messages", nvlink_messages}};
   if (argc != 2 || scenarios.count(argv[1]) == 0) {
     std::fprintf(stderr,
                  "usage: orbite-cuda-probe "
-                 "putget|sendrecv|allreduce|readiness|copy_faults|ipc|ipc_unquiesced|gpudirect\n");
+                 "putget|sendrecv|allreduce|readiness|copy_faults|ipc|ipc_unquiesced|gpudirect|"
+                 "nvlink_messages\n");
     return 2;
   }
   const std::string name = argv[1];

@@ -136,6 +136,10 @@ TEST(CudaIpc, AnImporterThatCannotLetGoLeavesUnregisterUnquiesced) {
   expect_pass("ipc_unquiesced", {"nvlink", "cuda", "cuda"});
 }
 
+TEST(CudaIpc, MessagesForcedOntoNvlinkAreReadDeviceToDeviceAtEverySize) {
+  expect_pass("nvlink_messages", {"nvlink", "cuda", "cuda"});
+}
+
 TEST(CudaIpc, UnspecifiedPrefersIpcForDeviceMemoryOnOneHost) {
   // The probe's route check is for a forced transport: here the counters say which one ran.
   Outcome o = expect_pass("putget", {"unspec", "cuda", "cuda"}, 2, false,

@@ -426,7 +426,7 @@ TEST(PerfHarness, RejectsBadFlagsNamingThem) {
   };
   for (const Case& c :
        std::vector<Case>{{{"-b", "8x"}, "-b"},
-                         {{"--transport", "nvlink"}, "nvlink"},
+                         {{"--transport", "nvlink"}, "--memory cuda"},
                          {{"-n", "-3"}, "-n"},
                          {{"--bogus"}, "--bogus"},
                          {{"--transport", "shm,tcp", "--json", "x.json"}, "--json"}}) {
