@@ -129,6 +129,9 @@ struct MrInfo {
   int access = 0;
   ibv_pd* pd = nullptr;
   GpuMapping gpu;  // device memory (dma-buf or peermem); owned by the MR
+  // The application's handle (an MrBox): reachable from the device for as long as the MR exists,
+  // as a kernel driver keeps its MR object, also after a failed ibv_dereg_mr left it registered.
+  const void* box = nullptr;
 };
 
 // A type-2B memory window (mw.cpp). Its index is fixed at allocation: the lowest free one from

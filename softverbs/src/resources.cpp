@@ -50,6 +50,7 @@ ibv_mr* register_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int ac
   info.iova = iova;
   info.host = gpu.base != nullptr ? gpu.host : static_cast<char*>(addr);
   info.gpu = gpu;
+  info.box = box;
   info.length = length;
   info.access = access;
   info.pd = pd;

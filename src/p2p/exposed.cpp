@@ -104,16 +104,7 @@ bool Protocol::read_exposed_over_ipc(Link& link, PeerEndpoint& ep, const ReqPtr&
   PeerEndpoint* msgs = &ep;
   op.done = [this, raw, at, msgs, sender_id, length](const Status& st) {
     if (st.ok()) bump(counters_.of(TransportId::CudaIpc).bytes_received, length);
-    if (at->state == PeerLink::State::Established && at->endpoint(msgs->id()) == msgs) {
-      if (st.ok()) {
-        send_control(*msgs, FrameType::Fin, sender_id, 0, length);
-      } else {
-        send_control(*msgs, FrameType::Reject, sender_id, static_cast<std::uint64_t>(st.code()), 0,
-                     0, 0, "the receiver's read failed: " + st.message());
-      }
-    }
-    if (st.ok()) raw->bytes_done.store(length);
-    detail::complete_request(*raw, st);
+    finish_exposed_read(*at, *msgs, *raw, sender_id, st, length);
   };
   auto done = op.done;
   if (Status st = via->start_rma(std::move(op)); !st.ok()) done(st);
@@ -211,6 +202,21 @@ void Protocol::on_exposed(Link& link, const FrameHeader& h, PeerEndpoint& ep) {
   read_exposed(link, ep, recv, sender, length, h.a, h.b, static_cast<std::uint32_t>(h.c), h.d);
 }
 
+void Protocol::finish_exposed_read(Link& link, PeerEndpoint& ep, Req& recv, std::uint64_t sender_id,
+                                   const Status& st, std::uint64_t bytes) {
+  // The sender learns the outcome only while the link and the endpoint its Rts came on stand.
+  if (link.state == PeerLink::State::Established && link.endpoint(ep.id()) == &ep) {
+    if (st.ok()) {
+      send_control(ep, FrameType::Fin, sender_id, 0, bytes);
+    } else {
+      send_control(ep, FrameType::Reject, sender_id, static_cast<std::uint64_t>(st.code()), 0, 0, 0,
+                   "the receiver's read failed: " + st.message());
+    }
+  }
+  if (st.ok()) recv.bytes_done.store(bytes);
+  detail::complete_request(recv, st);
+}
+
 void Protocol::read_exposed(Link& link, PeerEndpoint& ep, const ReqPtr& recv,
                             std::uint64_t sender_id, std::uint64_t length, std::uint64_t region,
                             std::uint64_t generation, std::uint32_t staged, std::uint64_t chunk) {
@@ -224,13 +230,13 @@ void Protocol::read_exposed(Link& link, PeerEndpoint& ep, const ReqPtr& recv,
     return;
   }
   if (recv->options.transport == Transport::Nvlink) {
-    const Status st = Status::error(
-        Errc::Unavailable,
-        "transport nvlink: the sender's buffer is not published on cuda_ipc (host memory, or "
-        "memory the driver does not export) or this receive is not device memory");
-    send_control(ep, FrameType::Reject, sender_id, static_cast<std::uint64_t>(st.code()), 0, 0, 0,
-                 "the receiver's read failed: " + st.message());
-    return detail::complete_request(*recv, st);
+    return finish_exposed_read(
+        link, ep, *recv, sender_id,
+        Status::error(Errc::Unavailable,
+                      "transport nvlink: the sender's buffer is not published on cuda_ipc (host "
+                      "memory, or memory the driver does not export) or this receive is not "
+                      "device memory"),
+        0);
   }
   auto op = std::make_shared<StagedOp>();
   op->req = recv;
@@ -254,16 +260,7 @@ void Protocol::read_exposed(Link& link, PeerEndpoint& ep, const ReqPtr& recv,
   Link* at = &link;
   PeerEndpoint* via = &ep;
   op->finish = [this, raw, at, via, sender_id](const Status& st, std::uint64_t bytes) {
-    if (at->state == PeerLink::State::Established && at->endpoint(via->id()) == via) {
-      if (st.ok()) {
-        send_control(*via, FrameType::Fin, sender_id, 0, bytes);
-      } else {
-        send_control(*via, FrameType::Reject, sender_id, static_cast<std::uint64_t>(st.code()), 0,
-                     0, 0, "the receiver's read failed: " + st.message());
-      }
-    }
-    if (st.ok()) raw->bytes_done.store(bytes);
-    detail::complete_request(*raw, st);
+    finish_exposed_read(*at, *via, *raw, sender_id, st, bytes);
   };
   start_staged(std::move(op));
 }

@@ -207,6 +207,10 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void on_expose_request(Link& link, const FrameHeader& h, PeerEndpoint& ep);
   void ask_exposure(Link& link, const ReqPtr& recv, const detail::Arrival& a);
   void on_exposed(Link& link, const FrameHeader& h, PeerEndpoint& ep);
+  // The end of a receiver's read of an exposed message: Fin (or Reject naming `st`) to the
+  // sender while its link and endpoint stand, then the receive completes.
+  void finish_exposed_read(Link& link, PeerEndpoint& ep, Req& recv, std::uint64_t sender_id,
+                           const Status& st, std::uint64_t bytes);
   void read_exposed(Link& link, PeerEndpoint& ep, const ReqPtr& recv, std::uint64_t sender_id,
                     std::uint64_t length, std::uint64_t region, std::uint64_t generation,
                     std::uint32_t staged, std::uint64_t chunk);

@@ -189,9 +189,10 @@ bool CudaIpcLane::busy() const {
 }
 
 int CudaIpcLane::next_timer_ms() const {
-  // A registration a peer mapped may be unregistered at any time; unregister drives the lane's
-  // passes itself, so this only bounds how long a sleeping lane takes to notice.
-  return exported_.empty() ? -1 : 50;
+  // No timer: a registration a peer mapped is unregistered by a thread that drives the lanes'
+  // passes itself (MemoryRegion::unregister polls them until its pins go), so the owner's pass
+  // sends IpcUnmap without a periodic wake-up of an idle lane.
+  return -1;
 }
 
 void CudaIpcLane::forget(PeerLink& link) {
