@@ -21,7 +21,6 @@
 //   gpudirect   (rdma, cuda_memory direct) putget from device memory through GPU MRs, counted
 //               by route (CUDA_TEST_GDR_ROUTE), unstaged; a put into device memory staged
 #include <cuda.h>
-#include <dlfcn.h>
 #include <orbite/bootstrap.h>
 #include <orbite/communicator.h>
 #include <orbite/cuda.h>
@@ -31,7 +30,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -39,76 +37,9 @@
 #include <string>
 #include <thread>
 
-#include "p2p_probe.h"
+#include "cuda_probe.h"
 
 namespace orbite::probe {
-namespace {
-
-constexpr std::uint64_t kRegion = 8 * kMiB;
-
-// Memory of one kind: device (driver copies), pinned host or ordinary host.
-class Memory {
- public:
-  Memory(const std::string& kind, std::uint64_t bytes) : kind_(kind), bytes_(bytes) {
-    if (kind == "cuda") {
-      auto m = cuda::CudaMemory::allocate(0, bytes);
-      check_ok(m.status(), "cuda allocate");
-      device_ = *m;
-    } else if (kind == "pinned") {
-      auto m = cuda::allocate_pinned_host(bytes);
-      check_ok(m.status(), "pinned allocate");
-      pinned_ = *m;
-    } else {
-      check(kind == "host", "memory kind '" + kind + "' (host, cuda or pinned)");
-      host_.resize(bytes);
-    }
-  }
-  void* data() {
-    if (device_.valid()) return device_.data();
-    if (pinned_.valid()) return pinned_.data();
-    return host_.data();
-  }
-  void fill(std::uint64_t at, std::uint64_t n, std::uint64_t seed) {
-    Bytes b(n);
-    fill_pattern(b.data(), n, seed);
-    write(at, b.data(), n);
-  }
-  void write(std::uint64_t at, const std::byte* src, std::uint64_t n) {
-    if (device_.valid()) {
-      check_ok(device_.copy_from_host(at, src, n), "copy_from_host");
-    } else {
-      std::memcpy(static_cast<std::byte*>(data()) + at, src, n);
-    }
-  }
-  Bytes read(std::uint64_t at, std::uint64_t n) {
-    Bytes b(n);
-    if (device_.valid()) {
-      check_ok(device_.copy_to_host(at, b.data(), n), "copy_to_host");
-    } else {
-      std::memcpy(b.data(), static_cast<std::byte*>(data()) + at, n);
-    }
-    return b;
-  }
-  // Bytes [at, +n) hold pattern `seed` from its index `start` on.
-  void expect(std::uint64_t at, std::uint64_t n, std::uint64_t seed, const std::string& what,
-              std::uint64_t start = 0) {
-    Bytes b = read(at, n);
-    check_pattern(b.data(), n, seed, what, start);
-  }
-  Result<MemoryRegion> register_with(TransferEngine& e) {
-    if (device_.valid()) return e.register_memory(device_);
-    if (pinned_.valid()) return e.register_memory(pinned_);
-    return e.register_memory(host_.data(), host_.size());
-  }
-  cuda::CudaMemory& device() { return device_; }
-
- private:
-  std::string kind_;
-  std::uint64_t bytes_;
-  cuda::CudaMemory device_;
-  cuda::HostMemory pinned_;
-  Bytes host_;
-};
 
 std::string env(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -124,6 +55,20 @@ RemoteRegion share_region(Context& c, MemoryRegion& region) {
   auto r = RemoteRegion::from_bytes(recv_string(c, 1, 1));
   check_ok(r.status(), "descriptor");
   return *r;
+}
+
+bool g_close_retains = false;
+
+long long softcuda_stat(const std::string& name) {
+  if (!softcuda::loaded()) return -1;
+  const std::string s = softcuda::stats();
+  const std::string key = "\"" + name + "\":";
+  const auto at = s.find(key);
+  return at == std::string::npos ? -1 : std::stoll(s.substr(at + key.size()));
+}
+
+long long live_ipc_imports() {
+  return softcuda_stat("live_ipc_imports");
 }
 
 void putget(Context& c) {
@@ -177,92 +122,7 @@ void putget(Context& c) {
   check_ok(region->unregister(), "unregister");
 }
 
-// Set by a scenario that leaves an RDMA resource retained: the engine's close is then
-// Unquiesced, naming it.
-bool g_close_retains = false;
-
-// One of softcuda's statistics (live_ipc_imports: IPC handles this process opened and has not
-// closed; live_device_allocations); -1 on a real driver.
-long long softcuda_stat(const std::string& name) {
-  if (!softcuda::loaded()) return -1;
-  const std::string s = softcuda::stats();
-  const std::string key = "\"" + name + "\":";
-  const auto at = s.find(key);
-  return at == std::string::npos ? -1 : std::stoll(s.substr(at + key.size()));
-}
-
-long long live_ipc_imports() {
-  return softcuda_stat("live_ipc_imports");
-}
-
-// Descriptors of this process open on softcuda's device memory (its allocations' backing and
-// dma-bufs exported from them).
-int device_memory_fds() {
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    const auto target = std::filesystem::read_symlink(e.path(), ec);
-    if (!ec && target.string().rfind("/memfd:softcuda:", 0) == 0) ++n;
-  }
-  return n;
-}
-
-// A command to softverbs, the verbs library the engine loaded (RTLD_LOCAL: found by name).
-void softverbs_command(const std::string& command) {
-  void* lib = ::dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
-  check(lib != nullptr, "softverbs: libibverbs.so.1 is not loaded");
-  using Fn = int (*)(const char*, char*, std::size_t);
-  auto fn = reinterpret_cast<Fn>(::dlsym(lib, "softverbs_control"));
-  check(fn != nullptr, "softverbs: the loaded libibverbs.so.1 is not softverbs");
-  char reply[1024] = {};
-  const int rc = fn(command.c_str(), reply, sizeof(reply));
-  check(rc == 0, "softverbs '" + command + "': " + reply);
-  ::dlclose(lib);
-}
-
-// nvlink_messages: isend/irecv forced onto nvlink between device buffers: every size, small ones
-// too, read device to device over cuda_ipc (its counters; nothing staged, nothing left mapped);
-// a host buffer is refused at submission.
-void nvlink_messages(Context& c) {
-  TransferOptions nv;
-  nv.transport = Transport::Nvlink;
-  const std::uint64_t sizes[] = {8, 60000, 200 * kKiB + 1, 3 * kMiB + 5};
-  Memory buf("cuda", 4 * kMiB);
-  const int peer = 1 - c.rank;
-  std::uint64_t received = 0;
-  for (int round = 0; round < 2; ++round) {
-    const bool sending = (c.rank == 0) == (round == 0);
-    for (std::uint64_t n : sizes) {
-      const std::string what =
-          "nvlink message of " + std::to_string(n) + " bytes, round " + std::to_string(round);
-      const std::uint64_t seed = 2000 + n + round;
-      if (sending) {
-        buf.fill(0, n, seed);
-        Request r = accepted(c.comm.isend(buf.data(), n, peer, 6, nv), "isend " + what);
-        wait_ok(r, "isend " + what);
-      } else {
-        Request r = accepted(c.comm.irecv(buf.data(), 4 * kMiB, peer, 6, nv), "irecv " + what);
-        wait_ok(r, "irecv " + what);
-        check(r.bytes() == n, "received " + std::to_string(r.bytes()) + " bytes of a " + what);
-        buf.expect(0, n, seed, what);
-        received += n;
-      }
-    }
-  }
-  const EngineStats s = c.comm.engine().stats();
-  check(s.of(Transport::Nvlink).bytes_received >= received,
-        "cuda_ipc read " + std::to_string(s.of(Transport::Nvlink).bytes_received) + " of " +
-            std::to_string(received) + " bytes received");
-  check(s.staging_loans == 0, "nvlink messages were staged");
-  check(!softcuda::loaded() || live_ipc_imports() == 0, "a message left the sender mapped");
-  std::vector<std::byte> host(64);
-  Result<Request> refused = c.comm.isend(host.data(), host.size(), peer, 7, nv);
-  check(!refused.ok() && refused.status().code() == Errc::Unavailable &&
-            refused.status().message().find("host memory") != std::string::npos,
-        "a host buffer forced onto nvlink: " +
-            (refused.ok() ? std::string("accepted") : refused.status().to_string()));
-  barrier(c, "nvlink messages");
-}
+namespace {
 
 void sendrecv(Context& c) {
   const std::string kind =
@@ -586,87 +446,6 @@ void ipc_unquiesced(Context& c) {
     await_peer(c, 0, 4);
     check_ok(region->unregister(std::chrono::seconds(30)), "unregister once the copy went on");
     signal_peer(c, 0, 5);
-  }
-}
-
-// GPUDirect RDMA (rdma.cuda_memory = direct, CUDA_TEST_GDR_ROUTE dmabuf or peermem): rank 0's
-// device memory is put to and got from rank 1's host memory through GPU MRs (putget above), with
-// no staging; rank 1's put into rank 0's device memory goes through rank 0's staging (no GPU
-// grants yet).
-void gpudirect(Context& c) {
-  putget(c);
-  TransferEngine& e = c.comm.engine();
-  const RdmaStats rs = e.rdma_stats();
-  const std::string route = env("CUDA_TEST_GDR_ROUTE", "dmabuf");
-  if (c.rank == 0) {
-    const std::uint64_t made =
-        route == "dmabuf" ? rs.dmabuf_registrations : rs.peermem_registrations;
-    const std::uint64_t other =
-        route == "dmabuf" ? rs.peermem_registrations : rs.dmabuf_registrations;
-    check(made >= 1 && other == 0, "GPU MRs: " + std::to_string(rs.dmabuf_registrations) +
-                                       " dmabuf and " + std::to_string(rs.peermem_registrations) +
-                                       " peermem registrations, " + route + " expected");
-    check(e.stats().staging_loans == 0, "GPUDirect staged device memory");
-    std::printf("rank 0: gpudirect %s registrations %llu\n", route.c_str(),
-                static_cast<unsigned long long>(made));
-  } else {
-    check(rs.dmabuf_registrations + rs.peermem_registrations == 0, "GPU MRs on a host-only rank");
-  }
-  // The other way: rank 0's device region as the target of rank 1's put. GPU MRs serve their
-  // own engine's requests only, so it is published staged on rdma: the owner's staging carries it.
-  Memory mine(c.rank == 0 ? "cuda" : "host", kMiB);
-  auto region = mine.register_with(e);
-  check_ok(region.status(), "register for the staged target");
-  if (c.rank == 0) {
-    mine.fill(200000, 5000, 77);  // what forged descriptors must leave as it is
-    send_string(c, region->export_descriptor().bytes(), 1, 4);
-    await_peer(c, 1, 5);
-    mine.expect(4096, 70001, 55, "rank 1's put into device memory");
-    mine.expect(200000, 5000, 77, "device memory under forged descriptors");
-    check(e.stats().staging_loans > 0, "the owner's staging did not carry the put");
-  } else {
-    auto target = RemoteRegion::from_bytes(recv_string(c, 0, 4));
-    check_ok(target.status(), "descriptor of rank 0's device region");
-    const std::vector<Transport> staged = target->staged_transports();
-    check(std::find(staged.begin(), staged.end(), Transport::Rdma) != staged.end(),
-          "rank 0's device region is not published staged on rdma");
-    mine.fill(0, 70001, 55);
-    // Forged descriptors of the device region: refused by its owner, nothing written.
-    for (const char* field : {"generation", "id"}) {
-      const RemoteRegion forged = tampered(*target, field, 0x5eed);
-      expect_failure(e.put(*region, 0, forged, 200000, 5000, c.options),
-                     {Errc::InvalidArgument, Errc::NotFound, Errc::PermissionDenied},
-                     std::string("a put with a forged ") + field);
-    }
-    Request put =
-        accepted(e.put(*region, 0, *target, 4096, 70001, c.options), "put into a GPU region");
-    wait_ok(put, "put into a GPU region");
-    signal_peer(c, 0, 5);
-  }
-  check_ok(region->unregister(), "unregister");
-  if (c.rank == 0) {
-    // A GPU MR whose deregistration fails keeps its dma-buf and its allocation for good, even
-    // once the application let go of the memory.
-    const long long allocations = softcuda_stat("live_device_allocations");
-    const int fds = device_memory_fds();
-    {
-      Memory kept("cuda", kMiB);
-      auto r = kept.register_with(e);
-      check_ok(r.status(), "register the memory whose MR will not go");
-      const int exported = device_memory_fds() - fds - 1;  // the allocation's own backing: 1
-      check(exported == (route == "dmabuf" ? 1 : 0),
-            std::to_string(exported) + " dma-buf descriptors for one registration by " + route);
-      const std::uint64_t retained = e.rdma_stats().retained;
-      softverbs_command("fail_dereg soft_0 1 EBUSY");
-      const Status st = r->unregister();
-      check(st.code() == Errc::Unquiesced, "unregister with a refused MR: " + st.to_string());
-      check(e.rdma_stats().retained == retained + 1, "the refused GPU MR is not counted retained");
-    }
-    check(softcuda_stat("live_device_allocations") == allocations + 1,
-          "the allocation behind a retained GPU MR was freed");
-    check(device_memory_fds() == fds + 1 + (route == "dmabuf" ? 1 : 0),
-          "the dma-buf of a retained GPU MR was closed");
-    g_close_retains = true;  // the engine's close says so too
   }
 }
 

@@ -72,6 +72,9 @@ void await_peer(Context& c, int peer, int step);
 void send_string(Context& c, const std::string& text, int peer, int step);
 std::string recv_string(Context& c, int peer, int step);
 void barrier(Context& c, const std::string& what);
+// A control command to softverbs, the verbs library the engine loaded (RTLD_LOCAL: found by its
+// name); fails the probe when it is not softverbs or the command is refused.
+void softverbs_control(const std::string& command);
 
 // Deterministic content: byte i of pattern `seed` (64-bit words of a SplitMix64 stream, so that
 // different seeds, offsets and shifted copies all differ).

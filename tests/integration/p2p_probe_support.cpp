@@ -2,6 +2,8 @@
 // failure, bounded request helpers, handshakes and byte patterns.
 #include "p2p_probe.h"
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -109,6 +111,18 @@ Errc expect_failure(Result<Request> result, std::initializer_list<Errc> codes,
   }
   fail(what + ": expected " + codes_text(codes) + " at submission, got " +
        result.status().to_string());
+}
+
+void softverbs_control(const std::string& command) {
+  void* lib = ::dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+  check(lib != nullptr, "softverbs: libibverbs.so.1 is not loaded");
+  using Fn = int (*)(const char*, char*, std::size_t);
+  auto fn = reinterpret_cast<Fn>(::dlsym(lib, "softverbs_control"));
+  ::dlclose(lib);  // only the reference RTLD_NOLOAD took: the engine keeps the library
+  check(fn != nullptr, "softverbs: the loaded libibverbs.so.1 is not softverbs");
+  char reply[1024] = {};
+  const int rc = fn(command.c_str(), reply, sizeof(reply));
+  check(rc == 0, "softverbs '" + command + "': " + reply);
 }
 
 bool failed_with(const Request& request, std::initializer_list<Errc> codes) {

@@ -9,8 +9,6 @@
 // killed peers.
 #include "rdma_probe.h"
 
-#include <dlfcn.h>
-
 #include <orbite/bootstrap.h>
 
 #include <cstdio>
@@ -59,18 +57,6 @@ Setup setup_region(RdmaContext& r, std::uint64_t length, std::uint64_t owner_see
   fill_pattern(s.mine.bytes.data(), length, r.c.rank == 1 ? owner_seed : requester_seed);
   barrier(r.c, "filled");
   return s;
-}
-
-void softverbs(const std::string& command) {
-  // The engine loads the verbs library with RTLD_LOCAL: find softverbs' control entry in it.
-  void* lib = ::dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
-  check(lib != nullptr, "softverbs: libibverbs.so.1 is not loaded");
-  using Fn = int (*)(const char*, char*, std::size_t);
-  auto fn = reinterpret_cast<Fn>(::dlsym(lib, "softverbs_control"));
-  check(fn != nullptr, "softverbs: the loaded libibverbs.so.1 is not softverbs");
-  char reply[1024] = {};
-  const int rc = fn(command.c_str(), reply, sizeof(reply));
-  check(rc == 0, "softverbs '" + command + "': " + reply);
 }
 
 bool eventually(const std::function<bool()>& done) {

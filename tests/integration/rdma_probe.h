@@ -40,8 +40,6 @@ Setup setup_region(RdmaContext& r, std::uint64_t length, std::uint64_t owner_see
 // Rank `owner` exports `region`'s descriptor to every other rank; they import it.
 RemoteRegion share_descriptor(RdmaContext& r, const MemoryRegion* region, int owner, int step);
 
-// A softverbs control command in this process ("ok" replies only, or the probe fails).
-void softverbs(const std::string& command);
 // The descriptor with a u64 field (region id, generation or length) changed in its bytes.
 // Polls `done` (the engine's stats) for up to kWait.
 bool eventually(const std::function<bool()>& done);

@@ -104,8 +104,8 @@ void scenario_rdma_failed_destroy(RdmaContext& r) {
     Request warm = accepted(engine.get(mine.region, 0, remote, 0, 1, r.rdma), "warm-up get");
     wait_ok(warm, "warm-up get");
     const RdmaStats before = engine.rdma_stats();
-    softverbs("fail_destroy soft_0 * 1 EIO");
-    softverbs("fail_wr soft_0 * 1 REM_OP_ERR");
+    softverbs_control("fail_destroy soft_0 * 1 EIO");
+    softverbs_control("fail_wr soft_0 * 1 REM_OP_ERR");
     Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
     check(q.wait(kWait).code() != Errc::Timeout, "the failed put never completed");
     check(q.status() && !q.status()->ok(), "the put with a failed WR succeeded");
@@ -159,7 +159,7 @@ void scenario_rdma_receipt_slots(RdmaContext& r) {
     check(eventually([&] { return slots() == 0; }), "the warm-up's receipt slot was kept");
     for (const std::string fault :
          {"fail_post soft_0 * 2 EIO at=0", "fail_wr soft_0 * 2 REM_OP_ERR"}) {
-      softverbs(fault);
+      softverbs_control(fault);
       Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
       check(q.wait(kWait).code() != Errc::Timeout, fault + ": the put never completed");
       check(q.status() && !q.status()->ok(), fault + ": the put succeeded");

@@ -128,8 +128,8 @@ void scenario_rdma_destroy_window(RdmaContext& r) {
     Request warm = accepted(engine.get(mine.region, 0, remote, 0, 1, r.rdma), "warm-up get");
     wait_ok(warm, "warm-up get");
     const RdmaStats before = engine.rdma_stats();
-    softverbs("hold_flush soft_0 on");
-    softverbs("fail_wr soft_0 * 2 REM_OP_ERR");
+    softverbs_control("hold_flush soft_0 on");
+    softverbs_control("fail_wr soft_0 * 2 REM_OP_ERR");
     Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
     const Status st = q.wait(kWait);
     std::printf("rank 0: destroy_window: %s\n", st.to_string().c_str());
@@ -142,7 +142,7 @@ void scenario_rdma_destroy_window(RdmaContext& r) {
           "the undrained parent's loan was returned: " + sz(failed.direct_bytes_in_use));
     check(eventually([&] { return engine.rdma_stats().qps_destroyed_undrained > 0; }),
           "the undrained QP was never destroyed");
-    softverbs("hold_flush soft_0 off");
+    softverbs_control("hold_flush soft_0 off");
     fill_pattern(mine.bytes.data(), kLength, 0xD7);
     Request again = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "again");
     wait_ok(again, "the put after the destruction window");

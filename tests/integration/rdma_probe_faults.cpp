@@ -31,7 +31,7 @@ void scenario_rdma_error_cqe(RdmaContext& r) {
     Request warm = accepted(engine.get(mine.region, 0, remote, 0, 1, r.rdma), "warm-up get");
     wait_ok(warm, "warm-up get");
     const RdmaStats before = engine.rdma_stats();
-    softverbs("fail_wr soft_0 * 8 REM_OP_ERR");
+    softverbs_control("fail_wr soft_0 * 8 REM_OP_ERR");
     Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
     check(q.wait(kWait).code() != Errc::Timeout, "the failed put never completed");
     auto st = q.status();
@@ -82,7 +82,7 @@ void scenario_rdma_failed_post(RdmaContext& r) {
          {"fail_post soft_0 * 1 ENOMEM at=2", "fail_post soft_0 * 1 EIO null"}) {
       const std::string fault = command;
       const RdmaStats before = engine.rdma_stats();
-      softverbs(fault);
+      softverbs_control(fault);
       Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
       check(q.wait(kWait).code() != Errc::Timeout, fault + ": the put never completed");
       auto st = q.status();
@@ -120,10 +120,10 @@ void scenario_rdma_unregister_busy(RdmaContext& r) {
   auto [mine, remote] = setup_region(r, kLength, kOwnerSeed, kRequesterSeed);
   TransferEngine& engine = r.c.comm.engine();
   if (r.c.rank == 0) {
-    softverbs("delay soft_0 1500000");
+    softverbs_control("delay soft_0 1500000");
     Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
     wait_ok(q, "the delayed put");
-    softverbs("delay soft_0 0");
+    softverbs_control("delay soft_0 0");
     signal_peer(r.c, 1, 70);
   } else {
     check(eventually([&] { return engine.rdma_stats().grants_active > 0; }),

@@ -167,14 +167,14 @@ void scenario_rdma_port_down(RdmaContext& r) {
     if (down_cmd != nullptr) {
       run(down_cmd);
     } else {
-      softverbs("port soft_" + std::to_string(cut) + " down");
+      softverbs_control("port soft_" + std::to_string(cut) + " down");
     }
   };
   auto bring_up = [&] {
     if (up_cmd != nullptr) {
       run(up_cmd);
     } else {
-      softverbs("port soft_" + std::to_string(cut) + " up");
+      softverbs_control("port soft_" + std::to_string(cut) + " up");
     }
   };
   constexpr std::uint64_t kBig = 64 * kMiB;
@@ -306,7 +306,7 @@ void scenario_rdma_peer_port_down(RdmaContext& r) {
     const std::string phase = down ? "peer port down" : "peer port up";
     const std::uint64_t seen = tables();
     if (r.c.rank == 1) {
-      softverbs(std::string("port soft_0 ") + (down ? "down" : "up"));
+      softverbs_control(std::string("port soft_0 ") + (down ? "down" : "up"));
       check(eventually([&] { return engine.nic_load_stats()[0].healthy != down; }),
             phase + ": rank 1's soft_0 did not follow its port");
     } else {
@@ -342,7 +342,7 @@ void scenario_rdma_forged_nic_table(RdmaContext& r) {
   }
   barrier(r.c, "connected");
   if (r.c.rank == 1) {
-    softverbs("port soft_0 down");
+    softverbs_control("port soft_0 down");
     check(eventually([&] { return engine.rdma_stats().nic_tables_sent > 0; }),
           "rank 1 sent no NicTable");
   } else {

@@ -1,0 +1,156 @@
+// orbite-cuda-probe's scenarios of device memory moved without staging between two processes:
+// GPUDirect RDMA (gpudirect) and messages forced onto nvlink (nvlink_messages). Both are listed
+// with the others at the top of cuda_probe.cpp.
+#include <softcuda/control.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cuda_probe.h"
+
+namespace orbite::probe {
+namespace {
+
+// Descriptors of this process open on softcuda's device memory (its allocations' backing and
+// dma-bufs exported from them).
+int device_memory_fds() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(e.path(), ec);
+    if (!ec && target.string().rfind("/memfd:softcuda:", 0) == 0) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+// nvlink_messages: isend/irecv forced onto nvlink between device buffers: every size, small ones
+// too, read device to device over cuda_ipc (its counters; nothing staged, nothing left mapped);
+// a host buffer is refused at submission.
+void nvlink_messages(Context& c) {
+  TransferOptions nv;
+  nv.transport = Transport::Nvlink;
+  const std::uint64_t sizes[] = {8, 60000, 200 * kKiB + 1, 3 * kMiB + 5};
+  Memory buf("cuda", 4 * kMiB);
+  const int peer = 1 - c.rank;
+  std::uint64_t received = 0;
+  for (int round = 0; round < 2; ++round) {
+    const bool sending = (c.rank == 0) == (round == 0);
+    for (std::uint64_t n : sizes) {
+      const std::string what =
+          "nvlink message of " + std::to_string(n) + " bytes, round " + std::to_string(round);
+      const std::uint64_t seed = 2000 + n + round;
+      if (sending) {
+        buf.fill(0, n, seed);
+        Request r = accepted(c.comm.isend(buf.data(), n, peer, 6, nv), "isend " + what);
+        wait_ok(r, "isend " + what);
+      } else {
+        Request r = accepted(c.comm.irecv(buf.data(), 4 * kMiB, peer, 6, nv), "irecv " + what);
+        wait_ok(r, "irecv " + what);
+        check(r.bytes() == n, "received " + std::to_string(r.bytes()) + " bytes of a " + what);
+        buf.expect(0, n, seed, what);
+        received += n;
+      }
+    }
+  }
+  const EngineStats s = c.comm.engine().stats();
+  check(s.of(Transport::Nvlink).bytes_received >= received,
+        "cuda_ipc read " + std::to_string(s.of(Transport::Nvlink).bytes_received) + " of " +
+            std::to_string(received) + " bytes received");
+  check(s.staging_loans == 0, "nvlink messages were staged");
+  check(!softcuda::loaded() || live_ipc_imports() == 0, "a message left the sender mapped");
+  std::vector<std::byte> host(64);
+  Result<Request> refused = c.comm.isend(host.data(), host.size(), peer, 7, nv);
+  check(!refused.ok() && refused.status().code() == Errc::Unavailable &&
+            refused.status().message().find("host memory") != std::string::npos,
+        "a host buffer forced onto nvlink: " +
+            (refused.ok() ? std::string("accepted") : refused.status().to_string()));
+  barrier(c, "nvlink messages");
+}
+
+// GPUDirect RDMA (rdma.cuda_memory = direct, CUDA_TEST_GDR_ROUTE dmabuf or peermem): rank 0's
+// device memory is put to and got from rank 1's host memory through GPU MRs (putget above), with
+// no staging; rank 1's put into rank 0's device memory goes through rank 0's staging (no GPU
+// grants yet).
+void gpudirect(Context& c) {
+  putget(c);
+  TransferEngine& e = c.comm.engine();
+  const RdmaStats rs = e.rdma_stats();
+  const std::string route = env("CUDA_TEST_GDR_ROUTE", "dmabuf");
+  if (c.rank == 0) {
+    const std::uint64_t made =
+        route == "dmabuf" ? rs.dmabuf_registrations : rs.peermem_registrations;
+    const std::uint64_t other =
+        route == "dmabuf" ? rs.peermem_registrations : rs.dmabuf_registrations;
+    check(made >= 1 && other == 0, "GPU MRs: " + std::to_string(rs.dmabuf_registrations) +
+                                       " dmabuf and " + std::to_string(rs.peermem_registrations) +
+                                       " peermem registrations, " + route + " expected");
+    check(e.stats().staging_loans == 0, "GPUDirect staged device memory");
+    std::printf("rank 0: gpudirect %s registrations %llu\n", route.c_str(),
+                static_cast<unsigned long long>(made));
+  } else {
+    check(rs.dmabuf_registrations + rs.peermem_registrations == 0, "GPU MRs on a host-only rank");
+  }
+  // The other way: rank 0's device region as the target of rank 1's put. GPU MRs serve their
+  // own engine's requests only, so it is published staged on rdma: the owner's staging carries it.
+  Memory mine(c.rank == 0 ? "cuda" : "host", kMiB);
+  auto region = mine.register_with(e);
+  check_ok(region.status(), "register for the staged target");
+  if (c.rank == 0) {
+    mine.fill(200000, 5000, 77);  // what forged descriptors must leave as it is
+    send_string(c, region->export_descriptor().bytes(), 1, 4);
+    await_peer(c, 1, 5);
+    mine.expect(4096, 70001, 55, "rank 1's put into device memory");
+    mine.expect(200000, 5000, 77, "device memory under forged descriptors");
+    check(e.stats().staging_loans > 0, "the owner's staging did not carry the put");
+  } else {
+    auto target = RemoteRegion::from_bytes(recv_string(c, 0, 4));
+    check_ok(target.status(), "descriptor of rank 0's device region");
+    const std::vector<Transport> staged = target->staged_transports();
+    check(std::find(staged.begin(), staged.end(), Transport::Rdma) != staged.end(),
+          "rank 0's device region is not published staged on rdma");
+    mine.fill(0, 70001, 55);
+    // Forged descriptors of the device region: refused by its owner, nothing written.
+    for (const char* field : {"generation", "id"}) {
+      const RemoteRegion forged = tampered(*target, field, 0x5eed);
+      expect_failure(e.put(*region, 0, forged, 200000, 5000, c.options),
+                     {Errc::InvalidArgument, Errc::NotFound, Errc::PermissionDenied},
+                     std::string("a put with a forged ") + field);
+    }
+    Request put =
+        accepted(e.put(*region, 0, *target, 4096, 70001, c.options), "put into a GPU region");
+    wait_ok(put, "put into a GPU region");
+    signal_peer(c, 0, 5);
+  }
+  check_ok(region->unregister(), "unregister");
+  if (c.rank == 0) {
+    // A GPU MR whose deregistration fails keeps its dma-buf and its allocation for good, even
+    // once the application let go of the memory.
+    const long long allocations = softcuda_stat("live_device_allocations");
+    const int fds = device_memory_fds();
+    {
+      Memory kept("cuda", kMiB);
+      auto r = kept.register_with(e);
+      check_ok(r.status(), "register the memory whose MR will not go");
+      const int exported = device_memory_fds() - fds - 1;  // the allocation's own backing: 1
+      check(exported == (route == "dmabuf" ? 1 : 0),
+            std::to_string(exported) + " dma-buf descriptors for one registration by " + route);
+      const std::uint64_t retained = e.rdma_stats().retained;
+      softverbs_control("fail_dereg soft_0 1 EBUSY");
+      const Status st = r->unregister();
+      check(st.code() == Errc::Unquiesced, "unregister with a refused MR: " + st.to_string());
+      check(e.rdma_stats().retained == retained + 1, "the refused GPU MR is not counted retained");
+    }
+    check(softcuda_stat("live_device_allocations") == allocations + 1,
+          "the allocation behind a retained GPU MR was freed");
+    check(device_memory_fds() == fds + 1 + (route == "dmabuf" ? 1 : 0),
+          "the dma-buf of a retained GPU MR was closed");
+    g_close_retains = true;  // the engine's close says so too
+  }
+}
+
+}  // namespace orbite::probe
