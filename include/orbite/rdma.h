@@ -110,6 +110,11 @@ struct RdmaStats {
   // allocation, or of the device address through a peermem module. One per context.
   std::uint64_t dmabuf_registrations = 0;
   std::uint64_t peermem_registrations = 0;
+  // Grants of device memory built on the private grant path (a PD, exact MR and QP of their
+  // own), and those whose objects were all destroyed again (QP, MRs, PD, before the GrantAck or
+  // the refusal); a difference beyond the grants open now was retained (see retained).
+  std::uint64_t private_grants = 0;
+  std::uint64_t private_teardowns = 0;
   std::uint64_t budget_exhausted = 0;  // ResourceExhausted answers, any budget
   // NIC tables sent to peers after a context paused or resumed, and received from them.
   std::uint64_t nic_tables_sent = 0;

@@ -49,8 +49,8 @@ Result<std::shared_ptr<detail::RegionRecord>> Protocol::expose(Link& link, PeerE
     return Status::error(Errc::Unavailable, std::string(transport_name(ep.id())) +
                                                 " cannot carry the send buffer: " + why);
   }
-  // The receiver reads it: what peers can reach (RDMA's GPU MRs are this engine's own).
-  if (b == Backing::Native && domain != nullptr) b = domain->remote_backing(kind);
+  // The receiver reads it: what its read can reach (RDMA's device memory: staged).
+  if (b == Backing::Native && domain != nullptr) b = domain->exposed_backing(kind);
   if (b == Backing::Staged) {
     rec->staged |= 1u << via;
   } else if (domain != nullptr) {

@@ -44,6 +44,7 @@ struct HostPart {
   std::uint64_t remote_generation = 0;
   std::uint64_t remote_offset = 0;
   std::uint64_t length = 0;
+  bool remote_device = false;  // the remote region is the owner's device memory (RmaOp's)
   std::function<void(const Status&)> done;
 };
 

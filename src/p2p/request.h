@@ -103,6 +103,7 @@ struct RequestState : MpscNode {
   bool local_pinned = false;
   std::uint64_t remote_region = 0;
   std::uint64_t remote_generation = 0;
+  MemoryKind remote_kind = MemoryKind::Host;  // of the remote region (its descriptor's)
   // The transports the remote region is published on, and those that reach it through its
   // owner's staging (bit i: TransportId i).
   std::uint32_t remote_transports = ~0u;

@@ -55,6 +55,7 @@ void Protocol::issue_put_get(Link& link, const ReqPtr& req) {
     part.remote_region = req->remote_region;
     part.remote_generation = req->remote_generation;
     part.remote_offset = r.remote_offset;
+    part.remote_device = req->remote_kind == MemoryKind::Cuda;
     part.length = r.length;
     Req* raw = req.get();
     part.done = [raw, len = r.length](const Status& st) {
@@ -81,6 +82,7 @@ void Protocol::issue_host_part(Link& link, PeerEndpoint& ep, HostPart part) {
     op.remote_region = part.remote_region;
     op.remote_generation = part.remote_generation;
     op.remote_offset = part.remote_offset;
+    op.remote_device = part.remote_device;
     op.length = part.length;
     const TransportId id = ep.id();
     op.done = [this, id, put = part.put, len = part.length,

@@ -226,6 +226,7 @@ void Protocol::advance_chunk(StagedOp& op, StagedChunk& c) {
         part.remote_region = c.window;
         part.remote_generation = c.window_generation;
         part.remote_offset = op.remote_staged ? 0 : c.remote_at;
+        part.remote_device = !op.remote_staged && op.req->remote_kind == MemoryKind::Cuda;
         part.length = c.length;
         if (c.lease) {
           const cuda::StagingSlab& slab = c.lease->slab();

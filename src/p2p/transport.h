@@ -123,11 +123,11 @@ class MemoryDomain {
   // How this transport carries memory of `kind` under the engine's policies; `why` says why
   // not when Refused.
   [[nodiscard]] virtual Backing backing(MemoryKind kind, std::string* why) const = 0;
-  // How peers reach this engine's registered memory of `kind` (put/get targets, exposed send
-  // buffers) when backing() is Native: Native, or Staged where the local registration serves
-  // this engine's own requests only (RDMA's GPU MRs, which no grant binds yet). The region is
-  // then published staged on this transport, and its owner's staging carries peers' bytes.
-  [[nodiscard]] virtual Backing remote_backing(MemoryKind kind) const {
+  // How a receiver reaches a send buffer of `kind` this engine exposes (a large message) when
+  // backing() is Native: Native, or Staged where the receiver's read cannot reach it directly
+  // (RDMA's device memory: its grants take the private grant path, which a receiver's read of
+  // an exposed buffer does not ask for). The buffer is then exposed staged on this transport.
+  [[nodiscard]] virtual Backing exposed_backing(MemoryKind kind) const {
     return backing(kind, nullptr);
   }
   // Prepares `region` (of a kind this domain backs Native) on this transport before it becomes
@@ -221,6 +221,8 @@ struct RmaOp {
   std::uint64_t remote_generation = 0;
   std::uint64_t remote_offset = 0;
   std::uint64_t length = 0;
+  // The remote region is the owner's device memory: RDMA grants it on the private grant path.
+  bool remote_device = false;
   // Called once, on the lane, when no DMA can touch the local range any more.
   std::function<void(const Status&)> done;
 };

@@ -317,7 +317,6 @@ Result<std::vector<MemoryRegion>> TransferEngine::register_memory(
         return reg.status().with_context(where + " on " + p2p::transport_name(domain->id()));
       }
       rec.registrations[i] = std::move(*reg);
-      if (domain->remote_backing(r.kind) == p2p::Backing::Staged) rec.staged |= 1u << i;
     }
   }
   std::vector<MemoryRegion> out;
@@ -401,6 +400,7 @@ Result<Request> submit_rma(EngineCore& core, OpKind kind, const MemoryRegion& lo
   s->local_pinned = true;
   s->remote_region = remote.region_id();
   s->remote_generation = remote.generation();
+  s->remote_kind = remote.kind();
   s->remote_transports = 0;
   for (const auto& [id, blob] : detail::DescriptorCodec::blobs(remote)) {
     s->remote_transports |= 1u << id;

@@ -74,8 +74,8 @@ void nvlink_messages(Context& c) {
 
 // GPUDirect RDMA (rdma.cuda_memory = direct, CUDA_TEST_GDR_ROUTE dmabuf or peermem): rank 0's
 // device memory is put to and got from rank 1's host memory through GPU MRs (putget above), with
-// no staging; rank 1's put into rank 0's device memory goes through rank 0's staging (no GPU
-// grants yet).
+// no staging; rank 1's put into and get from rank 0's device memory are granted on the private
+// grant path (a PD, exact MR and QP per grant, all destroyed before the GrantAck), unstaged.
 void gpudirect(Context& c) {
   putget(c);
   TransferEngine& e = c.comm.engine();
@@ -95,24 +95,33 @@ void gpudirect(Context& c) {
   } else {
     check(rs.dmabuf_registrations + rs.peermem_registrations == 0, "GPU MRs on a host-only rank");
   }
-  // The other way: rank 0's device region as the target of rank 1's put. GPU MRs serve their
-  // own engine's requests only, so it is published staged on rdma: the owner's staging carries it.
+  // The other way: rank 0's device region as the target of rank 1's put and get, granted on the
+  // private grant path: published natively on rdma, and the owner's staging is not used.
   Memory mine(c.rank == 0 ? "cuda" : "host", kMiB);
   auto region = mine.register_with(e);
-  check_ok(region.status(), "register for the staged target");
+  check_ok(region.status(), "register for the private-grant target");
   if (c.rank == 0) {
-    mine.fill(200000, 5000, 77);  // what forged descriptors must leave as it is
+    mine.fill(200000, 5000, 77);   // what forged descriptors must leave as it is
+    mine.fill(300000, 40000, 91);  // what rank 1 gets
     send_string(c, region->export_descriptor().bytes(), 1, 4);
     await_peer(c, 1, 5);
     mine.expect(4096, 70001, 55, "rank 1's put into device memory");
     mine.expect(200000, 5000, 77, "device memory under forged descriptors");
-    check(e.stats().staging_loans > 0, "the owner's staging did not carry the put");
+    check(e.stats().staging_loans == 0, "the owner's staging carried a put into device memory");
+    const RdmaStats after = e.rdma_stats();
+    check(after.private_grants >= 2 && after.private_teardowns == after.private_grants,
+          std::to_string(after.private_grants) + " private grants, " +
+              std::to_string(after.private_teardowns) + " torn down");
+    std::printf("rank 0: private grants %llu, torn down %llu\n",
+                static_cast<unsigned long long>(after.private_grants),
+                static_cast<unsigned long long>(after.private_teardowns));
   } else {
     auto target = RemoteRegion::from_bytes(recv_string(c, 0, 4));
     check_ok(target.status(), "descriptor of rank 0's device region");
+    check(target->kind() == MemoryKind::Cuda, "rank 0's region is not device memory");
     const std::vector<Transport> staged = target->staged_transports();
-    check(std::find(staged.begin(), staged.end(), Transport::Rdma) != staged.end(),
-          "rank 0's device region is not published staged on rdma");
+    check(std::find(staged.begin(), staged.end(), Transport::Rdma) == staged.end(),
+          "rank 0's device region is published staged on rdma");
     mine.fill(0, 70001, 55);
     // Forged descriptors of the device region: refused by its owner, nothing written.
     for (const char* field : {"generation", "id"}) {
@@ -124,6 +133,11 @@ void gpudirect(Context& c) {
     Request put =
         accepted(e.put(*region, 0, *target, 4096, 70001, c.options), "put into a GPU region");
     wait_ok(put, "put into a GPU region");
+    Request get = accepted(e.get(*region, 500000, *target, 300000, 40000, c.options),
+                           "get from a GPU region");
+    wait_ok(get, "get from a GPU region");
+    mine.expect(500000, 40000, 91, "rank 1's get from device memory");
+    check(e.stats().staging_loans == 0, "the requester staged a host put into device memory");
     signal_peer(c, 0, 5);
   }
   check_ok(region->unregister(), "unregister");

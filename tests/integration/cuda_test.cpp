@@ -333,6 +333,8 @@ TEST(GpuDirect, DeviceMemoryMovesThroughDmabufMrsUnstaged) {
       expect_pass("gpudirect", {"rdma", "cuda", "host"}, 2, true, gpudirect_env("dmabuf"));
   // The probe checked that rank 0's own puts and gets borrowed no staging.
   EXPECT_EQ(count_of(o.out, "rank 0: gpudirect dmabuf registrations"), 1U) << o.out;
+  // And rank 1's put and get into rank 0's device memory took the private grant path.
+  EXPECT_EQ(count_of(o.out, "rank 0: private grants"), 1U) << o.out;
   // Device memory on both ends: the requester's GPU MR, the owner's staging; messages too.
   expect_pass("putget", {"rdma", "cuda", "cuda"}, 2, true, gpudirect_env("dmabuf"));
   expect_pass("sendrecv", {"rdma", "cuda", "cuda"}, 2, true, gpudirect_env("dmabuf"));

@@ -329,9 +329,11 @@ TEST(RdmaInfo, OutOfRangeFieldsAreRejected) {
   EXPECT_NE(decode_info(spoil([](RdmaInfo& i) { i.version = 1; }))
                 .status()
                 .message()
-                .find("wire version 1; this engine speaks 2"),
+                .find("wire version 1; this engine speaks 3"),
             std::string::npos);
-  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 3; }), decode_info, "version 3");
+  // Version 2 had no private grant path.
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 2; }), decode_info, "version 2");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 4; }), decode_info, "version 4");
   expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 0; }), decode_info, "version 0");
   expect_rejected_body(spoil([](RdmaInfo& i) { i.lanes = 0; }), decode_info, "lanes 0");
   expect_rejected_body(spoil([](RdmaInfo& i) { i.lanes = 1025; }), decode_info, "lanes 1025");
@@ -517,6 +519,55 @@ TEST(GrantRequest, OutOfRangeFieldsAreRejected) {
   EXPECT_TRUE(decode_grant_request(encode(bad)).ok());
   bad.segments.push_back(segment(0, 1, 0));
   expect_rejected_body(encode(bad), decode_grant_request, "65 segments");
+}
+
+TEST(GrantRequest, ThePrivatePathCarriesTheRequestersQp) {
+  GrantRequest m = sample_request();
+  m.segments = {segment(0, 10, kPrivateSlot)};
+  m.private_path = true;
+  m.private_qp = QpEndpointInfo{0xabcdef, 0x123456, 3, 5, 16, 0};
+  auto got = decode_grant_request(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_TRUE(got->private_path);
+  EXPECT_EQ(got->private_qp.qpn, 0xabcdefu);
+  EXPECT_EQ(got->private_qp.psn, 0x123456u);
+  EXPECT_EQ(got->private_qp.nic_id, 3);
+  EXPECT_EQ(got->private_qp.remote_nic, 5);
+  EXPECT_EQ(got->private_qp.rd_atomic, 16u);
+  EXPECT_EQ(got->segments.at(0).slot, kPrivateSlot);
+  expect_truncation_and_trailing_rejected(encode(m), decode_grant_request);
+  // The ordinary path has no QP on the wire; a flag other than 0 or 1, or a QPN past 24 bits,
+  // is refused.
+  EXPECT_FALSE(decode_grant_request(encode(sample_request()))->private_path);
+  std::string flag = encode(m);
+  flag[flag.size() - 19] = 2;  // the flag precedes the 18 bytes of the QP
+  expect_rejected_body(flag, decode_grant_request, "private flag 2");
+  m.private_qp.qpn = 0x1000000;
+  expect_rejected_body(encode(m), decode_grant_request, "a 25-bit private QPN");
+}
+
+TEST(Grant, ThePrivatePathCarriesTheSourcesQpAndIncarnation) {
+  Grant m;
+  m.parent = 7;
+  m.grant = 8;
+  m.generation = 8;
+  m.nonce = 9;
+  m.segments = {SegmentGrant{0x42u, 0x7f0000002000ull}};
+  m.private_path = true;
+  m.private_qp = QpEndpointInfo{0x77, 0x99, 1, 2, 0, 16};
+  m.private_incarnation = 0x1234567890ull;
+  auto got = decode_grant(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_TRUE(got->private_path);
+  EXPECT_EQ(got->private_qp.qpn, 0x77u);
+  EXPECT_EQ(got->private_qp.dest_rd_atomic, 16u);
+  EXPECT_EQ(got->private_incarnation, m.private_incarnation);
+  expect_truncation_and_trailing_rejected(encode(m), decode_grant);
+  m.private_path = false;
+  auto plain = decode_grant(encode(m));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->private_path);
+  EXPECT_EQ(plain->private_incarnation, 0u);
 }
 
 TEST(Grant, RoundTripsWithTwoSegments) {

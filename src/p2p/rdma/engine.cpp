@@ -321,6 +321,8 @@ RdmaStats RdmaEngine::stats() const {
   s.qps_destroyed_undrained = r(c.qps_destroyed_undrained);
   s.dmabuf_registrations = r(c.dmabuf_registrations);
   s.peermem_registrations = r(c.peermem_registrations);
+  s.private_grants = r(c.private_grants);
+  s.private_teardowns = r(c.private_teardowns);
   s.endpoints_in_use = endpoints_.used();
   s.grants_in_use = grants_.used();
   s.direct_bytes_in_use = direct_bytes_.used();
@@ -393,6 +395,8 @@ Status MrSet::prepare_gpu(const detail::RegionRecord& region, GdrRoute route) {
     dmabuf_fd_ = exported.fd;
     export_base = exported.base;
   }
+  export_base_ = export_base;
+  route_ = route;
   for (std::size_t i = 0; i < contexts.size(); ++i) {
     const Context& c = *contexts[i];
     if (!c.usable()) continue;
@@ -422,6 +426,25 @@ Status MrSet::prepare_gpu(const detail::RegionRecord& region, GdrRoute route) {
   ORBITE_LOG(Debug, Rdma) << "GPU MR: region " << region.id << ", " << region.length
                           << " bytes, route " << gdr_route_name(route);
   return {};
+}
+
+ibv_mr* MrSet::register_private(ibv_pd* pd, const std::byte* at, std::uint64_t length,
+                                int access) const {
+  if (gpu_memory_ == nullptr || (route_ == GdrRoute::Dmabuf && dmabuf_fd_ < 0)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const auto address = reinterpret_cast<std::uint64_t>(at);
+  ibv_mr* mr = route_ == GdrRoute::Dmabuf
+                   ? engine_->api().reg_dmabuf_mr(pd, address - export_base_, length, address,
+                                                  dmabuf_fd_, access)
+                   : engine_->api().reg_mr(pd, const_cast<std::byte*>(at), length, access);
+  if (mr != nullptr) {
+    add(engine_->counters().mr_registrations);
+    add(route_ == GdrRoute::Dmabuf ? engine_->counters().dmabuf_registrations
+                                   : engine_->counters().peermem_registrations);
+  }
+  return mr;
 }
 
 std::unique_ptr<MrSet> MrSet::view_of(std::shared_ptr<const detail::RegionRecord> owner) {
@@ -503,7 +526,9 @@ p2p::Backing RdmaDomain::backing(MemoryKind kind, std::string* why) const {
   return p2p::Backing::Native;
 }
 
-p2p::Backing RdmaDomain::remote_backing(MemoryKind kind) const {
+p2p::Backing RdmaDomain::exposed_backing(MemoryKind kind) const {
+  // A receiver reads an exposed buffer with an ordinary RmaOp that does not know the buffer's
+  // kind, so a device send buffer is not exposed on the private grant path (yet): staged.
   const p2p::Backing b = backing(kind, nullptr);
   return kind == MemoryKind::Cuda && b == p2p::Backing::Native ? p2p::Backing::Staged : b;
 }

@@ -104,7 +104,7 @@ struct RdmaCounters {
       mr_deregistrations{0}, budget_exhausted{0}, retained{0}, nic_tables_sent{0},
       nic_tables_received{0}, message_qp_moves{0}, grant_requests_deferred{0}, grants_expired{0},
       receipts_released{0}, segments_released{0}, qps_reaped{0}, qps_destroyed_undrained{0},
-      dmabuf_registrations{0}, peermem_registrations{0};
+      dmabuf_registrations{0}, peermem_registrations{0}, private_grants{0}, private_teardowns{0};
   // A gauge: receipts' registered slots taken and not yet given back (the WR not inline).
   std::atomic<std::uint64_t> receipt_slots_in_use{0};
   TierCounterSet tiers;  // the lanes' schedulers
@@ -252,6 +252,13 @@ class MrSet final : public p2p::DomainRegistration {
   // to an ordinary memory window). A dma-buf export's fd is kept until every MR of it is
   // deregistered, then closed exactly once.
   Status prepare_gpu(const detail::RegionRecord& region, GdrRoute route);
+  // The private grant path: an MR of exactly [at, at + length) of this GPU set's allocation in
+  // a grant's own `pd` with `access`, by the set's route and from the set's own dma-buf (no
+  // second export: the fd stays the set's, closed once after its last MR). Null with errno set.
+  // The caller deregisters it before the set can go (the grant pins the region).
+  ibv_mr* register_private(ibv_pd* pd, const std::byte* at, std::uint64_t length, int access) const;
+  // Whether these are GPU MRs (prepare_gpu).
+  [[nodiscard]] bool gpu() const { return gpu_memory_ != nullptr; }
   // A view of `owner`'s MRs (a cached full-view set): it keeps the owner alive and deregisters
   // nothing itself.
   static std::unique_ptr<MrSet> view_of(std::shared_ptr<const detail::RegionRecord> owner);
@@ -273,6 +280,8 @@ class MrSet final : public p2p::DomainRegistration {
   // deregistration keeps it open with the MR (the set is then retained); a failed close is not
   // retried.
   int dmabuf_fd_ = -1;
+  std::uint64_t export_base_ = 0;  // the dma-buf's first byte (its MRs' offsets count from it)
+  GdrRoute route_ = GdrRoute::Dmabuf;
   // The device allocation behind GPU MRs: kept until they are all deregistered, so memory a
   // retained MR still reaches is never freed.
   std::shared_ptr<cuda::Allocation> gpu_memory_;
@@ -287,9 +296,9 @@ class RdmaDomain final : public p2p::MemoryDomain {
   // Host memory: Native (RdmaHostMemory::Direct) or Staged; CUDA memory: Staged
   // (RdmaCudaMemory::Staged) or Native (Direct: GPU MRs, register_gpu).
   [[nodiscard]] p2p::Backing backing(MemoryKind kind, std::string* why) const override;
-  // GPU MRs are local-only (no window parent; GPU grants need the private grant path, not
-  // built): device memory is reached by peers through its owner's staging.
-  [[nodiscard]] p2p::Backing remote_backing(MemoryKind kind) const override;
+  // What peers reach: backing() (device memory under Direct natively, granted on the private
+  // grant path). A device send buffer exposed to a receiver stays staged (exposed_backing).
+  [[nodiscard]] p2p::Backing exposed_backing(MemoryKind kind) const override;
   Result<std::unique_ptr<p2p::DomainRegistration>> register_region(
       const detail::RegionRecord& region) override;
   Result<std::unique_ptr<p2p::DomainRegistration>> register_within(

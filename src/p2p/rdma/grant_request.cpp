@@ -43,6 +43,17 @@ bool GrantSource::grant_request_valid(PeerRdma& peer, const GrantRequest& m) {
   if (Status st = check_tiling(m); bad.empty() && !st.ok()) bad = st.message();
   for (const SegmentRequest& s : m.segments) {
     if (bad.empty() && s.slot == kMessageSlot) bad = "GrantRequest names the message QP's slot";
+    if (bad.empty() && (s.slot == kPrivateSlot) != m.private_path) {
+      bad = m.private_path ? "a private GrantRequest names a slot of the QP arrays"
+                           : "GrantRequest names the private slot without the private path";
+    }
+  }
+  if (bad.empty() && m.private_path &&
+      (m.segments.size() > 1 || (m.op & kOpToReceive) != 0 ||
+       (!m.segments.empty() && m.segments.front().requester_qpn != m.private_qp.qpn))) {
+    bad =
+        "a private GrantRequest with more than one segment, a rendezvous op or a segment "
+        "naming another QP than its private QP";
   }
   if (bad.empty()) return true;
   lane_.protocol_error(peer, bad);
@@ -115,12 +126,11 @@ Status GrantSource::prepare_memory(const GrantRequest& m, GrantPlan& plan) {
   }
   if (r.kind == MemoryKind::Cuda) {
     // Its GPU MRs are local-only, and an ordinary memory window is never bound to a GPU MR: a
-    // GPU range is granted on the private grant path, which is not built yet.
+    // GPU range is granted on the private grant path only.
     return Status::error(Errc::Unavailable,
                          "region " + std::to_string(m.target) +
-                             " is device memory: GPUDirect RDMA grants of device memory (the "
-                             "private grant path) are not built yet; its owner can put or get it "
-                             "as the requester");
+                             " is device memory, which is granted on the private grant path "
+                             "only; this GrantRequest asked for an ordinary grant");
   }
   plan.set = mr_set_of(r);
   for (std::size_t context : plan.contexts) {
@@ -183,6 +193,7 @@ void GrantSource::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
     // Nothing to move: the checks above are the whole answer.
     return lane_.send(peer, ControlKind::GrantAck, encode(GrantAck{m.parent, 0, 0, 0, 0, {}}));
   }
+  if (m.private_path) return grant_private(peer, m, plan);
   if (Status st = resolve_qps(peer, m, plan); !st.ok()) {
     return refuse_grant(peer, m, plan, st, true);
   }

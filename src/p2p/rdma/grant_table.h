@@ -22,6 +22,8 @@
 #include "p2p/request.h"
 
 struct ibv_mw;
+struct ibv_mr;
+struct ibv_pd;
 
 namespace orbite::rdma {
 
@@ -42,6 +44,22 @@ struct GrantSegment {
   bool released = false;  // its receipt had status 1: no payload was written through it
 };
 
+// A grant of device memory on the private grant path (private_grant.cpp): a PD of its own, the
+// exact granted range registered in it, a host buffer for the one receipt, and a QP in it
+// connected to the requester's private QP. Nothing else can reach the range through them, and
+// all of it is destroyed (QP, MRs, PD, in that order) before the grant's GrantAck. Whatever
+// refused to go stays here, with the grant retained.
+struct PrivateGrant {
+  std::size_t context = 0;
+  std::uint8_t requester_nic = 0;  // the NIC of the requester's private QP
+  ibv_pd* pd = nullptr;
+  ibv_mr* mr = nullptr;          // the granted range of the device memory
+  ibv_mr* receipt_mr = nullptr;  // over `receipt`
+  std::unique_ptr<std::byte[]> receipt;
+  std::uint16_t qp_handle = 0;
+  bool has_qp = false;
+};
+
 struct GrantState {
   std::uint64_t id = 0, generation = 0, nonce = 0;
   std::uint64_t parent = 0;
@@ -59,6 +77,7 @@ struct GrantState {
   bool to_receive = false;
   std::shared_ptr<detail::RequestState> receive;
   std::vector<GrantSegment> segments;
+  std::unique_ptr<PrivateGrant> priv;  // the private grant path's objects (device memory)
   bool published = false;
   std::chrono::steady_clock::time_point started;
 };

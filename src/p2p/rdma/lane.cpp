@@ -447,6 +447,16 @@ void RdmaLane::on_recv_cqe(CqSet& cqs, const ibv_wc& wc) {
   const bool frame = (id.seq & CqSet::kFrameSlotBit) != 0;
   const std::uint32_t slot = id.seq & ~CqSet::kFrameSlotBit;
   Qp* q = qp(id.handle);
+  if (id.kind == WrKind::Recv && id.seq == CqSet::kPrivateReceipt) {
+    // A private grant's receipt (its buffer is the grant's, not the pool's).
+    const bool live = q != nullptr && (q->generation & 0xfff) == id.generation &&
+                      q->slot == kPrivateSlot && q->role == QpRole::Source;
+    PeerRdma* peer = live ? qps_.peer(q->handle) : nullptr;
+    if (!live) return add(engine_->counters().stale_cqes);
+    if (q->recv_posted > 0) --q->recv_posted;
+    if (peer == nullptr || peer->failed) return;
+    return source_.on_private_receipt(*peer, *q, wc);
+  }
   if (id.kind != WrKind::Recv ||
       !(frame ? cqs.frames.contains(slot) : cqs.receipts.contains(slot))) {
     ORBITE_LOG(Error, Rdma) << cqs.ctx.name << ": a receive completion with a foreign wr_id";
@@ -493,13 +503,17 @@ std::size_t RdmaLane::context_of(const CqSet& cqs) const {
   return 0;  // every QP's CQ set is one of the lane's
 }
 
-Result<Qp*> RdmaLane::new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot) {
+Result<Qp*> RdmaLane::new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot,
+                             ibv_pd* pd) {
   CqSet* cqs = context < cqs_.size() ? cqs_[context].get() : nullptr;
   if (cqs == nullptr) {
     return Status::error(Errc::Unavailable,
                          "RDMA context " + std::to_string(context) + " is not usable on this lane");
   }
-  ORBITE_ASSIGN_OR_RETURN(Qp * q, qps_.create(*cqs, role, peer, slot));
+  ORBITE_ASSIGN_OR_RETURN(Qp * q, qps_.create(*cqs, role, peer, slot, pd));
+  // Handles of destroyed QPs leave the list (a private grant makes a QP per grant, and a freed
+  // handle may serve another peer next).
+  std::erase_if(peer.qps, [&](std::uint16_t h) { return h == q->handle || qps_.peer(h) != &peer; });
   peer.qps.push_back(q->handle);
   return q;
 }
@@ -565,7 +579,7 @@ void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
   source_.close_all(peer, why);
   // Every QP of the peer goes to ERR: what was posted flushes, and parents end once drained.
   for (std::uint16_t h : peer.qps) {
-    if (qp(h) != nullptr) retire_qp(h);
+    if (qp(h) != nullptr && qps_.peer(h) == &peer) retire_qp(h);
   }
   requester_.link_failed(peer, why);
 }

@@ -97,8 +97,10 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   void send(PeerRdma& peer, ControlKind kind, std::string body) override;
   [[nodiscard]] Qp* qp(std::uint16_t handle) const override { return qps_.get(handle); }
   // A QP on the lane's CQ set of `context` for the peer's slot (listed in peer.qps).
-  Result<Qp*> new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot) override;
+  Result<Qp*> new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot,
+                     ibv_pd* pd = nullptr) override;
   void retire_qp(std::uint16_t handle) override { qps_.retire(handle); }
+  Status destroy_qp_now(std::uint16_t handle) override { return qps_.destroy_now(handle); }
   Status post_receives(Qp& q) override { return qps_.post_receives(q); }
   void protocol_error(PeerRdma& peer, const std::string& what) override;
   std::uint64_t next_builder() override { return next_builder_++; }

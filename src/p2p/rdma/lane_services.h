@@ -22,9 +22,12 @@ class LaneServices {
   // The QP table: a live QP by handle (null once retired), a new one on the lane's CQ set of
   // `context` for the peer's slot, retirement (destroyed once drained), receives to repost.
   [[nodiscard]] virtual Qp* qp(std::uint16_t handle) const = 0;
-  virtual Result<Qp*> new_qp(std::size_t context, QpRole role, PeerRdma& peer,
-                             std::uint32_t slot) = 0;
+  // (`pd`: a private grant's own PD instead of the context's.)
+  virtual Result<Qp*> new_qp(std::size_t context, QpRole role, PeerRdma& peer, std::uint32_t slot,
+                             ibv_pd* pd = nullptr) = 0;
   virtual void retire_qp(std::uint16_t handle) = 0;
+  // Destroyed now (a private grant's teardown): QpTable::destroy_now.
+  virtual Status destroy_qp_now(std::uint16_t handle) = 0;
   virtual Status post_receives(Qp& q) = 0;
   // The lane's CQ sets: whether context `context` (an index into RdmaEngine::contexts()) has one
   // here, and the context of a CQ set.

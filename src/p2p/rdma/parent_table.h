@@ -68,6 +68,9 @@ struct RmaJob {
   // the target (a region and its generation, or the peer's receive id and 0).
   std::uint8_t wire_op = kOpRead;
   std::uint64_t target = 0, target_generation = 0;
+  // The target is the source's device memory: each parent takes the private grant path (one
+  // slice, one segment, a QP of its own connected to the grant's QP; private_grant.cpp).
+  bool private_path = false;
   // A send buffer registered for this job only (op.local_buffer); released with the job, after
   // every parent has drained.
   std::shared_ptr<detail::RegionRecord> transient;
@@ -96,6 +99,7 @@ struct Parent {
   // scheduler's passes until the Grant, or a cache miss that reconnects, resumes it.
   SchedEntry parked{};
   bool reconnected = false;
+  bool private_qp = false;       // its one segment's QP is its own (job->private_path)
   bool request_waiting = false;  // held by its ParentTable's GrantRequest window
   bool acked = false;
   Status ack_status;

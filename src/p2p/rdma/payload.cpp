@@ -235,8 +235,13 @@ void Requester::post_receipt(PeerRdma& peer, Parent& p, Segment& s, bool release
   wr.wr_id = q->id(WrKind::Receipt, seq).pack();
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND_WITH_INV;
-  wr.invalidate_rkey = s.rkey;
+  if (p.job->private_path) {
+    // The grant's key is its private MR's, which only the teardown revokes: an ordinary SEND.
+    wr.opcode = IBV_WR_SEND;
+  } else {
+    wr.opcode = IBV_WR_SEND_WITH_INV;
+    wr.invalidate_rkey = s.rkey;
+  }
   // The fence keeps the receipt behind every READ of the segment.
   wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE | (inline_ok ? IBV_SEND_INLINE : 0);
   q->last_used = Clock::now();

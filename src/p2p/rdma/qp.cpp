@@ -137,7 +137,8 @@ CqSet::~CqSet() {
 }
 
 Result<ibv_qp*> create_rc_qp(Context& ctx, CqSet& cqs, const QpCaps& caps, QpRole role,
-                             std::uint32_t* max_inline) {
+                             std::uint32_t* max_inline, ibv_pd* pd) {
+  if (pd == nullptr) pd = ctx.pd;
   if (cqs.send_reserved + caps.send_depth > cqs.capacity ||
       cqs.recv_reserved + caps.recv_depth > cqs.capacity) {
     return Status::error(Errc::ResourceExhausted,
@@ -155,11 +156,11 @@ Result<ibv_qp*> create_rc_qp(Context& ctx, CqSet& cqs, const QpCaps& caps, QpRol
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
   init.cap.max_inline_data = caps.inline_wanted;
-  ibv_qp* qp = ctx.api.create_qp(ctx.pd, &init);
+  ibv_qp* qp = ctx.api.create_qp(pd, &init);
   if (qp == nullptr && caps.inline_wanted != 0) {
     // A provider without that much inline space: receipts then go from a registered buffer.
     init.cap.max_inline_data = 0;
-    qp = ctx.api.create_qp(ctx.pd, &init);
+    qp = ctx.api.create_qp(pd, &init);
   }
   if (qp == nullptr) {
     return verbs::errno_status(Errc::ResourceExhausted, ctx.name + ": ibv_create_qp", errno);

@@ -228,14 +228,17 @@ class CqSet {
   // Frame slots: a frame header and up to kFramePayload bytes each. A receive's wr_id carries
   // kFrameSlotBit with the index.
   static constexpr std::uint32_t kFrameSlotBit = 1u << 31;
+  // The one receive of a private grant's source QP (its buffer is the grant's, in its own PD).
+  static constexpr std::uint32_t kPrivateReceipt = 1u << 30;
   static constexpr std::uint32_t kMaxFrameSlots = 4096;  // 128 peers' receives
   SlotPool frames;
 };
 
 // Creates an RC QP on `cqs` in INIT (source-role QPs allow remote read and write; windows and
-// their exact rights still gate every access), charging its depths to the CQs.
+// their exact rights still gate every access), charging its depths to the CQs. In the context's
+// PD, or in `pd` (a private grant's own).
 Result<ibv_qp*> create_rc_qp(Context& ctx, CqSet& cqs, const QpCaps& caps, QpRole role,
-                             std::uint32_t* max_inline);
+                             std::uint32_t* max_inline, ibv_pd* pd = nullptr);
 struct RemoteEnd {
   std::uint32_t qpn = 0;
   std::uint32_t psn = 0;

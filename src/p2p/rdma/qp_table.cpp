@@ -17,14 +17,19 @@ constexpr std::uint32_t kReceiptSlots = 32;  // receives posted on every grant Q
 
 // ---- QPs ----------------------------------------------------------------------------------
 
-Result<Qp*> QpTable::create(CqSet& cqs, QpRole role, PeerRdma& peer, std::uint32_t slot) {
+Result<Qp*> QpTable::create(CqSet& cqs, QpRole role, PeerRdma& peer, std::uint32_t slot,
+                            ibv_pd* pd) {
   ORBITE_RETURN_IF_ERROR(engine_.endpoints().take(1, engine_.counters().budget_exhausted));
   const bool message = slot == kMessageSlot;
+  const bool private_source = slot == kPrivateSlot && role == QpRole::Source;
   QpCaps caps;
-  caps.send_depth = cfg_.max_send_wr;
-  caps.recv_depth = role == QpRole::Source ? (message ? kMessageSlots : kReceiptSlots) : 1;
+  caps.send_depth = private_source ? 1 : cfg_.max_send_wr;
+  caps.recv_depth = role == QpRole::Source ? (message          ? kMessageSlots
+                                              : private_source ? 1
+                                                               : kReceiptSlots)
+                                           : 1;
   std::uint32_t max_inline = 0;
-  auto made = create_rc_qp(cqs.ctx, cqs, caps, role, &max_inline);
+  auto made = create_rc_qp(cqs.ctx, cqs, caps, role, &max_inline, pd);
   if (!made.ok()) {
     engine_.endpoints().give(1);
     if (made.status().code() == Errc::ResourceExhausted) add(engine_.counters().budget_exhausted);
@@ -126,25 +131,50 @@ void QpTable::destroy_retired(Clock::time_point now) {
                              << " WRs outstanding); destroying it";
       forget_wrs(*q);
     }
-    if (q != nullptr) {
-      if (q->message && q->role == QpRole::Source) --message_sources_;
-      if (const int rc = engine_.api().destroy_qp(q->qp); rc != 0) {
-        // The QP still exists: it keeps its endpoint charge, its CQ entries and its handle (a
-        // late completion naming the handle finds no QP rather than another one), for good.
-        engine_.retain(q->ctx->name + ": ibv_destroy_qp failed: " + std::strerror(rc));
-        retained_.push_back(std::move(qps_[q->handle]));
-      } else {
-        add(engine_.counters().qps_destroyed);
-        q->cqs->send_reserved -= q->sq.outstanding() + q->sq.room();
-        q->cqs->recv_reserved -= q->recv_depth;
-        engine_.endpoints().give(1);
-        free_handles_.push_back(q->handle);
-        peers_[q->handle] = nullptr;
-        qps_[q->handle].reset();
-      }
-    }
+    if (q != nullptr) destroy(*q);
     retired_.erase(retired_.begin() + static_cast<std::ptrdiff_t>(i));
   }
+}
+
+bool QpTable::destroy(Qp& q) {
+  if (q.message && q.role == QpRole::Source) --message_sources_;
+  const std::uint16_t handle = q.handle;
+  if (const int rc = engine_.api().destroy_qp(q.qp); rc != 0) {
+    // The QP still exists: it keeps its endpoint charge, its CQ entries and its handle (a late
+    // completion naming the handle finds no QP rather than another one), for good.
+    engine_.retain(q.ctx->name + ": ibv_destroy_qp failed: " + std::strerror(rc));
+    retained_.push_back(std::move(qps_[handle]));
+    return false;
+  }
+  add(engine_.counters().qps_destroyed);
+  q.cqs->send_reserved -= static_cast<std::uint32_t>(q.sq.outstanding()) + q.sq.room();
+  q.cqs->recv_reserved -= q.recv_depth;
+  engine_.endpoints().give(1);
+  free_handles_.push_back(handle);
+  peers_[handle] = nullptr;
+  qps_[handle].reset();
+  return true;
+}
+
+Status QpTable::destroy_now(std::uint16_t handle) {
+  Qp* q = get(handle);
+  if (q == nullptr) return {};
+  std::erase(retired_, handle);
+  q->broken = true;
+  q->ready = false;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  if (const int rc = engine_.api().modify_qp(q->qp, &a, IBV_QP_STATE); rc != 0) {
+    ORBITE_LOG(Warn, Rdma) << q->ctx->name
+                           << ": ibv_modify_qp to ERR failed: " << std::strerror(rc);
+  }
+  forget_wrs(*q);
+  const std::string name = q->ctx->name;
+  if (!destroy(*q)) {
+    return Status::error(Errc::Unquiesced,
+                         name + ": ibv_destroy_qp of a private grant's QP failed; it is retained");
+  }
+  return {};
 }
 
 void QpTable::forget_wrs(Qp& q) {

@@ -34,8 +34,11 @@ class QpTable {
     return handle < peers_.size() ? peers_[handle] : nullptr;
   }
   // A QP on `cqs` for `peer`'s slot, charged to max_endpoints and to the CQs' depth; its
-  // receives are not posted yet (post_receives). A message QP is slot kMessageSlot.
-  Result<Qp*> create(CqSet& cqs, QpRole role, PeerRdma& peer, std::uint32_t slot);
+  // receives are not posted yet (post_receives). A message QP is slot kMessageSlot; a private
+  // grant's is slot kPrivateSlot in the grant's own `pd` (its source end takes one receive and
+  // posts nothing).
+  Result<Qp*> create(CqSet& cqs, QpRole role, PeerRdma& peer, std::uint32_t slot,
+                     ibv_pd* pd = nullptr);
   // Fills the QP's receive queue from its pool (receipts, or frames for a message QP).
   Status post_receives(Qp& q);
   // To ERR (whatever is outstanding flushes); destroyed by destroy_retired once drained.
@@ -43,6 +46,10 @@ class QpTable {
   [[nodiscard]] bool retired(std::uint16_t handle) const;
   [[nodiscard]] bool any_retired() const { return !retired_.empty(); }
   void destroy_retired(Clock::time_point now);
+  // Now, whatever is outstanding (a private grant's teardown before its GrantAck): ERR, then
+  // ibv_destroy_qp; what it had posted is forgotten (a late completion finds no QP). Unquiesced
+  // when the destroy fails (the QP and its charges are kept for good).
+  Status destroy_now(std::uint16_t handle);
   // Shutdown: retired QPs still not drained are destroyed now (only the destroy proves that
   // none of their WRs runs again).
   void abandon_retired();
@@ -53,6 +60,8 @@ class QpTable {
   // A QP about to be destroyed undrained: its outstanding WRs and receives are forgotten (no
   // completion will come), their payload bytes leaving the NIC's transmit meter and backlog.
   void forget_wrs(Qp& q);
+  // ibv_destroy_qp and the QP's charges back; false when the destroy failed (kept for good).
+  bool destroy(Qp& q);
 
   RdmaEngine& engine_;
   const RdmaConfig& cfg_;

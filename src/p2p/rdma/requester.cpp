@@ -161,6 +161,7 @@ Status Requester::start_rma(PeerRdma& peer, p2p::RmaOp op) {
     job->wire_op = o.write ? kOpWrite : kOpRead;
     job->target = o.remote_region;
     job->target_generation = o.remote_generation;
+    job->private_path = o.remote_device;
   }
   // Parents of at most max_direct_bytes, one grant each; every parent's rails are chosen (and
   // charged) before any is queued, so a refusal leaves nothing behind.
@@ -183,8 +184,13 @@ Status Requester::start_rma(PeerRdma& peer, p2p::RmaOp op) {
     p.local = o.local_region != nullptr ? o.local_region->base + o.local_offset + i * cap : nullptr;
     p.remote_offset = o.remote_offset + i * cap;
     p.length = std::min(cap, o.length - std::min(o.length, i * cap));
-    p.plan = plan_slices(p.length, cfg_.block_size, p.write ? kMaxWriteSlices : kMaxReadSlices);
+    // A private grant is one segment on one QP pair: one slice (the NIC cuts it into packets).
+    p.plan = plan_slices(p.length, cfg_.block_size,
+                         job->private_path ? 1
+                         : p.write         ? kMaxWriteSlices
+                                           : kMaxReadSlices);
     if (p.length > 0) ORBITE_RETURN_IF_ERROR(plan_segments(peer, p, *set));
+    if (job->private_path && !p.segments.empty()) p.segments.front().slot = kPrivateSlot;
     planned.push_back(std::move(p));
   }
   job->parents_left = n;
@@ -198,8 +204,28 @@ Status Requester::start_rma(PeerRdma& peer, p2p::RmaOp op) {
   return {};
 }
 
+void Requester::connect_private(PeerRdma& peer, Parent& p) {
+  // A QP for this grant alone, left in INIT: the source connects the grant's QP to it and
+  // names that one in the Grant (on_grant connects this one back).
+  Segment& s = p.segments.front();
+  const QpArray& arr = peer.arrays[s.array];
+  auto made = lane_.new_qp(arr.context, QpRole::Requester, peer, kPrivateSlot);
+  if (!made.ok()) return fail_parent(peer, p, made.status().with_context("nothing moved"));
+  Qp& q = **made;
+  q.psn = random_psn();
+  q.rd_atomic = clamp_rd_depth(cfg_.max_rd_atomic, q.ctx->limits.max_qp_init_rd_atom);
+  q.dest_rd_atomic = 0;  // nothing reads from this side
+  s.qp_handle = q.handle;
+  p.private_qp = true;
+  request_grant(peer, p);
+}
+
 void Requester::connect_parent(PeerRdma& peer, Parent& p) {
   p.state = ParentState::Connecting;
+  if (p.job->private_path) {
+    if (!p.private_qp) connect_private(peer, p);
+    return;
+  }
   bool all_ready = true;
   for (Segment& s : p.segments) {
     QpArray& arr = peer.arrays[s.array];
@@ -325,6 +351,18 @@ void Requester::request_grant(PeerRdma& peer, Parent& p) {
   m.slices = static_cast<std::uint8_t>(p.plan.lengths.size());
   m.link_incarnation = peer.info.link_incarnation;
   m.priority = static_cast<std::uint8_t>(p.priority);
+  if (p.job->private_path && !p.segments.empty()) {
+    const Segment& s = p.segments.front();
+    if (const Qp* q = lane_.qp(s.qp_handle)) {
+      m.private_path = true;
+      m.private_qp = QpEndpointInfo{q->qp->qp_num,
+                                    q->psn,
+                                    static_cast<std::uint8_t>(q->ctx->nic_id),
+                                    peer.arrays[s.array].remote_nic,
+                                    q->rd_atomic,
+                                    q->dest_rd_atomic};
+    }
+  }
   if (p.deadline != kNoDeadline) {
     const auto left =
         std::chrono::duration_cast<std::chrono::microseconds>(p.deadline - Clock::now());
@@ -357,6 +395,13 @@ void Requester::on_grant(PeerRdma& peer, const Grant& m) {
                                           " that asked for none (or for another segment count)");
   }
   Parent& p = *found;
+  if (m.private_path != p.job->private_path) {
+    return lane_.protocol_error(peer,
+                                "Grant for parent " + std::to_string(m.parent) +
+                                    (m.private_path ? " on the private path, which it did "
+                                                      "not ask for"
+                                                    : " without the private path it asked for"));
+  }
   peer.parents.answered();
   p.grant = m.grant;
   p.grant_generation = m.generation;
@@ -365,9 +410,45 @@ void Requester::on_grant(PeerRdma& peer, const Grant& m) {
     p.segments[i].rkey = m.segments[i].rkey;
     p.segments[i].remote_address = m.segments[i].address;
   }
+  if (m.private_path) {
+    if (Status st = connect_private_grant(peer, p, m); !st.ok()) {
+      // The grant exists: it goes back (the source tears its objects down and acknowledges).
+      resume(p);
+      p.failure = st.with_context("nothing moved");
+      p.state = ParentState::Canceling;
+      return lane_.send(peer, ControlKind::GrantCancel,
+                        encode(GrantCancel{p.id, p.grant, p.grant_generation}));
+    }
+  }
   p.state = ParentState::Granted;
   resume(p);
   dispatch_due_ = true;  // it posts in the scheduler's order, next pass
+}
+
+Status Requester::connect_private_grant(PeerRdma& peer, Parent& p, const Grant& m) {
+  const Segment& s = p.segments.front();
+  Qp* q = lane_.qp(s.qp_handle);
+  const NicRecord* nic = peer.nic(m.private_qp.nic_id);
+  if (q == nullptr || q->broken) {
+    return Status::error(Errc::ConnectionLost, "the private QP of the grant was retired");
+  }
+  if (nic == nullptr || m.private_qp.nic_id != peer.arrays[s.array].remote_nic ||
+      m.private_qp.remote_nic != q->ctx->nic_id) {
+    return Status::error(Errc::Protocol,
+                         "the Grant's private QP is on another NIC pair than asked");
+  }
+  // Never more READs in flight than the grant's QP accepts (and a READ needs one).
+  q->rd_atomic = std::min(q->rd_atomic, m.private_qp.dest_rd_atomic);
+  if (!p.write && q->rd_atomic == 0) {
+    return Status::error(Errc::Protocol, "the Grant's private QP accepts no READ");
+  }
+  ORBITE_RETURN_IF_ERROR(connect_rc_qp(*q->ctx, q->qp,
+                                       remote_end(*nic, m.private_qp.qpn, m.private_qp.psn), q->psn,
+                                       q->rd_atomic, q->dest_rd_atomic));
+  q->ready = true;
+  q->remote_qpn = m.private_qp.qpn;
+  q->remote_incarnation = m.private_incarnation;
+  return {};
 }
 
 void Requester::resume(Parent& p) {
@@ -384,7 +465,7 @@ void Requester::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
   }
   Parent& p = *found;
   peer.parents.answered();
-  if (m.cache_miss != 0 && !p.reconnected) {
+  if (m.cache_miss != 0 && !p.reconnected && !p.job->private_path) {
     // The only case that may reconnect: no authority ever existed for this parent.
     p.reconnected = true;
     add(engine_->counters().reconnects);
@@ -456,6 +537,9 @@ void Requester::expire_drains(PeerRdma& peer) {
                             "the RDMA work of this request did not drain within "
                             "rdma.destroy_timeout; its buffer may still be accessed (" +
                                 p.failure.message() + ")"));
+    if (p.private_qp && !p.segments.empty() && lane_.qp(p.segments.front().qp_handle) != nullptr) {
+      lane_.retire_qp(p.segments.front().qp_handle);
+    }
     it = peer.parents.erase(it);
   }
 }
@@ -499,7 +583,7 @@ void Requester::maybe_finish_parent(PeerRdma& peer, std::uint64_t id) {
       for (auto& arr : peer.arrays) {
         for (auto& slot : arr.slots) std::erase(slot.waiters, id);
       }
-      peer.parents.erase(id);
+      erase_parent(peer, id);
     }
     return;
   }
@@ -508,6 +592,19 @@ void Requester::maybe_finish_parent(PeerRdma& peer, std::uint64_t id) {
                                     [](const Segment& s) { return s.receipt_done; });
   if (!receipts || p.wrs_outstanding > 0) return;
   report(p, {});
+  erase_parent(peer, id);
+}
+
+void Requester::erase_parent(PeerRdma& peer, std::uint64_t id) {
+  Parent* p = peer.parents.find(id);
+  if (p == nullptr) return;
+  // A private grant's QP serves this parent alone: it goes with it (to ERR, destroyed once
+  // drained; the source destroyed its end before its GrantAck).
+  if (p->private_qp && !p->segments.empty()) {
+    if (lane_.qp(p->segments.front().qp_handle) != nullptr) {
+      lane_.retire_qp(p->segments.front().qp_handle);
+    }
+  }
   peer.parents.erase(id);
 }
 

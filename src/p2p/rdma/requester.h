@@ -74,6 +74,12 @@ class Requester {
   // Cuts a parent's slices into segments by the lease's NIC runs (and QP slots).
   Status plan_segments(PeerRdma& peer, Parent& p, const MrSet& local);
   void connect_parent(PeerRdma& peer, Parent& p);
+  // The private grant path: the parent's own QP (INIT) before its GrantRequest, connected to the
+  // grant's QP on the Grant.
+  void connect_private(PeerRdma& peer, Parent& p);
+  Status connect_private_grant(PeerRdma& peer, Parent& p, const Grant& m);
+  // Erases the parent (its private QP, if any, retired with it).
+  void erase_parent(PeerRdma& peer, std::uint64_t id);
   void request_grant(PeerRdma& peer, Parent& p);
   // A parked parent (Parent::parked) back into the scheduler's passes.
   void resume(Parent& p);

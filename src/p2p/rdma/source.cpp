@@ -198,6 +198,15 @@ void GrantSource::publish_if_bound(PeerRdma& peer, GrantState& g) {
     m.segments.push_back(
         SegmentGrant{s.rkey, reinterpret_cast<std::uint64_t>(g.region->base + s.offset)});
   }
+  if (g.priv != nullptr) {
+    // The private grant path: the requester connects its private QP to this one.
+    const Qp* q = lane_.qp(g.priv->qp_handle);
+    m.private_path = true;
+    m.private_incarnation = q->incarnation;
+    m.private_qp = QpEndpointInfo{
+        q->qp->qp_num,         q->psn,       static_cast<std::uint8_t>(q->ctx->nic_id),
+        g.priv->requester_nic, q->rd_atomic, q->dest_rd_atomic};
+  }
   g.published = true;
   add(engine_->counters().grants);
   lane_.send(peer, ControlKind::Grant, encode(m));
@@ -329,7 +338,9 @@ void GrantSource::close_grant(PeerRdma& peer, std::uint64_t id, const Status& ou
   std::optional<GrantState> taken = peer.grants.take(id);
   if (!taken) return;
   GrantState g = std::move(*taken);
-  bool retained = false;
+  bool retained = false;  // a window that could not be revoked
+  bool private_retained = false;
+  Status result_of_grant = outcome;
   for (GrantSegment& s : g.segments) {
     Qp* q = lane_.qp(s.qp_handle);
     if (!s.receipted && q != nullptr && q->incarnation == s.qp_incarnation &&
@@ -345,6 +356,19 @@ void GrantSource::close_grant(PeerRdma& peer, std::uint64_t id, const Status& ou
     }
     s.mw = nullptr;
   }
+  if (g.priv != nullptr) {
+    // The private grant path: its QP, MRs and PD go before the GrantAck.
+    if (teardown_private(*g.priv)) {
+      g.priv.reset();
+    } else {
+      private_retained = true;
+      result_of_grant =
+          Status::error(Errc::Unquiesced,
+                        "a private grant's QP, MR or PD could not be destroyed; the device "
+                        "range stays locked (" +
+                            outcome.message() + ")");
+    }
+  }
   const bool published = g.published;
   const bool to_receive = g.to_receive;
   const std::uint64_t target = g.target;
@@ -352,9 +376,12 @@ void GrantSource::close_grant(PeerRdma& peer, std::uint64_t id, const Status& ou
   const std::uint64_t length = g.length;
   const std::uint64_t generation = g.generation;
   engine_->counters().grants_active.fetch_sub(1);
-  if (retained) {
-    // A window that refused to go keeps its range lock, region pin and charges for good.
-    engine_->retain("a memory window of grant " + std::to_string(id) + " could not be revoked");
+  if (retained || private_retained) {
+    // A window (or a private grant's object) that refused to go keeps its range lock, region pin
+    // and charges for good (teardown_private counted its own).
+    if (retained) {
+      engine_->retain("a memory window of grant " + std::to_string(id) + " could not be revoked");
+    }
     g.pin.keep();
     g.lock.keep();
     g.slot.keep();
@@ -382,16 +409,17 @@ void GrantSource::close_grant(PeerRdma& peer, std::uint64_t id, const Status& ou
   }
   if (!send_ack || peer.failed) return;
   if (published) {
+    const Status& o = result_of_grant;
     lane_.send(peer, ControlKind::GrantAck,
-               encode(GrantAck{parent, static_cast<std::uint32_t>(outcome.code()),
-                               outcome.ok() ? length : 0, id, generation, outcome.message()}));
+               encode(GrantAck{parent, static_cast<std::uint32_t>(o.code()), o.ok() ? length : 0,
+                               id, generation, o.message()}));
   } else {
     add(engine_->counters().grant_nacks);
+    const Status& o = result_of_grant;
     lane_.send(
         peer, ControlKind::GrantNack,
-        encode(GrantNack{
-            parent, static_cast<std::uint32_t>(outcome.ok() ? Errc::Unavailable : outcome.code()),
-            0, outcome.message() + " (nothing moved)"}));
+        encode(GrantNack{parent, static_cast<std::uint32_t>(o.ok() ? Errc::Unavailable : o.code()),
+                         0, o.message() + " (nothing moved)"}));
   }
 }
 

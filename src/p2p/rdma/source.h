@@ -45,6 +45,8 @@ class GrantSource {
   // connection `handle` (every grant through it is revoked with `why`).
   void on_wr(PeerRdma& peer, const WrRecord& r, bool ok);
   void on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc);
+  // The receipt of a private grant (an ordinary SEND on its own QP; private_grant.cpp).
+  void on_private_receipt(PeerRdma& peer, Qp& q, const ibv_wc& wc);
   void connection_failed(PeerRdma& peer, std::uint16_t handle, const Status& why);
   // Each pass: the peer's deferred GrantRequests again, in tier order.
   void retry_deferred(PeerRdma& peer);
@@ -85,6 +87,13 @@ class GrantSource {
                     bool cache_miss = false);
   // Queues a GrantRequest to run again next pass, counting it once however often it waits.
   void defer(PeerRdma& peer, const GrantRequest& m);
+  // private_grant.cpp: a GrantRequest on the private grant path (device memory), its objects
+  // built (PD, exact MR, receipt buffer, QP connected to the requester's), and their teardown
+  // (false: something refused to go and stays, with the grant retained).
+  void grant_private(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan);
+  Status build_private(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan,
+                       PrivateGrant& priv);
+  bool teardown_private(PrivateGrant& priv, bool counted = true);
   // source.cpp
   void publish_if_bound(PeerRdma& peer, GrantState& g);
   // Ends a grant: windows invalidated or revoked, range unlocked, pins and budgets returned.
@@ -101,6 +110,9 @@ class GrantSource {
   WindowPool windows_;              // every grant's windows, their keys, the parked ones
   // Grants whose windows could not be revoked: their locks, pins and charges are kept for good.
   std::vector<GrantState> retained_grants_;
+  // A private grant's objects that refused to go before the grant existed (a failed build or
+  // refusal): kept for good, as a retained grant's are.
+  std::vector<std::unique_ptr<PrivateGrant>> retained_private_;
   std::vector<std::uint64_t> expired_;  // expire()'s scratch (no allocation per pass)
   // When the earliest open grant reaches rdma.grant_timeout (max: none open); a grant closed
   // early leaves it early, which only costs one scan.

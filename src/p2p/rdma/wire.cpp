@@ -250,6 +250,8 @@ std::string encode(const GrantRequest& m) {
   }
   w.put(m.priority);
   w.put(m.deadline_us);
+  w.put(static_cast<std::uint8_t>(m.private_path ? 1 : 0));
+  if (m.private_path) put_qp(w, m.private_qp);
   return out;
 }
 Status check_tiling(const GrantRequest& m) {
@@ -313,7 +315,10 @@ Result<GrantRequest> decode_grant_request(std::string_view body) {
   }
   m.priority = r.get<std::uint8_t>();
   m.deadline_us = r.get<std::uint64_t>();
-  if (m.priority > 2) r.fail();
+  const auto private_path = r.get<std::uint8_t>();
+  if (m.priority > 2 || private_path > 1) r.fail();
+  m.private_path = private_path == 1;
+  if (r.ok() && m.private_path) get_qp(r, m.private_qp);
   if (!r.done()) return bad("GrantRequest", body);
   return m;
 }
@@ -329,6 +334,11 @@ std::string encode(const Grant& m) {
   for (const SegmentGrant& s : m.segments) {
     w.put(s.rkey);
     w.put(s.address);
+  }
+  w.put(static_cast<std::uint8_t>(m.private_path ? 1 : 0));
+  if (m.private_path) {
+    put_qp(w, m.private_qp);
+    w.put(m.private_incarnation);
   }
   return out;
 }
@@ -346,6 +356,13 @@ Result<Grant> decode_grant(std::string_view body) {
     s.rkey = r.get<std::uint32_t>();
     s.address = r.get<std::uint64_t>();
     m.segments.push_back(s);
+  }
+  const auto private_path = r.get<std::uint8_t>();
+  if (private_path > 1) r.fail();
+  m.private_path = private_path == 1;
+  if (r.ok() && m.private_path) {
+    get_qp(r, m.private_qp);
+    m.private_incarnation = r.get<std::uint64_t>();
   }
   if (!r.done()) return bad("Grant", body);
   return m;

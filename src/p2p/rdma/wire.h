@@ -37,8 +37,9 @@ struct NicRecord {
 inline constexpr std::size_t kMaxNics = 64;
 
 // The connect blob's version: the control messages' layouts it implies. 2 added the
-// GrantRequest's priority and deadline and the GrantCancel; an engine refuses any other.
-inline constexpr std::uint8_t kRdmaWireVersion = 2;
+// GrantRequest's priority and deadline and the GrantCancel; 3 the private grant path (a
+// GrantRequest's and a Grant's private QP). An engine refuses any other.
+inline constexpr std::uint8_t kRdmaWireVersion = 3;
 
 // The connect blob each side puts in the handshake (one per link).
 struct RdmaInfo {
@@ -104,6 +105,9 @@ struct QpRetire {
 // (never a grant's). Its receiving end keeps kMessageSlots receives of kFrameSlotBytes posted;
 // the sender starts with that many credits and gets them back in FrameCredit messages.
 inline constexpr std::uint32_t kMessageSlot = 1023;
+// The slot a private grant's one segment names (device memory of the source: a QP pair of its own
+// per grant, see PrivateQp below); never a slot of the requester's QP arrays.
+inline constexpr std::uint32_t kPrivateSlot = 1022;
 inline constexpr std::uint32_t kMessageSlots = 32;
 inline constexpr std::uint32_t kFramePayload = 4096;
 inline constexpr std::uint32_t kFrameSlotBytes = 48 + kFramePayload;  // a frame header first
@@ -147,6 +151,11 @@ struct GrantRequest {
   // the source answers Timeout, granting nothing, to one still waiting when it passes.
   std::uint8_t priority = 0;
   std::uint64_t deadline_us = 0;
+  // The private grant path (device memory at the source): the requester's QP for this grant
+  // alone, in INIT, which the source connects its own private QP to. Its one segment names
+  // kPrivateSlot and this QP's number.
+  bool private_path = false;
+  QpEndpointInfo private_qp;
   // Not on the wire: deadline_us in the receiver's steady clock, set when the request arrived.
   std::chrono::steady_clock::time_point local_deadline =
       std::chrono::steady_clock::time_point::max();
@@ -167,6 +176,11 @@ struct Grant {
   std::uint64_t generation = 0;
   std::uint64_t nonce = 0;
   std::vector<SegmentGrant> segments;
+  // The private grant path: the source's QP (in the grant's own PD, connected to the requester's
+  // private QP) and its incarnation, which the receipt's binding names.
+  bool private_path = false;
+  QpEndpointInfo private_qp;
+  std::uint64_t private_incarnation = 0;
 };
 struct GrantNack {
   std::uint64_t parent = 0;
