@@ -19,7 +19,10 @@
 //   nvlink_messages  (nvlink) isend/irecv forced onto nvlink: read device to device over
 //               cuda_ipc at every size; a host buffer refused
 //   gpudirect   (rdma, cuda_memory direct) putget from device memory through GPU MRs, counted
-//               by route (CUDA_TEST_GDR_ROUTE), unstaged; a put into device memory staged
+//               by route (CUDA_TEST_GDR_ROUTE), unstaged; a put and a get into device memory on
+//               the private grant path, unstaged, every grant's objects destroyed
+//   private_faults  (rdma, cuda_memory direct) rank 1 withholds a receipt or writes past its
+//               private grant (CUDA_TEST_RANK1_HOOKS): revoked or refused, objects destroyed
 #include <cuda.h>
 #include <orbite/bootstrap.h>
 #include <orbite/communicator.h>
@@ -507,16 +510,22 @@ int main(int argc, char** argv) {
       {"ipc", ipc},
       {"ipc_unquiesced", ipc_unquiesced},
       {"gpudirect", gpudirect},
-      {"nvlink_messages", nvlink_messages}};
+      {"nvlink_messages", nvlink_messages},
+      {"private_faults", private_faults}};
   if (argc != 2 || scenarios.count(argv[1]) == 0) {
     std::fprintf(stderr,
                  "usage: orbite-cuda-probe "
                  "putget|sendrecv|allreduce|readiness|copy_faults|ipc|ipc_unquiesced|gpudirect|"
-                 "nvlink_messages\n");
+                 "nvlink_messages|private_faults\n");
     return 2;
   }
   const std::string name = argv[1];
-  if (const char* r = std::getenv("ORBITE_RANK")) set_rank_for_messages(std::atoi(r));
+  if (const char* r = std::getenv("ORBITE_RANK")) {
+    set_rank_for_messages(std::atoi(r));
+    // Rank 1's RDMA test hooks (private_faults), set before its engine reads them.
+    const char* hooks = std::getenv("CUDA_TEST_RANK1_HOOKS");
+    if (std::atoi(r) == 1 && hooks != nullptr) ::setenv("ORBITE_RDMA_TEST_HOOKS", hooks, 1);
+  }
   orbite::TransferOptions options;
   const std::string t = env("P2P_TEST_TRANSPORT", "tcp");
   options.transport = t == "rdma"     ? orbite::Transport::Rdma
@@ -537,7 +546,7 @@ int main(int argc, char** argv) {
   check_ok(comm.status(), "communicator");
   Context c{*comm, options, comm->rank(), comm->size()};
   scenarios.at(name)(c);
-  if (name != "copy_faults") check_route(c);
+  if (name != "copy_faults" && name != "private_faults") check_route(c);
   barrier(c, "before close");
   const orbite::Status closed = c.comm.engine().close(std::chrono::seconds(30));
   if (g_close_retains) {

@@ -95,5 +95,6 @@ extern bool g_close_retains;
 void putget(Context& c);
 void gpudirect(Context& c);        // cuda_probe_direct.cpp
 void nvlink_messages(Context& c);  // cuda_probe_direct.cpp
+void private_faults(Context& c);   // cuda_probe_direct.cpp
 
 }  // namespace orbite::probe

@@ -4,9 +4,11 @@
 #include <softcuda/control.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda_probe.h"
@@ -165,6 +167,77 @@ void gpudirect(Context& c) {
           "the dma-buf of a retained GPU MR was closed");
     g_close_retains = true;  // the engine's close says so too
   }
+}
+
+}  // namespace orbite::probe
+
+namespace orbite::probe {
+
+// private_faults (rdma, cuda_memory direct; rank 1's ORBITE_RDMA_TEST_HOOKS from
+// CUDA_TEST_RANK1_HOOKS): rank 1 misbehaves as the requester of a put into rank 0's device
+// memory, which is granted on the private grant path.
+//   withhold_receipt: the first put's receipt never comes; rank 0 revokes the grant after
+//     rdma.grant_timeout, destroying its QP, MRs and PD, and the put fails Timeout; the next put
+//     (a new grant) lands.
+//   widen_write: the WRITE reaches one byte past the granted range; the grant's MR is exactly the
+//     range, so the NIC refuses it: the put fails, the byte after the range is untouched, and the
+//     grant's objects are destroyed all the same.
+void private_faults(Context& c) {
+  TransferEngine& e = c.comm.engine();
+  const std::string hooks = env("CUDA_TEST_RANK1_HOOKS", "");
+  constexpr std::uint64_t kAt = 4096, kLength = 65536;
+  Memory mine(c.rank == 0 ? "cuda" : "host", kMiB);
+  auto region = mine.register_with(e);
+  check_ok(region.status(), "register");
+  if (c.rank == 0) {
+    mine.fill(0, kMiB, 13);
+    send_string(c, region->export_descriptor().bytes(), 1, 4);
+    await_peer(c, 1, 5);
+    // Every grant's private objects are gone (the expired one's too), nothing stays granted.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    RdmaStats s = e.rdma_stats();
+    while ((s.grants_active != 0 || s.private_teardowns != s.private_grants) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      s = e.rdma_stats();
+    }
+    check(s.private_grants >= 1 && s.private_teardowns == s.private_grants && s.grants_active == 0,
+          std::to_string(s.private_grants) + " private grants, " +
+              std::to_string(s.private_teardowns) + " torn down, " +
+              std::to_string(s.grants_active) + " active");
+    check(e.stats().staging_loans == 0, "a private grant's put was staged");
+    // The byte after the range never changes; the range holds the second put (withhold) or
+    // the old bytes or a prefix of the put (widen: what a refused WRITE left is not defined).
+    mine.expect(kAt + kLength, kMiB - kAt - kLength, 13, "bytes after the granted range",
+                kAt + kLength);
+    if (hooks == "withhold_receipt") {
+      check(s.grants_expired == 1, std::to_string(s.grants_expired) + " grants expired, not 1");
+      mine.expect(kAt, kLength, 29, "the put after the revoked grant", kAt);
+    }
+    std::printf("rank 0: private faults %s: %llu grants, %llu torn down\n", hooks.c_str(),
+                static_cast<unsigned long long>(s.private_grants),
+                static_cast<unsigned long long>(s.private_teardowns));
+  } else {
+    auto target = RemoteRegion::from_bytes(recv_string(c, 0, 4));
+    check_ok(target.status(), "descriptor of rank 0's device region");
+    mine.fill(0, kMiB, 29);
+    Request first =
+        accepted(e.put(*region, kAt, *target, kAt, kLength, c.options), "the misbehaving put");
+    const Status st = first.wait(std::chrono::seconds(60));
+    std::printf("rank 1: %s: %s\n", hooks.c_str(), st.to_string().c_str());
+    if (hooks == "withhold_receipt") {
+      check(st.code() == Errc::Timeout &&
+                st.message().find("rdma.grant_timeout") != std::string::npos,
+            "the put whose receipt was withheld: " + st.to_string());
+      Request again =
+          accepted(e.put(*region, kAt, *target, kAt, kLength, c.options), "the second put");
+      wait_ok(again, "the put after the revoked grant");
+    } else {
+      check(!st.ok(), "a WRITE past the granted range succeeded");
+    }
+    signal_peer(c, 0, 5);
+  }
+  check_ok(region->unregister(), "unregister");
 }
 
 }  // namespace orbite::probe

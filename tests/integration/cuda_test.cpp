@@ -340,6 +340,21 @@ TEST(GpuDirect, DeviceMemoryMovesThroughDmabufMrsUnstaged) {
   expect_pass("sendrecv", {"rdma", "cuda", "cuda"}, 2, true, gpudirect_env("dmabuf"));
 }
 
+// The private grant path under a misbehaving requester: a withheld receipt (the grant is revoked
+// after rdma.grant_timeout and its objects destroyed) and a WRITE one byte past the granted range
+// (refused by the grant's exact MR; nothing after the range is written).
+TEST(GpuDirect, PrivateGrantsSurviveAWithheldReceiptAndAWriteBeyondTheirRange) {
+  if (system_driver()) GTEST_SKIP() << "softverbs' GPU MRs reach softcuda's memory only";
+  for (const char* hook : {"withhold_receipt", "widen_write"}) {
+    SCOPED_TRACE(hook);
+    auto env = gpudirect_env("dmabuf");
+    env["CUDA_TEST_RANK1_HOOKS"] = hook;
+    env["ORBITE_RDMA_GRANT_TIMEOUT"] = "300ms";
+    const Outcome o = expect_pass("private_faults", {"rdma", "cuda", "host"}, 2, false, env);
+    EXPECT_EQ(count_of(o.out, std::string("rank 0: private faults ") + hook), 1U) << o.out;
+  }
+}
+
 TEST(GpuDirect, AutoTakesPeermemWhereTheDeviceHasNoDmabufAndTheModuleIsLoaded) {
   if (system_driver()) GTEST_SKIP() << "softverbs' GPU MRs reach softcuda's memory only";
   testing::TempDir sysfs;

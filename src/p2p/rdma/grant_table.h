@@ -57,6 +57,7 @@ struct PrivateGrant {
   ibv_mr* receipt_mr = nullptr;  // over `receipt`
   std::unique_ptr<std::byte[]> receipt;
   std::uint16_t qp_handle = 0;
+  std::uint64_t qp_incarnation = 0;  // a handle is reused once its QP is destroyed
   bool has_qp = false;
 };
 

@@ -99,8 +99,9 @@ struct Parent {
   // scheduler's passes until the Grant, or a cache miss that reconnects, resumes it.
   SchedEntry parked{};
   bool reconnected = false;
-  bool private_qp = false;       // its one segment's QP is its own (job->private_path)
-  bool request_waiting = false;  // held by its ParentTable's GrantRequest window
+  bool private_qp = false;                // its one segment's QP is its own (job->private_path)
+  std::uint64_t private_incarnation = 0;  // that QP's (its handle is reused once it is destroyed)
+  bool request_waiting = false;           // held by its ParentTable's GrantRequest window
   bool acked = false;
   Status ack_status;
   Status failure;  // first failure; the parent ends once it has drained

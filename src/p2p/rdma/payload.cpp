@@ -53,7 +53,7 @@ void Requester::post_payload(PeerRdma& peer, Parent& p) {
       continue;
     }
     if (s.released) continue;
-    Qp* q = lane_.qp(s.qp_handle);
+    Qp* q = p.private_qp ? own_qp(p) : lane_.qp(s.qp_handle);
     if (q == nullptr || q->broken) {
       return fail_parent(
           peer, p, Status::error(Errc::ConnectionLost, "the RDMA connection of a segment failed"));
@@ -195,7 +195,7 @@ Binding Requester::receipt_binding(const PeerRdma& peer, const Parent& p, const 
 }
 
 void Requester::post_receipt(PeerRdma& peer, Parent& p, Segment& s, bool release) {
-  Qp* q = lane_.qp(s.qp_handle);
+  Qp* q = p.private_qp ? own_qp(p) : lane_.qp(s.qp_handle);
   if (q == nullptr || q->broken) {
     return fail_parent(
         peer, p,

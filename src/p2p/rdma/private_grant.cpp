@@ -93,6 +93,7 @@ Status GrantSource::build_private(PeerRdma& peer, const GrantRequest& m, const G
   }
   ORBITE_ASSIGN_OR_RETURN(Qp * q, lane_.new_qp(c, QpRole::Source, peer, kPrivateSlot, priv.pd));
   priv.qp_handle = q->handle;
+  priv.qp_incarnation = q->incarnation;
   priv.has_qp = true;
   q->psn = static_cast<std::uint32_t>(random_u64() & 0xffffff);
   q->rd_atomic = 0;
@@ -122,7 +123,11 @@ bool GrantSource::teardown_private(PrivateGrant& priv, bool counted) {
   // The QP first: once it is gone nothing can arrive through it; then the MRs, then the PD. A
   // step that fails keeps what it and the later steps would have destroyed.
   if (priv.has_qp) {
-    if (Status st = lane_.destroy_qp_now(priv.qp_handle); !st.ok()) return false;
+    // (Already destroyed with its peer's link when the handle serves another QP now.)
+    const Qp* q = lane_.qp(priv.qp_handle);
+    if (q != nullptr && q->incarnation == priv.qp_incarnation) {
+      if (Status st = lane_.destroy_qp_now(priv.qp_handle); !st.ok()) return false;
+    }
     priv.has_qp = false;
   }
   bool ok = true;

@@ -217,6 +217,7 @@ void Requester::connect_private(PeerRdma& peer, Parent& p) {
   q.dest_rd_atomic = 0;  // nothing reads from this side
   s.qp_handle = q.handle;
   p.private_qp = true;
+  p.private_incarnation = q.incarnation;
   request_grant(peer, p);
 }
 
@@ -353,7 +354,7 @@ void Requester::request_grant(PeerRdma& peer, Parent& p) {
   m.priority = static_cast<std::uint8_t>(p.priority);
   if (p.job->private_path && !p.segments.empty()) {
     const Segment& s = p.segments.front();
-    if (const Qp* q = lane_.qp(s.qp_handle)) {
+    if (const Qp* q = own_qp(p)) {
       m.private_path = true;
       m.private_qp = QpEndpointInfo{q->qp->qp_num,
                                     q->psn,
@@ -427,7 +428,7 @@ void Requester::on_grant(PeerRdma& peer, const Grant& m) {
 
 Status Requester::connect_private_grant(PeerRdma& peer, Parent& p, const Grant& m) {
   const Segment& s = p.segments.front();
-  Qp* q = lane_.qp(s.qp_handle);
+  Qp* q = own_qp(p);
   const NicRecord* nic = peer.nic(m.private_qp.nic_id);
   if (q == nullptr || q->broken) {
     return Status::error(Errc::ConnectionLost, "the private QP of the grant was retired");
@@ -537,9 +538,7 @@ void Requester::expire_drains(PeerRdma& peer) {
                             "the RDMA work of this request did not drain within "
                             "rdma.destroy_timeout; its buffer may still be accessed (" +
                                 p.failure.message() + ")"));
-    if (p.private_qp && !p.segments.empty() && lane_.qp(p.segments.front().qp_handle) != nullptr) {
-      lane_.retire_qp(p.segments.front().qp_handle);
-    }
+    if (const Qp* q = own_qp(p)) lane_.retire_qp(q->handle);
     it = peer.parents.erase(it);
   }
 }
@@ -600,12 +599,14 @@ void Requester::erase_parent(PeerRdma& peer, std::uint64_t id) {
   if (p == nullptr) return;
   // A private grant's QP serves this parent alone: it goes with it (to ERR, destroyed once
   // drained; the source destroyed its end before its GrantAck).
-  if (p->private_qp && !p->segments.empty()) {
-    if (lane_.qp(p->segments.front().qp_handle) != nullptr) {
-      lane_.retire_qp(p->segments.front().qp_handle);
-    }
-  }
+  if (const Qp* q = own_qp(*p)) lane_.retire_qp(q->handle);
   peer.parents.erase(id);
+}
+
+Qp* Requester::own_qp(const Parent& p) const {
+  if (!p.private_qp || p.segments.empty()) return nullptr;
+  Qp* q = lane_.qp(p.segments.front().qp_handle);
+  return q != nullptr && q->incarnation == p.private_incarnation ? q : nullptr;
 }
 
 }  // namespace orbite::rdma

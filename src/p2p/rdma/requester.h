@@ -80,6 +80,8 @@ class Requester {
   Status connect_private_grant(PeerRdma& peer, Parent& p, const Grant& m);
   // Erases the parent (its private QP, if any, retired with it).
   void erase_parent(PeerRdma& peer, std::uint64_t id);
+  // The parent's private QP while it still exists (null otherwise, or for a parent without one).
+  [[nodiscard]] Qp* own_qp(const Parent& p) const;
   void request_grant(PeerRdma& peer, Parent& p);
   // A parked parent (Parent::parked) back into the scheduler's passes.
   void resume(Parent& p);
