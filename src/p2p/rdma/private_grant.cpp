@@ -5,14 +5,70 @@
 // receipt, and a QP in it connected to the requester's private QP. The requester posts its
 // payload and then an ordinary fenced SEND of the binding on that QP pair; the source checks the
 // binding, then destroys the QP, the MRs and the PD, in that order, and only then sends the
-// GrantAck. Expiry, a cancel and a failed link tear down the same way (close_grant).
+// GrantAck. Expiry, a cancel and a failed link tear down the same way (close_grant). Both sides
+// are here: the requester's own QP per parent, and the source's grant.
+#include <algorithm>
 #include <cstring>
 
 #include "common/log.h"
+#include "p2p/rdma/requester.h"
 #include "p2p/rdma/source.h"
 #include "p2p/rdma/verbs.h"
 
 namespace orbite::rdma {
+
+// ---- the requester: its own QP per parent ----------------------------------------------------
+
+void Requester::connect_private(PeerRdma& peer, Parent& p) {
+  // A QP for this grant alone, left in INIT: the source connects the grant's QP to it and
+  // names that one in the Grant (on_grant connects this one back).
+  Segment& s = p.segments.front();
+  const QpArray& arr = peer.arrays[s.array];
+  auto made = lane_.new_qp(arr.context, QpRole::Requester, peer, kPrivateSlot);
+  if (!made.ok()) return fail_parent(peer, p, made.status().with_context("nothing moved"));
+  Qp& q = **made;
+  q.psn = random_psn();
+  q.rd_atomic = clamp_rd_depth(cfg_.max_rd_atomic, q.ctx->limits.max_qp_init_rd_atom);
+  q.dest_rd_atomic = 0;  // nothing reads from this side
+  s.qp_handle = q.handle;
+  p.private_qp = true;
+  p.private_incarnation = q.incarnation;
+  request_grant(peer, p);
+}
+
+Status Requester::connect_private_grant(PeerRdma& peer, Parent& p, const Grant& m) {
+  const Segment& s = p.segments.front();
+  Qp* q = own_qp(p);
+  const NicRecord* nic = peer.nic(m.private_qp.nic_id);
+  if (q == nullptr || q->broken) {
+    return Status::error(Errc::ConnectionLost, "the private QP of the grant was retired");
+  }
+  if (nic == nullptr || m.private_qp.nic_id != peer.arrays[s.array].remote_nic ||
+      m.private_qp.remote_nic != q->ctx->nic_id) {
+    return Status::error(Errc::Protocol,
+                         "the Grant's private QP is on another NIC pair than asked");
+  }
+  // Never more READs in flight than the grant's QP accepts (and a READ needs one).
+  q->rd_atomic = std::min(q->rd_atomic, m.private_qp.dest_rd_atomic);
+  if (!p.write && q->rd_atomic == 0) {
+    return Status::error(Errc::Protocol, "the Grant's private QP accepts no READ");
+  }
+  ORBITE_RETURN_IF_ERROR(connect_rc_qp(*q->ctx, q->qp,
+                                       remote_end(*nic, m.private_qp.qpn, m.private_qp.psn), q->psn,
+                                       q->rd_atomic, q->dest_rd_atomic));
+  q->ready = true;
+  q->remote_qpn = m.private_qp.qpn;
+  q->remote_incarnation = m.private_incarnation;
+  return {};
+}
+
+Qp* Requester::own_qp(const Parent& p) const {
+  if (!p.private_qp || p.segments.empty()) return nullptr;
+  Qp* q = lane_.qp(p.segments.front().qp_handle);
+  return q != nullptr && q->incarnation == p.private_incarnation ? q : nullptr;
+}
+
+// ---- the source: the grant's objects ---------------------------------------------------------
 
 void GrantSource::grant_private(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan) {
   const detail::RegionRecord& r = *plan.region;
