@@ -113,6 +113,10 @@ class ORBITE_API RemoteRegion {
   // Transports that reach it through the owner's staging (its CUDA memory on every transport
   // today; host memory on RDMA with RdmaHostMemory::Staged).
   [[nodiscard]] std::vector<Transport> staged_transports() const;
+  // The GPUDirect RDMA routes the owner registered this device memory by (rdma.cuda_memory =
+  // "direct"): Dmabuf and/or Peermem, empty for host memory or staged device memory. Evidence
+  // of what the owner did when it described the region, not a promise that a route works later.
+  [[nodiscard]] std::vector<rdma::GpuDirectRegistration> gpu_direct_routes() const;
 
  private:
   friend struct detail::DescriptorCodec;
@@ -129,6 +133,8 @@ class ORBITE_API RemoteRegion {
   // the descriptor (empty for tcp and shm; an RDMA NIC mask, a CUDA IPC handle).
   std::vector<std::pair<std::uint8_t, std::string>> transport_blobs_;
   std::uint32_t staged_ = 0;  // bit i: TransportId i carries it staged
+  // Bit i: TransportId i's registration is GPU MRs by dma-buf (gpu_dmabuf_) or peermem.
+  std::uint32_t gpu_dmabuf_ = 0, gpu_peermem_ = 0;
   // The owner's staging chunk (a staged access asks for at most this much at once).
   std::uint64_t staging_chunk_ = 0;
 };

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 
@@ -24,6 +25,20 @@ void* softcuda_symbol(const char* name) {
   if (lib != nullptr) dlclose(lib);  // only the reference RTLD_NOLOAD took
   return fn != nullptr ? fn : dlsym(RTLD_DEFAULT, name);
 }
+
+// The symbol once found, for the process's life (every ibv_reg_mr asks, host memory too: a
+// dlopen per registration would be the registration's main cost). A miss is not cached: the
+// driver may be loaded later. (A driver, once loaded, is never unloaded by its users here.)
+void* cached_symbol(std::atomic<void*>& cache, const char* name) {
+  void* fn = cache.load(std::memory_order_acquire);
+  if (fn == nullptr) {
+    fn = softcuda_symbol(name);
+    if (fn != nullptr) cache.store(fn, std::memory_order_release);
+  }
+  return fn;
+}
+std::atomic<void*> g_describe{nullptr};
+std::atomic<void*> g_resolve{nullptr};
 
 // Maps [offset, offset + length) of fd; the mapping holds its own reference to the file.
 int map_shadow(int fd, uint64_t offset, size_t length, GpuMapping* out) {
@@ -44,7 +59,7 @@ int map_shadow(int fd, uint64_t offset, size_t length, GpuMapping* out) {
 int map_dmabuf(int fd, uint64_t offset, size_t length, GpuMapping* out) {
   if (fd < 0) return EBADF;  // what NCCL's support probe (fd -1) expects of a kernel that has it
   using Describe = int (*)(int, unsigned long long*, unsigned long long*);
-  auto describe = reinterpret_cast<Describe>(softcuda_symbol("softcuda_dmabuf_describe"));
+  auto describe = reinterpret_cast<Describe>(cached_symbol(g_describe, "softcuda_dmabuf_describe"));
   unsigned long long start = 0;
   unsigned long long size = 0;
   if (describe == nullptr || describe(fd, &start, &size) != 0) return EINVAL;  // not a dma-buf
@@ -54,7 +69,7 @@ int map_dmabuf(int fd, uint64_t offset, size_t length, GpuMapping* out) {
 
 int map_peermem(const void* addr, size_t length, GpuMapping* out) {
   using Resolve = int (*)(uint64_t, uint64_t, int*, uint64_t*);
-  auto resolve = reinterpret_cast<Resolve>(softcuda_symbol("softcuda_peermem_resolve"));
+  auto resolve = reinterpret_cast<Resolve>(cached_symbol(g_resolve, "softcuda_peermem_resolve"));
   if (resolve == nullptr) return ENOENT;
   int fd = -1;
   uint64_t offset = 0;

@@ -11,8 +11,10 @@ constexpr std::size_t kMaxBlob = 4096;
 // Version 1 named transports by bits of a mask, indexed by Transport.
 constexpr std::uint32_t kV1Tcp = 1u << static_cast<unsigned>(Transport::Tcp);
 constexpr std::uint32_t kV1Shm = 1u << static_cast<unsigned>(Transport::Shm);
-// Version 3 entry flags.
+// Version 3 entry flags; version 4 adds the GPUDirect routes of the entry's registration.
 constexpr std::uint8_t kEntryStaged = 1;
+constexpr std::uint8_t kEntryGpuDmabuf = 2;
+constexpr std::uint8_t kEntryGpuPeermem = 4;
 }  // namespace
 
 namespace detail {
@@ -36,7 +38,10 @@ std::string DescriptorCodec::encode(const RemoteRegion& r) {
   w.put<std::uint8_t>(static_cast<std::uint8_t>(r.transport_blobs_.size()));
   for (const auto& [id, blob] : r.transport_blobs_) {
     w.put<std::uint8_t>(id);
-    w.put<std::uint8_t>((r.staged_ >> id) & 1 ? kEntryStaged : 0);
+    w.put<std::uint8_t>(
+        static_cast<std::uint8_t>(((r.staged_ >> id) & 1 ? kEntryStaged : 0) |
+                                  ((r.gpu_dmabuf_ >> id) & 1 ? kEntryGpuDmabuf : 0) |
+                                  ((r.gpu_peermem_ >> id) & 1 ? kEntryGpuPeermem : 0)));
     w.put_bytes(blob);
   }
   return out;
@@ -78,7 +83,9 @@ Result<RemoteRegion> DescriptorCodec::decode(std::string_view bytes) {
     for (std::uint8_t i = 0; problem.empty() && i < count && r.ok(); ++i) {
       const auto id = r.get<std::uint8_t>();
       const std::uint8_t flags = version >= 3 ? r.get<std::uint8_t>() : 0;
-      if ((flags & ~kEntryStaged) != 0) {
+      const std::uint8_t known =
+          version >= 4 ? kEntryStaged | kEntryGpuDmabuf | kEntryGpuPeermem : kEntryStaged;
+      if ((flags & ~known) != 0) {
         problem = "entry flags " + std::to_string(flags);
         break;
       }
@@ -93,6 +100,8 @@ Result<RemoteRegion> DescriptorCodec::decode(std::string_view bytes) {
                     " listed twice";
       }
       if ((flags & kEntryStaged) != 0) out.staged_ |= 1u << id;
+      if ((flags & kEntryGpuDmabuf) != 0) out.gpu_dmabuf_ |= 1u << id;
+      if ((flags & kEntryGpuPeermem) != 0) out.gpu_peermem_ |= 1u << id;
       out.transport_blobs_.emplace_back(id, std::move(blob));
     }
   }
@@ -119,9 +128,10 @@ Result<RemoteRegion> DescriptorCodec::decode(std::string_view bytes) {
   return out;
 }
 
-RemoteRegion DescriptorCodec::make(const RegionRecord& rec, const Identity& owner,
-                                   std::vector<std::pair<std::uint8_t, std::string>> blobs,
-                                   std::uint64_t staging_chunk) {
+RemoteRegion DescriptorCodec::make(
+    const RegionRecord& rec, const Identity& owner,
+    std::vector<std::pair<std::uint8_t, std::string>> blobs, std::uint64_t staging_chunk,
+    const std::array<std::uint8_t, p2p::kTransportCount>& gpu_direct) {
   RemoteRegion r;
   r.owner_id_ = owner.id;
   r.owner_address_ = owner.address;
@@ -135,6 +145,11 @@ RemoteRegion DescriptorCodec::make(const RegionRecord& rec, const Identity& owne
   r.transport_blobs_ = std::move(blobs);
   r.staged_ = rec.staged;
   r.staging_chunk_ = rec.staged != 0 ? staging_chunk : 0;
+  for (const auto& [id, blob] : r.transport_blobs_) {
+    if (id >= gpu_direct.size()) continue;
+    if ((gpu_direct[id] & p2p::MemoryDomain::kGpuDirectDmabuf) != 0) r.gpu_dmabuf_ |= 1u << id;
+    if ((gpu_direct[id] & p2p::MemoryDomain::kGpuDirectPeermem) != 0) r.gpu_peermem_ |= 1u << id;
+  }
   return r;
 }
 
@@ -161,6 +176,13 @@ std::vector<Transport> RemoteRegion::staged_transports() const {
   for (Transport t : transports()) {
     if ((staged_ >> static_cast<unsigned>(*p2p::transport_id_of(t)) & 1) != 0) out.push_back(t);
   }
+  return out;
+}
+
+std::vector<rdma::GpuDirectRegistration> RemoteRegion::gpu_direct_routes() const {
+  std::vector<rdma::GpuDirectRegistration> out;
+  if (gpu_dmabuf_ != 0) out.push_back(rdma::GpuDirectRegistration::Dmabuf);
+  if (gpu_peermem_ != 0) out.push_back(rdma::GpuDirectRegistration::Peermem);
   return out;
 }
 

@@ -17,14 +17,18 @@
 namespace orbite::detail {
 
 struct DescriptorCodec {
-  static constexpr std::uint8_t kVersion = 3;
+  static constexpr std::uint8_t kVersion = 4;
   static std::string encode(const RemoteRegion& r);
-  // Version 3; version 2 (host memory, nothing staged) and version 1 (no blobs either; its
-  // transport mask becomes empty tcp/shm entries).
+  // Version 4 (an entry's flags may name the GPUDirect routes of its registration); version 3
+  // (entry flags: staged only), version 2 (host memory, nothing staged) and version 1 (no blobs
+  // either; its transport mask becomes empty tcp/shm entries).
   static Result<RemoteRegion> decode(std::string_view bytes);
+  // `gpu_direct[i]`: the GPUDirect route bits of transport i's registration
+  // (MemoryDomain::gpu_direct_routes).
   static RemoteRegion make(const RegionRecord& rec, const Identity& owner,
                            std::vector<std::pair<std::uint8_t, std::string>> blobs,
-                           std::uint64_t staging_chunk = 0);
+                           std::uint64_t staging_chunk = 0,
+                           const std::array<std::uint8_t, p2p::kTransportCount>& gpu_direct = {});
   static Endpoint owner(const RemoteRegion& r);
   static const std::vector<std::pair<std::uint8_t, std::string>>& blobs(const RemoteRegion& r) {
     return r.transport_blobs_;

@@ -130,6 +130,13 @@ class MemoryDomain {
   [[nodiscard]] virtual Backing exposed_backing(MemoryKind kind) const {
     return backing(kind, nullptr);
   }
+  // The GPUDirect RDMA routes this registration's device memory was registered by (bits
+  // kGpuDirectDmabuf, kGpuDirectPeermem): what the region's descriptor reports as observed
+  // (RemoteRegion::gpu_direct_routes). 0 for everything but RDMA's GPU MRs.
+  static constexpr std::uint8_t kGpuDirectDmabuf = 1, kGpuDirectPeermem = 2;
+  [[nodiscard]] virtual std::uint8_t gpu_direct_routes(const DomainRegistration*) const {
+    return 0;
+  }
   // Prepares `region` (of a kind this domain backs Native) on this transport before it becomes
   // visible; null when nothing is needed. A kind it does not register is Unavailable naming it.
   virtual Result<std::unique_ptr<DomainRegistration>> register_region(

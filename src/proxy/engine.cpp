@@ -131,15 +131,17 @@ RemoteRegion MemoryRegion::export_descriptor() const {
   auto core = std::static_pointer_cast<EngineCore>(record_->engine.lock());
   if (!core) return RemoteRegion();
   std::vector<std::pair<std::uint8_t, std::string>> blobs;
+  std::array<std::uint8_t, p2p::kTransportCount> gpu_direct{};
   for (const auto& domain : core->domains) {
     if (!domain) continue;
     const auto i = static_cast<std::size_t>(domain->id());
     if (!domain->published(*record_, record_->registrations[i].get())) continue;
     blobs.emplace_back(static_cast<std::uint8_t>(domain->id()),
                        domain->pack(*record_, record_->registrations[i].get()));
+    gpu_direct[i] = domain->gpu_direct_routes(record_->registrations[i].get());
   }
   return detail::DescriptorCodec::make(*record_, core->self, std::move(blobs),
-                                       core->config.cuda.staging_chunk_bytes);
+                                       core->config.cuda.staging_chunk_bytes, gpu_direct);
 }
 
 Status MemoryRegion::unregister(Duration timeout) {

@@ -121,6 +121,13 @@ void gpudirect(Context& c) {
     auto target = RemoteRegion::from_bytes(recv_string(c, 0, 4));
     check_ok(target.status(), "descriptor of rank 0's device region");
     check(target->kind() == MemoryKind::Cuda, "rank 0's region is not device memory");
+    // The descriptor reports the route rank 0 registered it by.
+    const std::vector<rdma::GpuDirectRegistration> routes = target->gpu_direct_routes();
+    check(routes.size() == 1 &&
+              routes.front() == (route == "dmabuf" ? rdma::GpuDirectRegistration::Dmabuf
+                                                   : rdma::GpuDirectRegistration::Peermem),
+          "rank 0's device region reports " + std::to_string(routes.size()) +
+              " GPUDirect routes, not " + route);
     const std::vector<Transport> staged = target->staged_transports();
     check(std::find(staged.begin(), staged.end(), Transport::Rdma) == staged.end(),
           "rank 0's device region is published staged on rdma");

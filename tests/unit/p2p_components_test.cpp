@@ -373,11 +373,11 @@ TEST(RemoteRegion, TruncatedFlippedOrExtendedBytesAreRejected) {
     EXPECT_CONTAINS(r.status().message(), "not a region descriptor");
   }
   std::string version = bytes;
-  version[4] = 4;
+  version[4] = 5;
   auto r = RemoteRegion::from_bytes(version);
   ASSERT_FALSE(r.ok());
-  EXPECT_CONTAINS(r.status().message(), "descriptor version 4");
-  // A version-3 body read as version 1 is not a descriptor.
+  EXPECT_CONTAINS(r.status().message(), "descriptor version 5");
+  // A version-4 body read as version 1 is not a descriptor.
   version[4] = 1;
   r = RemoteRegion::from_bytes(version);
   ASSERT_FALSE(r.ok());
@@ -400,7 +400,7 @@ void descriptor_prefix(wire::Writer& w, std::uint8_t version, std::uint8_t right
 }
 
 // Version 1 (before per-transport blobs) named its transports by a mask; it still decodes, and
-// re-encodes as version 3 with an empty blob per transport.
+// re-encodes as version 4 with an empty blob per transport.
 TEST(RemoteRegion, VersionOneStillDecodes) {
   std::string v1;
   wire::Writer w(v1);
@@ -415,7 +415,7 @@ TEST(RemoteRegion, VersionOneStillDecodes) {
   EXPECT_FALSE(r->access().write);
   EXPECT_EQ(r->transports(), (std::vector<Transport>{Transport::Tcp, Transport::Shm}));
   const std::string v2 = r->bytes();
-  EXPECT_EQ(static_cast<int>(v2[4]), 3);
+  EXPECT_EQ(static_cast<int>(v2[4]), 4);
   auto again = RemoteRegion::from_bytes(v2);
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   EXPECT_EQ(again->transports(), r->transports());
@@ -444,6 +444,42 @@ TEST(RemoteRegion, TransportEntriesAreChecked) {
   auto big = RemoteRegion::from_bytes(encode({{3, std::string(4097, 'k')}}));
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().code(), Errc::InvalidArgument);
+}
+
+// Version 4's entry flags name the GPUDirect routes of a registration (what
+// RemoteRegion::gpu_direct_routes reports); version 3 knew only "staged", so they are refused
+// there.
+TEST(RemoteRegion, GpuDirectRouteFlagsAreVersionFour) {
+  auto encode = [](std::uint8_t version, std::uint8_t flags) {
+    std::string out;
+    wire::Writer w(out);
+    descriptor_prefix(w, version, 3);
+    w.put<std::uint8_t>(1);  // kind: CUDA
+    w.put<std::uint64_t>(0);
+    w.put<std::uint8_t>(1);
+    w.put<std::uint8_t>(2);  // rdma
+    w.put<std::uint8_t>(flags);
+    w.put_bytes("");
+    return out;
+  };
+  auto both = RemoteRegion::from_bytes(encode(4, 2 | 4));
+  ASSERT_TRUE(both.ok()) << both.status().to_string();
+  EXPECT_EQ(both->gpu_direct_routes(),
+            (std::vector<rdma::GpuDirectRegistration>{rdma::GpuDirectRegistration::Dmabuf,
+                                                      rdma::GpuDirectRegistration::Peermem}));
+  // And they survive a re-encoding.
+  auto again = RemoteRegion::from_bytes(both->bytes());
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(again->gpu_direct_routes(), both->gpu_direct_routes());
+  auto none = RemoteRegion::from_bytes(encode(4, 0));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->gpu_direct_routes().empty());
+  auto v3 = RemoteRegion::from_bytes(encode(3, 2));
+  ASSERT_FALSE(v3.ok());
+  EXPECT_CONTAINS(v3.status().message(), "entry flags 2");
+  auto unknown = RemoteRegion::from_bytes(encode(4, 8));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_CONTAINS(unknown.status().message(), "entry flags 8");
 }
 
 // A transport's entry is its memory domain's to check: tcp needs no key, so a descriptor whose

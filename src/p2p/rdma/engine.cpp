@@ -533,6 +533,12 @@ p2p::Backing RdmaDomain::exposed_backing(MemoryKind kind) const {
   return kind == MemoryKind::Cuda && b == p2p::Backing::Native ? p2p::Backing::Staged : b;
 }
 
+std::uint8_t RdmaDomain::gpu_direct_routes(const p2p::DomainRegistration* registration) const {
+  const auto* set = dynamic_cast<const MrSet*>(registration);
+  if (set == nullptr || !set->gpu()) return 0;
+  return set->route() == GdrRoute::Dmabuf ? kGpuDirectDmabuf : kGpuDirectPeermem;
+}
+
 Result<std::unique_ptr<p2p::DomainRegistration>> RdmaDomain::register_within(
     const detail::RegionRecord& region, const std::shared_ptr<const detail::RegionRecord>& parent) {
   const MrSet* of = parent != nullptr ? mr_set_of(*parent) : nullptr;

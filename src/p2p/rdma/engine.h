@@ -257,8 +257,9 @@ class MrSet final : public p2p::DomainRegistration {
   // second export: the fd stays the set's, closed once after its last MR). Null with errno set.
   // The caller deregisters it before the set can go (the grant pins the region).
   ibv_mr* register_private(ibv_pd* pd, const std::byte* at, std::uint64_t length, int access) const;
-  // Whether these are GPU MRs (prepare_gpu).
+  // Whether these are GPU MRs (prepare_gpu), and by which route.
   [[nodiscard]] bool gpu() const { return gpu_memory_ != nullptr; }
+  [[nodiscard]] GdrRoute route() const { return route_; }
   // A view of `owner`'s MRs (a cached full-view set): it keeps the owner alive and deregisters
   // nothing itself.
   static std::unique_ptr<MrSet> view_of(std::shared_ptr<const detail::RegionRecord> owner);
@@ -299,6 +300,8 @@ class RdmaDomain final : public p2p::MemoryDomain {
   // What peers reach: backing() (device memory under Direct natively, granted on the private
   // grant path). A device send buffer exposed to a receiver stays staged (exposed_backing).
   [[nodiscard]] p2p::Backing exposed_backing(MemoryKind kind) const override;
+  [[nodiscard]] std::uint8_t gpu_direct_routes(
+      const p2p::DomainRegistration* registration) const override;
   Result<std::unique_ptr<p2p::DomainRegistration>> register_region(
       const detail::RegionRecord& region) override;
   Result<std::unique_ptr<p2p::DomainRegistration>> register_within(

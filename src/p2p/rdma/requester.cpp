@@ -56,8 +56,17 @@ Status Requester::plan_segments(PeerRdma& peer, Parent& p, const MrSet& local) {
   req.location = topo::selection_location(local.location(), cfg_.preferred_numa_node);
   req.mask = cfg_.device_mask.value_or(~0ULL);
   req.compatible = lane_.compatible_nics(peer);
+  if (p.job->private_path && slices > 1) {
+    // A private grant is one segment on one QP pair, so its slices share one NIC: the one a
+    // single selection of the parent picks.
+    auto one = engine_->selector().select(req, p.length);
+    if (!one.ok()) return one.status().with_context("nothing moved");
+    req.mask = 1ULL << one->nic(0);
+    one->abandon();
+  }
   // Every NIC of the lease holds one contiguous run of slices (probe parents included), so a
-  // rail's run spreads over its array's slots at one segment per connection.
+  // rail's run spreads over its array's slots at one segment per connection (a private grant's
+  // run is one segment).
   auto lease = slices == 1
                    ? engine_->selector().select(req, p.plan.lengths[0])
                    : engine_->selector().select_multi(
@@ -83,7 +92,7 @@ Status Requester::plan_segments(PeerRdma& peer, Parent& p, const MrSet& local) {
     }
     ORBITE_ASSIGN_OR_RETURN(std::size_t array, lane_.array_to(peer, context));
     const std::size_t m = end - first;
-    const std::size_t runs = std::min<std::size_t>(peer.width, m);
+    const std::size_t runs = p.job->private_path ? 1 : std::min<std::size_t>(peer.width, m);
     std::size_t at = first;
     for (std::size_t r = 0; r < runs; ++r) {
       const std::size_t count = m / runs + (r < m % runs ? 1 : 0);
@@ -184,11 +193,7 @@ Status Requester::start_rma(PeerRdma& peer, p2p::RmaOp op) {
     p.local = o.local_region != nullptr ? o.local_region->base + o.local_offset + i * cap : nullptr;
     p.remote_offset = o.remote_offset + i * cap;
     p.length = std::min(cap, o.length - std::min(o.length, i * cap));
-    // A private grant is one segment on one QP pair: one slice (the NIC cuts it into packets).
-    p.plan = plan_slices(p.length, cfg_.block_size,
-                         job->private_path ? 1
-                         : p.write         ? kMaxWriteSlices
-                                           : kMaxReadSlices);
+    p.plan = plan_slices(p.length, cfg_.block_size, p.write ? kMaxWriteSlices : kMaxReadSlices);
     if (p.length > 0) ORBITE_RETURN_IF_ERROR(plan_segments(peer, p, *set));
     if (job->private_path && !p.segments.empty()) p.segments.front().slot = kPrivateSlot;
     planned.push_back(std::move(p));
