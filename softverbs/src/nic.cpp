@@ -147,8 +147,17 @@ int Nic::connect(const std::shared_ptr<Qp>& qp, std::shared_ptr<Conn>* out) {
   sockaddr_in src{};
   src.sin_family = AF_INET;
   src.sin_addr.s_addr = dev_->cfg->bind_ip;
+  // The port is chosen at connect, by the whole 4-tuple: a bind to port 0 would reserve a port
+  // of its own, and with every QP a connection (a private grant makes two) the TIME_WAIT ones
+  // would exhaust the range and make each bind a long search.
+  // (A kernel without the option, before 4.2, binds the port as before.)
+  const int one = 1;
   int err = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0 ||
+  if (setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one)) != 0 &&
+      errno != ENOPROTOOPT) {
+    err = errno;
+  }
+  if (err != 0 || bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0 ||
       ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
     err = errno;
   }
