@@ -30,7 +30,7 @@ Task ring_all_gather(Ctx& c, Args a) {
     split_pieces(first, 0, 0, a.count, piece);
     for (const Piece& p : first) c.send(a.in + p.off * es, p.len * es, right);
   }
-  copy_bytes(own, a.in, block);
+  c.copy(own, a.in, block);
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     co_await c.done(recvs[i]);
     if (pieces[i].step + 2 < n) c.send(a.out + pieces[i].off * es, pieces[i].len * es, right);
@@ -91,17 +91,17 @@ Task pairwise_all_to_all(Ctx& c, Args a) {
     c.send(a.in + send_off(to), send_len(to), to);
     // The own block is copied while the first steps' messages move.
     if (s == std::min(kStepsInFlight, n - 1) && !in_place) {
-      copy_bytes(a.out + recv_off(r), a.in + send_off(r), std::min(send_len(r), recv_len(r)));
+      c.copy(a.out + recv_off(r), a.in + send_off(r), std::min(send_len(r), recv_len(r)));
     }
     if (s % kStepsInFlight == 0) co_await c.all();
   }
   if (n == 1 && !in_place) {
-    copy_bytes(a.out + recv_off(r), a.in + send_off(r), std::min(send_len(r), recv_len(r)));
+    c.copy(a.out + recv_off(r), a.in + send_off(r), std::min(send_len(r), recv_len(r)));
   }
   co_await c.all();
   if (in_place) {
     for (int p = 0; p < n; ++p) {
-      if (p != r) copy_bytes(a.out + recv_off(p), landing + recv_off(p), recv_len(p));
+      if (p != r) c.copy(a.out + recv_off(p), landing + recv_off(p), recv_len(p));
     }
   }
 }

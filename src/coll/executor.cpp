@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "common/clock.h"
@@ -65,6 +66,15 @@ bool Ctx::ready() {
   return true;
 }
 
+void Ctx::copy(void* dst, const void* src, std::uint64_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  if (!device_copy) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  if (Status st = device_copy(dst, src, bytes); !st.ok()) fail(st.with_context("local copy"));
+}
+
 std::byte* Ctx::scratch(std::uint64_t bytes) {
   std::byte* p = scratch_source(bytes);
   scratch_taken.push_back(p);
@@ -84,7 +94,7 @@ Status Executor::broken() {
 }
 
 Result<Request> Executor::start(std::string name, std::function<Task(Ctx&)> make,
-                                std::uint64_t result_bytes, Staging staging) {
+                                std::uint64_t result_bytes, DeviceBuffers device) {
   std::lock_guard lock(mu_);
   if (!broken_.ok()) {
     return Status::error(broken_.code(), name + ": this communicator's collectives stopped after " +
@@ -96,15 +106,17 @@ Result<Request> Executor::start(std::string name, std::function<Task(Ctx&)> make
   op->name = name + " #" + std::to_string(sequence_);
   ++sequence_;
   op->ctx = std::make_unique<Ctx>(
-      rank_, size_, [this, tag](bool send, void* data, std::uint64_t bytes, int peer) {
-        return post_(send, data, bytes, peer, tag, false);
+      rank_, size_,
+      [this, tag, direct = device.direct](bool send, void* data, std::uint64_t bytes, int peer) {
+        return post_(send, data, bytes, peer, tag, false, direct);
       });
   op->ctx->scratch_source = [this](std::uint64_t bytes) { return take_scratch(bytes); };
+  op->ctx->device_copy = std::move(device.copy);
   op->result_bytes = result_bytes;
   op->state = detail::make_request_state();
   op->state->driver = shared_from_this();
-  op->state->before_complete = std::move(staging.before_complete);
-  op->staging = std::move(staging.buffers);
+  op->state->before_complete = std::move(device.before_complete);
+  op->stand_ins = std::move(device.stand_ins);
   op->task = make(*op->ctx);
   Request request = detail::RequestAccess::make(op->state);
   op->task.resume();
@@ -128,9 +140,11 @@ void Executor::start_watch() {
   for (int p = 0; p < size_ && broken_.ok(); ++p) {
     if (p == rank_) continue;
     abort_watch_[static_cast<std::size_t>(p)] =
-        watched(post_(false, nullptr, 0, p, kAbortTag, true), p, "abort receive");
-    hellos_.push_back(watched(post_(true, nullptr, 0, p, kHelloTag, false), p, "hello send"));
-    hellos_.push_back(watched(post_(false, nullptr, 0, p, kHelloTag, false), p, "hello receive"));
+        watched(post_(false, nullptr, 0, p, kAbortTag, true, false), p, "abort receive");
+    hellos_.push_back(
+        watched(post_(true, nullptr, 0, p, kHelloTag, false, false), p, "hello send"));
+    hellos_.push_back(
+        watched(post_(false, nullptr, 0, p, kHelloTag, false, false), p, "hello receive"));
   }
   std::erase_if(hellos_, [](const Request& r) { return !r.valid(); });
 }
@@ -182,7 +196,7 @@ void Executor::poll_locked() {
       for (int p = 0; p < size_; ++p) {
         if (p == rank_) continue;
         // Best effort: a rank that cannot be told hears of it when its own link fails.
-        if (auto sent = post_(true, nullptr, 0, p, kAbortTag, false); !sent.ok()) {
+        if (auto sent = post_(true, nullptr, 0, p, kAbortTag, false, false); !sent.ok()) {
           ORBITE_LOG(Warn, Coll) << "telling rank " << p
                                  << " of the failure: " << sent.status().message();
         }

@@ -28,9 +28,10 @@
 namespace orbite::coll {
 
 // Posts one point-to-point message of the collectives' traffic (their own communicator id).
-// A passive receive may never be matched and does not keep the engine busy.
+// A passive receive may never be matched and does not keep the engine busy. `device`: the
+// message's buffer is device memory (the collective moves its device buffers directly).
 using Poster = std::function<Result<Request>(bool send, void* data, std::uint64_t bytes, int peer,
-                                             std::int32_t tag, bool passive)>;
+                                             std::int32_t tag, bool passive, bool device)>;
 
 // Told of each scratch block after it is allocated and before it is freed: the transports may
 // keep what they prepared for such engine-owned memory (RDMA's MR cache). Either may be empty.
@@ -39,12 +40,17 @@ struct ScratchHooks {
   std::function<void(std::byte* base)> freeing;
 };
 
-// Host stand-ins of a collective's device buffers (comm/device_buffers.cpp): kept as long as
-// the collective's messages may touch them, and the copy back to the device before it is seen
-// complete.
-struct Staging {
-  std::shared_ptr<void> buffers;
+// How a collective treats its device buffers (comm/device_buffers.cpp), one of:
+// - host stand-ins: `stand_ins` kept as long as the collective's messages may touch them, and
+//   `before_complete` copies the result back to the device before it is seen complete;
+// - direct: the algorithm works on the device buffers themselves; its messages are device
+//   messages and `copy` makes its local copies device to device.
+// Empty for host buffers.
+struct DeviceBuffers {
+  std::shared_ptr<void> stand_ins;
   std::function<Status()> before_complete;
+  bool direct = false;
+  std::function<Status(void* dst, const void* src, std::uint64_t bytes)> copy;
 };
 
 class Executor : public detail::ProgressDriver, public std::enable_shared_from_this<Executor> {
@@ -55,7 +61,7 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   // Starts a collective. `make` builds the coroutine over the Ctx it is given; `result_bytes`
   // is what Request::bytes() reports once it succeeded.
   Result<Request> start(std::string name, std::function<Task(Ctx&)> make,
-                        std::uint64_t result_bytes, Staging staging = {});
+                        std::uint64_t result_bytes, DeviceBuffers device = {});
 
   void poll() override;
   void wait(const std::atomic<int>& phase, Duration timeout) override;
@@ -86,7 +92,7 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
     std::uint64_t result_bytes = 0;
     // Scratch this op took out of the pool when it failed with messages in flight.
     std::vector<std::unique_ptr<Scratch>> own_scratch;
-    std::shared_ptr<void> staging;  // host stand-ins of device buffers, as long as the op
+    std::shared_ptr<void> stand_ins;  // host stand-ins of device buffers, as long as the op
   };
 
   // Caller holds mu_.

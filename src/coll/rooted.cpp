@@ -33,7 +33,7 @@ Task binomial_broadcast(Ctx& c, Args a) {
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (vr + mask < n) c.send(data, bytes, real_rank(vr + mask, a.root, n));
   }
-  if (vr == 0 && a.out != nullptr) copy_bytes(a.out, a.in, bytes);
+  if (vr == 0 && a.out != nullptr) c.copy(a.out, a.in, bytes);
   co_await c.all();
 }
 
@@ -47,7 +47,7 @@ Task chain_broadcast(Ctx& c, Args a) {
   const int next = real_rank(vr + 1, a.root, n);
   if (vr == 0) {
     for (const Piece& p : pieces) c.send(a.in + p.off * es, p.len * es, next);
-    if (a.out != nullptr) copy_bytes(a.out, a.in, a.count * es);
+    if (a.out != nullptr) c.copy(a.out, a.in, a.count * es);
   } else {
     const int prev = real_rank(vr - 1, a.root, n);
     std::vector<Request> recvs;
@@ -137,7 +137,7 @@ Task linear_gather(Ctx& c, Args a) {
     for (int p = 0; p < c.size(); ++p) {
       if (p != a.root) c.recv(a.out + static_cast<std::uint64_t>(p) * block, block, p);
     }
-    copy_bytes(a.out + static_cast<std::uint64_t>(a.root) * block, a.in, block);
+    c.copy(a.out + static_cast<std::uint64_t>(a.root) * block, a.in, block);
   }
   co_await c.all();
 }
@@ -150,7 +150,7 @@ Task linear_scatter(Ctx& c, Args a) {
     for (int p = 0; p < c.size(); ++p) {
       if (p != a.root) c.send(a.in + static_cast<std::uint64_t>(p) * block, block, p);
     }
-    copy_bytes(a.out, a.in + static_cast<std::uint64_t>(a.root) * block, block);
+    c.copy(a.out, a.in + static_cast<std::uint64_t>(a.root) * block, block);
   }
   co_await c.all();
 }

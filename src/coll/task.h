@@ -71,6 +71,11 @@ class Ctx {
   }
   Request recv(void* data, std::uint64_t bytes, int peer) { return post(false, data, bytes, peer); }
 
+  // Copies within this rank's buffers (its own block into place): a memcpy, or the device copy
+  // the executor was given when the buffers are device memory. A failed copy fails the
+  // collective at the next co_await.
+  void copy(void* dst, const void* src, std::uint64_t bytes);
+
   // co_await c.all(): every message posted so far is done.
   // co_await c.done(r): that one is (the others keep going).
   struct Await {
@@ -102,6 +107,7 @@ class Ctx {
   // True when every awaited message is done (any failure is recorded in error()).
   bool ready();
   std::function<std::byte*(std::uint64_t)> scratch_source;
+  std::function<Status(void* dst, const void* src, std::uint64_t bytes)> device_copy;
   std::vector<std::byte*> scratch_taken;
 
  private:

@@ -107,9 +107,11 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
       run = [](Ctx& c, Args) { return coll::dissemination_barrier(c); };
       break;
   }
-  // Device buffers: the algorithm works on host stand-ins (rewritten into args).
-  ORBITE_ASSIGN_OR_RETURN(coll::Staging staging,
-                          coll::stage_device_buffers(args, l.in_bytes, l.out_bytes));
+  // Device buffers: moved directly, or host stand-ins rewritten into args.
+  ORBITE_ASSIGN_OR_RETURN(coll::DeviceBuffers device,
+                          coll::prepare_device_buffers(l.kind, args, l.in_bytes, l.out_bytes));
+  // Bruck's rotation goes through host scratch; the ring moves device blocks in place.
+  if (device.direct && run == &coll::bruck_all_gather) run = &coll::ring_all_gather;
   std::function<Task(Ctx&)> make;
   // One rank, or nothing to move: no messages (the collective still takes its place in the
   // sequence every rank follows). all_to_allv always runs: one rank may move nothing while
@@ -121,7 +123,7 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
     make = [run, args](Ctx& c) { return run(c, args); };
   }
   return executor->start(std::string(coll::to_string(l.kind)), std::move(make), l.result_bytes,
-                         std::move(staging));
+                         std::move(device));
 }
 
 Result<Request> Communicator::all_reduce(const void* send, void* recv, std::uint64_t count,

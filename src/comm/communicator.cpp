@@ -80,9 +80,9 @@ Status Communicator::Impl::start_collectives() {
   const Transport transport = config.coll.transport;
   executor = std::make_shared<coll::Executor>(
       rank, static_cast<int>(peers.size()),
-      [ep = std::move(ep), c = std::move(c), id, transport](bool send, void* data,
-                                                            std::uint64_t bytes, int peer,
-                                                            std::int32_t msg_tag, bool passive) {
+      [ep = std::move(ep), c = std::move(c), id, transport](
+          bool send, void* data, std::uint64_t bytes, int peer, std::int32_t msg_tag, bool passive,
+          bool device) -> Result<Request> {
         auto s = detail::make_request_state();
         s->passive = passive;
         s->options.transport = transport;
@@ -95,6 +95,10 @@ Status Communicator::Impl::start_collectives() {
           s->src = static_cast<const std::byte*>(data);
         } else {
           s->dst = static_cast<std::byte*>(data);
+        }
+        if (device && bytes > 0) {
+          ORBITE_RETURN_IF_ERROR(detail::attach_device_buffer(*s, data, bytes, send)
+                                     .with_context("a collective's device message"));
         }
         return c->submit(std::move(s));
       },

@@ -28,10 +28,15 @@ Status attach_device_buffer(RequestState& s, const void* data, std::uint64_t byt
 
 namespace coll {
 struct Args;
-// Device buffers of a collective: the algorithms reduce and copy with the CPU, so a device
-// input is copied into host memory before the collective starts, and a device output is written
-// back (before_complete) once it finished. args.in/out are rewritten to the host stand-ins.
-Result<Staging> stage_device_buffers(Args& args, std::uint64_t in_bytes, std::uint64_t out_bytes);
+// Device buffers of a collective (none: an empty answer). The data-movement collectives
+// (broadcast, all_gather, all_to_all(v), gather, scatter) whose buffers are all device memory
+// move them directly: their messages are device messages (cuda_ipc on one host, staged
+// elsewhere) and their local copies device to device. The reductions run on the CPU, and
+// all_to_all in place needs host scratch, so those (and a mix of device and host buffers) get
+// host stand-ins: a device input copied to host memory before the collective starts, a device
+// output written back (before_complete) once it finished, args.in/out rewritten to them.
+Result<DeviceBuffers> prepare_device_buffers(Collective kind, Args& args, std::uint64_t in_bytes,
+                                             std::uint64_t out_bytes);
 }  // namespace coll
 
 namespace coll {

@@ -1,7 +1,8 @@
 // Device buffers handed to send/recv (and to the collectives' messages): a CUDA-aware MPI's
 // rules. A small one is bounced through host memory on the calling thread (a blocking copy
 // through the allocation's stream, its readiness consumed first); a large one is device memory
-// the protocol moves with the exposed rendezvous and the staging pipeline.
+// the protocol moves with the exposed rendezvous (read over cuda_ipc on one host) or the staging
+// pipeline. And the collectives' device buffers: moved directly, or through host stand-ins.
 #include <orbite/cuda.h>
 
 #include "coll/algorithms.h"
@@ -50,20 +51,49 @@ Status attach_device_buffer(RequestState& s, const void* data, std::uint64_t byt
 
 namespace orbite::coll {
 
-Result<Staging> stage_device_buffers(Args& a, std::uint64_t in_bytes, std::uint64_t out_bytes) {
-  std::optional<cuda::DeviceView> in, out;
-  if (a.in != nullptr && in_bytes > 0) {
-    ORBITE_ASSIGN_OR_RETURN(in, cuda::device_view_of(a.in, in_bytes));
+namespace {
+
+// A collective's copies within its own device buffers wait at most this long (the bound of the
+// bounced copies, CudaMemory's default).
+constexpr Duration kLocalCopyBound = std::chrono::seconds(60);
+
+// dst and src are device memory (src's producer readiness waited first): a copy on src's
+// allocation's stream, waited for.
+Status copy_device_to_device(void* dst, const void* src, std::uint64_t bytes) {
+  ORBITE_ASSIGN_OR_RETURN(auto from, cuda::device_view_of(src, bytes));
+  if (!from)
+    return Status::error(Errc::Internal, "the source of a device copy is not device memory");
+  auto job = std::make_shared<cuda::CopyJob>();
+  job->direction = cuda::CopyJob::Direction::ToPeer;
+  job->offset = from->offset;
+  job->peer = reinterpret_cast<std::uint64_t>(dst);
+  job->length = bytes;
+  ORBITE_RETURN_IF_ERROR(from->alloc->submit(job));
+  Status st = from->alloc->wait(*job, Deadline::after(kLocalCopyBound));
+  // A copy that outlived its bound goes on with no host memory to keep.
+  if (st.code() == Errc::Timeout) from->alloc->park(job, nullptr);
+  return st;
+}
+
+bool moves_data_only(Collective kind) {
+  switch (kind) {
+    case Collective::Broadcast:
+    case Collective::AllGather:
+    case Collective::AllToAll:
+    case Collective::Gather:
+    case Collective::Scatter: return true;
+    default: return false;
   }
-  if (a.out != nullptr && out_bytes > 0) {
-    ORBITE_ASSIGN_OR_RETURN(out, cuda::device_view_of(a.out, out_bytes));
-  }
-  if (!in && !out) return Staging{};
+}
+
+// `in` / `out`: whether that buffer is device memory.
+Result<DeviceBuffers> stage_device_buffers(Args& a, bool in, bool out, std::uint64_t in_bytes,
+                                           std::uint64_t out_bytes) {
   struct Buffers {
     std::vector<std::byte> in, out;
   };
   auto host = std::make_shared<Buffers>();
-  Staging staging;
+  DeviceBuffers staging;
   const auto in_at = reinterpret_cast<std::uintptr_t>(a.in);
   const auto out_at = reinterpret_cast<std::uintptr_t>(a.out);
   // In place: the input lies inside the output (all_reduce send == recv, all_gather's block of
@@ -93,8 +123,33 @@ Result<Staging> stage_device_buffers(Args& a, std::uint64_t in_bytes, std::uint6
     return Status::error(Errc::InvalidArgument, "the input lies inside a device output buffer");
   }
   if (out) a.out = host->out.data();
-  staging.buffers = std::move(host);
+  staging.stand_ins = std::move(host);
   return staging;
+}
+
+}  // namespace
+
+Result<DeviceBuffers> prepare_device_buffers(Collective kind, Args& a, std::uint64_t in_bytes,
+                                             std::uint64_t out_bytes) {
+  std::optional<cuda::DeviceView> in, out;
+  const bool has_in = a.in != nullptr && in_bytes > 0;
+  const bool has_out = a.out != nullptr && out_bytes > 0;
+  if (has_in) {
+    ORBITE_ASSIGN_OR_RETURN(in, cuda::device_view_of(a.in, in_bytes));
+  }
+  if (has_out) {
+    ORBITE_ASSIGN_OR_RETURN(out, cuda::device_view_of(a.out, out_bytes));
+  }
+  if (!in && !out) return DeviceBuffers{};
+  const bool all_device = (!has_in || in) && (!has_out || out);
+  const bool all_to_all_in_place = kind == Collective::AllToAll && a.in == a.out;
+  if (moves_data_only(kind) && all_device && !all_to_all_in_place) {
+    DeviceBuffers direct;
+    direct.direct = true;
+    direct.copy = &copy_device_to_device;
+    return direct;
+  }
+  return stage_device_buffers(a, in.has_value(), out.has_value(), in_bytes, out_bytes);
 }
 
 }  // namespace orbite::coll

@@ -6,6 +6,7 @@ find_library(ORBITE_CUDA_STUB NAMES cuda HINTS ${ORBITE_CUDA_INCLUDE_DIR}/../lib
 add_executable(orbite-cuda-probe
   ${CMAKE_CURRENT_LIST_DIR}/cuda_probe.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cuda_probe_direct.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_probe_collectives.cpp
   ${CMAKE_CURRENT_LIST_DIR}/p2p_probe_support.cpp)
 target_link_libraries(orbite-cuda-probe PRIVATE orbite_internal orbite_warnings ${ORBITE_CUDA_STUB})
 target_include_directories(orbite-cuda-probe PRIVATE ${ORBITE_CUDA_INCLUDE_DIR}

@@ -511,12 +511,13 @@ int main(int argc, char** argv) {
       {"ipc_unquiesced", ipc_unquiesced},
       {"gpudirect", gpudirect},
       {"nvlink_messages", nvlink_messages},
-      {"private_faults", private_faults}};
+      {"private_faults", private_faults},
+      {"device_collectives", device_collectives}};
   if (argc != 2 || scenarios.count(argv[1]) == 0) {
     std::fprintf(stderr,
                  "usage: orbite-cuda-probe "
                  "putget|sendrecv|allreduce|readiness|copy_faults|ipc|ipc_unquiesced|gpudirect|"
-                 "nvlink_messages|private_faults\n");
+                 "nvlink_messages|private_faults|device_collectives\n");
     return 2;
   }
   const std::string name = argv[1];

@@ -93,8 +93,9 @@ extern bool g_close_retains;
 
 // Scenarios (argv[1]).
 void putget(Context& c);
-void gpudirect(Context& c);        // cuda_probe_direct.cpp
-void nvlink_messages(Context& c);  // cuda_probe_direct.cpp
-void private_faults(Context& c);   // cuda_probe_direct.cpp
+void gpudirect(Context& c);           // cuda_probe_direct.cpp
+void nvlink_messages(Context& c);     // cuda_probe_direct.cpp
+void private_faults(Context& c);      // cuda_probe_direct.cpp
+void device_collectives(Context& c);  // cuda_probe_collectives.cpp
 
 }  // namespace orbite::probe

@@ -161,6 +161,20 @@ TEST_P(CudaEngine, AllReduceOnDeviceBuffers) {
   expect_pass("allreduce", {GetParam(), "cuda", "cuda"}, 3);
 }
 
+TEST_P(CudaEngine, DataMovementCollectivesOnDeviceBuffers) {
+  expect_pass("device_collectives", {GetParam(), "cuda", "cuda"}, 3);
+}
+
+TEST(CudaIpc, DataMovementCollectivesReadDeviceBuffersOverIpc) {
+  // The collectives' messages over shm, their large device messages read over cuda_ipc; with
+  // each broadcast algorithm, and Bruck's all_gather asked for (device buffers take the ring).
+  for (const char* algo : {"", "all_gather=bruck,broadcast=binomial", "broadcast=chain"}) {
+    Outcome o = expect_pass("device_collectives", {"unspec", "cuda", "cuda"}, 3, false,
+                            {{"CUDA_TEST_EXPECT_ROUTE", "nvlink-recv"}, {"ORBITE_ALGO", algo}});
+    EXPECT_EQ(count_of(o.out, ": device collectives went over nvlink\n"), 3U) << algo << o.out;
+  }
+}
+
 TEST_P(CudaEngine, ReadinessWaitsForTheProducerOnce) {
   expect_pass("readiness", {GetParam(), "cuda", "host"});
 }
