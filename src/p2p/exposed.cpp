@@ -49,8 +49,8 @@ Result<std::shared_ptr<detail::RegionRecord>> Protocol::expose(Link& link, PeerE
     return Status::error(Errc::Unavailable, std::string(transport_name(ep.id())) +
                                                 " cannot carry the send buffer: " + why);
   }
-  // The receiver reads it: what its read can reach (RDMA's device memory: staged).
-  if (b == Backing::Native && domain != nullptr) b = domain->exposed_backing(kind);
+  // Published natively, device memory included: the exposure word's kExposedDevice bit tells
+  // the receiver's read what it reaches (RDMA's private grant path for device memory).
   if (b == Backing::Staged) {
     rec->staged |= 1u << via;
   } else if (domain != nullptr) {
@@ -70,6 +70,7 @@ std::uint32_t Protocol::exposure_bits(const detail::RegionRecord& rec,
                                       const MemoryDomain* ipc_domain) {
   constexpr auto ipc = static_cast<std::size_t>(TransportId::CudaIpc);
   std::uint32_t bits = rec.staged;
+  if (rec.kind == MemoryKind::Cuda) bits |= kExposedDevice;
   if (ipc_domain != nullptr && rec.registrations[ipc] &&
       ipc_domain->published(rec, rec.registrations[ipc].get())) {
     bits |= 1u << (kExposedNativeShift + ipc);
@@ -108,6 +109,64 @@ bool Protocol::read_exposed_over_ipc(Link& link, PeerEndpoint& ep, const ReqPtr&
   };
   auto done = op.done;
   if (Status st = via->start_rma(std::move(op)); !st.ok()) done(st);
+  return true;
+}
+
+bool Protocol::read_exposed_natively(Link& link, PeerEndpoint& ep, const ReqPtr& recv,
+                                     std::uint64_t sender_id, std::uint64_t length,
+                                     std::uint64_t region, std::uint64_t generation,
+                                     std::uint32_t staged) {
+  const auto via = static_cast<std::size_t>(ep.id());
+  MemoryDomain* domain = domains_[via].get();
+  const MemoryKind kind = recv->device ? MemoryKind::Cuda : MemoryKind::Host;
+  // Both ends native on the messages' transport (RDMA under cuda_memory = direct): one read
+  // from the sender's buffer into the receive's, no staging on either side.
+  if (domain == nullptr || !ep.caps().rma || (staged >> via & 1) != 0 ||
+      backing_on(ep.id(), kind) != Backing::Native) {
+    return false;
+  }
+  RmaOp op;
+  op.write = false;
+  op.req = recv;
+  op.remote_region = region;
+  op.remote_generation = generation;
+  op.length = length;
+  op.transient = true;
+  op.remote_device = recv->remote_kind == MemoryKind::Cuda;
+  std::shared_ptr<detail::RegionRecord> local;
+  if (recv->device) {
+    // The receive's device memory, registered for this read only (never published: no peer
+    // names it) and deregistered once no DMA can reach it, kept by the domain if that fails.
+    local = regions_.prepare({}, recv->device->base() + recv->device_offset, length,
+                             MemoryKind::Cuda, Access{false, true});
+    local->cuda = recv->device;
+    local->cuda_offset = recv->device_offset;
+    auto registered = domain->register_region(*local);
+    if (!registered.ok()) {
+      finish_exposed_read(link, ep, *recv, sender_id,
+                          registered.status().with_context("registering the receive buffer"), 0);
+      return true;
+    }
+    local->registrations[via] = std::move(*registered);
+    op.local_region = local.get();
+  } else {
+    op.local_buffer = recv->dst;
+  }
+  recv->endpoint = &ep;
+  Req* raw = recv.get();
+  Link* at = &link;
+  PeerEndpoint* msgs = &ep;
+  op.done = [this, raw, at, msgs, sender_id, length, local, via](const Status& st) {
+    if (local) {
+      if (Status d = domains_[via]->deregister(std::move(local->registrations[via])); !d.ok()) {
+        ORBITE_LOG(Warn, Cuda) << "the receive buffer's registration for an exposed read: "
+                               << d.message();
+      }
+    }
+    finish_exposed_read(*at, *msgs, *raw, sender_id, st, length);
+  };
+  auto done = op.done;
+  if (Status st = ep.start_rma(std::move(op)); !st.ok()) done(st);
   return true;
 }
 
@@ -237,6 +296,11 @@ void Protocol::read_exposed(Link& link, PeerEndpoint& ep, const ReqPtr& recv,
                       "memory, or memory the driver does not export) or this receive is not "
                       "device memory"),
         0);
+  }
+  // Its part on the messages' transport reaches device memory on the private grant path.
+  recv->remote_kind = (staged & kExposedDevice) != 0 ? MemoryKind::Cuda : MemoryKind::Host;
+  if (read_exposed_natively(link, ep, recv, sender_id, length, region, generation, staged)) {
+    return;
   }
   auto op = std::make_shared<StagedOp>();
   op->req = recv;

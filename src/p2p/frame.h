@@ -16,8 +16,9 @@ namespace orbite::p2p {
 
 // Version 2: the handshake carries a list of {transport id, connect blob} (and joins), and tcp
 // data travels on streams of its own. Version 3: staging (StageOpen ... Exposed) and the exposed
-// rendezvous (an Rts with a payload). A peer of another version fails the handshake.
-inline constexpr std::uint8_t kFrameVersion = 3;
+// rendezvous (an Rts with a payload). Version 4: the exposure word's kExposedDevice bit. A peer
+// of another version fails the handshake.
+inline constexpr std::uint8_t kFrameVersion = 4;
 inline constexpr std::size_t kFrameHeaderBytes = 48;
 // The largest payload one frame may carry: bulk data is chunked into frames of at most this size.
 inline constexpr std::uint32_t kMaxFramePayload = 16u << 20;
@@ -73,6 +74,9 @@ inline constexpr std::uint32_t kExposedRtsBytes = 28;
 // transports that carry the region staged; bit kExposedNativeShift + i, transport i publishes it
 // natively besides the one the messages travel on (cuda_ipc for a device buffer on one host).
 inline constexpr unsigned kExposedNativeShift = 16;
+// And bit 31: the exposed buffer is device memory. A read of it on a transport that publishes it
+// natively must say so (RDMA grants device memory on the private grant path only).
+inline constexpr std::uint32_t kExposedDevice = 1u << 31;
 
 // Where a Data frame's bytes land on the receiver.
 enum class DataTarget : std::uint64_t { Recv = 1, PutSession = 2, GetReply = 3 };

@@ -198,6 +198,11 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
                                      const MemoryDomain* ipc_domain);
   // A device receive of a buffer exposed on cuda_ipc, read device to device; false when this
   // receive does not go that way.
+  // A read of an exposed buffer that both ends publish natively on the messages' transport
+  // (a receive's device memory registered for it alone); false when one of them is staged.
+  bool read_exposed_natively(Link& link, PeerEndpoint& ep, const ReqPtr& recv,
+                             std::uint64_t sender_id, std::uint64_t length, std::uint64_t region,
+                             std::uint64_t generation, std::uint32_t staged);
   bool read_exposed_over_ipc(Link& link, PeerEndpoint& ep, const ReqPtr& recv,
                              std::uint64_t sender_id, std::uint64_t length, std::uint64_t region,
                              std::uint64_t generation, std::uint32_t staged);

@@ -123,13 +123,6 @@ class MemoryDomain {
   // How this transport carries memory of `kind` under the engine's policies; `why` says why
   // not when Refused.
   [[nodiscard]] virtual Backing backing(MemoryKind kind, std::string* why) const = 0;
-  // How a receiver reaches a send buffer of `kind` this engine exposes (a large message) when
-  // backing() is Native: Native, or Staged where the receiver's read cannot reach it directly
-  // (RDMA's device memory: its grants take the private grant path, which a receiver's read of
-  // an exposed buffer does not ask for). The buffer is then exposed staged on this transport.
-  [[nodiscard]] virtual Backing exposed_backing(MemoryKind kind) const {
-    return backing(kind, nullptr);
-  }
   // The GPUDirect RDMA routes this registration's device memory was registered by (bits
   // kGpuDirectDmabuf, kGpuDirectPeermem): what the region's descriptor reports as observed
   // (RemoteRegion::gpu_direct_routes). 0 for everything but RDMA's GPU MRs.

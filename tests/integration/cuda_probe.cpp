@@ -153,6 +153,26 @@ void sendrecv(Context& c) {
       }
     }
   }
+  if (env("CUDA_TEST_EXPECT_UNSTAGED", "") != std::string("1")) return;
+  // GPUDirect messages (rdma.cuda_memory = direct): no staging on either side. A device rank's
+  // two large sends were read from its own buffer on the private grant path (each torn down),
+  // and its two large receives were read into GPU MRs of its buffer.
+  const EngineStats s = c.comm.engine().stats();
+  const RdmaStats rs = c.comm.engine().rdma_stats();
+  check(s.staging_loans == 0,
+        "GPUDirect messages borrowed " + std::to_string(s.staging_loans) + " staging chunks");
+  if (kind == "cuda") {
+    check(rs.private_grants >= 2 && rs.private_teardowns == rs.private_grants,
+          std::to_string(rs.private_grants) + " private grants of the device sends, " +
+              std::to_string(rs.private_teardowns) + " torn down");
+    check(rs.dmabuf_registrations >= 4, std::to_string(rs.dmabuf_registrations) +
+                                            " dma-buf registrations for two exposed sends "
+                                            "and two receives");
+  } else {
+    check(rs.private_grants == 0 && rs.dmabuf_registrations == 0,
+          "a host-memory rank granted or registered device memory");
+  }
+  std::printf("rank %d: messages unstaged\n", c.rank);
 }
 
 void allreduce(Context& c) {
@@ -512,12 +532,13 @@ int main(int argc, char** argv) {
       {"gpudirect", gpudirect},
       {"nvlink_messages", nvlink_messages},
       {"private_faults", private_faults},
-      {"device_collectives", device_collectives}};
+      {"device_collectives", device_collectives},
+      {"misstated_path", misstated_path}};
   if (argc != 2 || scenarios.count(argv[1]) == 0) {
     std::fprintf(stderr,
                  "usage: orbite-cuda-probe "
                  "putget|sendrecv|allreduce|readiness|copy_faults|ipc|ipc_unquiesced|gpudirect|"
-                 "nvlink_messages|private_faults|device_collectives\n");
+                 "nvlink_messages|private_faults|device_collectives|misstated_path\n");
     return 2;
   }
   const std::string name = argv[1];
@@ -547,7 +568,9 @@ int main(int argc, char** argv) {
   check_ok(comm.status(), "communicator");
   Context c{*comm, options, comm->rank(), comm->size()};
   scenarios.at(name)(c);
-  if (name != "copy_faults" && name != "private_faults") check_route(c);
+  if (name != "copy_faults" && name != "private_faults" && name != "misstated_path") {
+    check_route(c);
+  }
   barrier(c, "before close");
   const orbite::Status closed = c.comm.engine().close(std::chrono::seconds(30));
   if (g_close_retains) {

@@ -97,5 +97,6 @@ void gpudirect(Context& c);           // cuda_probe_direct.cpp
 void nvlink_messages(Context& c);     // cuda_probe_direct.cpp
 void private_faults(Context& c);      // cuda_probe_direct.cpp
 void device_collectives(Context& c);  // cuda_probe_collectives.cpp
+void misstated_path(Context& c);      // cuda_probe_direct.cpp
 
 }  // namespace orbite::probe

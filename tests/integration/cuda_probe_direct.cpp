@@ -248,3 +248,57 @@ void private_faults(Context& c) {
 }
 
 }  // namespace orbite::probe
+
+namespace orbite::probe {
+
+// misstated_path (rdma, cuda_memory direct; rank 1's hooks: flip_private_path): rank 1's
+// GrantRequests claim the other grant path than rank 0's regions ask for. A put into rank 0's
+// device memory asking for an ordinary grant is refused Unavailable; one into its host memory
+// asking for the private path is refused InvalidArgument. Neither writes a byte, and no private
+// grant is built.
+void misstated_path(Context& c) {
+  TransferEngine& e = c.comm.engine();
+  constexpr std::uint64_t kAt = 4096, kLength = 65536;
+  Memory device(c.rank == 0 ? "cuda" : "host", kMiB), host("host", kMiB);
+  auto device_region = device.register_with(e);
+  auto host_region = host.register_with(e);
+  check_ok(device_region.status(), "register the device memory");
+  check_ok(host_region.status(), "register the host memory");
+  if (c.rank == 0) {
+    device.fill(0, kMiB, 13);
+    host.fill(0, kMiB, 14);
+    send_string(c, device_region->export_descriptor().bytes(), 1, 4);
+    send_string(c, host_region->export_descriptor().bytes(), 1, 5);
+    await_peer(c, 1, 6);
+    device.expect(0, kMiB, 13, "device memory under a misstated ordinary grant");
+    host.expect(0, kMiB, 14, "host memory under a misstated private grant");
+    const RdmaStats s = e.rdma_stats();
+    check(s.private_grants == 0 && s.grants_active == 0,
+          std::to_string(s.private_grants) + " private grants built, " +
+              std::to_string(s.grants_active) + " grants active");
+    std::printf("rank 0: misstated paths refused\n");
+  } else {
+    auto to_device = RemoteRegion::from_bytes(recv_string(c, 0, 4));
+    auto to_host = RemoteRegion::from_bytes(recv_string(c, 0, 5));
+    check_ok(to_device.status(), "descriptor of rank 0's device region");
+    check_ok(to_host.status(), "descriptor of rank 0's host region");
+    device.fill(0, kMiB, 29);
+    Request ordinary = accepted(e.put(*device_region, kAt, *to_device, kAt, kLength, c.options),
+                                "a put into device memory asking for an ordinary grant");
+    Status st = ordinary.wait(std::chrono::seconds(60));
+    check(st.code() == Errc::Unavailable &&
+              st.message().find("granted on the private grant path only") != std::string::npos,
+          "a put into device memory asking for an ordinary grant: " + st.to_string());
+    Request priv = accepted(e.put(*device_region, kAt, *to_host, kAt, kLength, c.options),
+                            "a put into host memory asking for the private path");
+    st = priv.wait(std::chrono::seconds(60));
+    check(st.code() == Errc::InvalidArgument &&
+              st.message().find("grants device memory only") != std::string::npos,
+          "a put into host memory asking for the private path: " + st.to_string());
+    signal_peer(c, 0, 6);
+  }
+  check_ok(device_region->unregister(), "unregister the device memory");
+  check_ok(host_region->unregister(), "unregister the host memory");
+}
+
+}  // namespace orbite::probe

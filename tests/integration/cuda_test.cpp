@@ -349,9 +349,22 @@ TEST(GpuDirect, DeviceMemoryMovesThroughDmabufMrsUnstaged) {
   EXPECT_EQ(count_of(o.out, "rank 0: gpudirect dmabuf registrations"), 1U) << o.out;
   // And rank 1's put and get into rank 0's device memory took the private grant path.
   EXPECT_EQ(count_of(o.out, "rank 0: private grants"), 1U) << o.out;
-  // Device memory on both ends: the requester's GPU MR, the owner's staging; messages too.
+  // Device memory on both ends: the requester's GPU MR, the owner's private grant.
   expect_pass("putget", {"rdma", "cuda", "cuda"}, 2, true, gpudirect_env("dmabuf"));
-  expect_pass("sendrecv", {"rdma", "cuda", "cuda"}, 2, true, gpudirect_env("dmabuf"));
+}
+
+// Large device messages under direct: the receiver reads the sender's exposed device buffer on
+// the private grant path, into a GPU MR of its own device buffer registered for that read; no
+// staging on either side, whichever end is device memory.
+TEST(GpuDirect, DeviceMessagesMoveWithoutStagingOnEitherSide) {
+  if (system_driver()) GTEST_SKIP() << "softverbs' GPU MRs reach softcuda's memory only";
+  auto env = gpudirect_env("dmabuf");
+  env["CUDA_TEST_EXPECT_UNSTAGED"] = "1";
+  for (const auto& [local, remote] : std::vector<std::pair<std::string, std::string>>{
+           {"cuda", "cuda"}, {"cuda", "host"}, {"host", "cuda"}}) {
+    const Outcome o = expect_pass("sendrecv", {"rdma", local, remote}, 2, true, env);
+    EXPECT_EQ(count_of(o.out, ": messages unstaged\n"), 2U) << local << " " << remote << o.out;
+  }
 }
 
 // The private grant path under a misbehaving requester: a withheld receipt (the grant is revoked
@@ -367,6 +380,17 @@ TEST(GpuDirect, PrivateGrantsSurviveAWithheldReceiptAndAWriteBeyondTheirRange) {
     const Outcome o = expect_pass("private_faults", {"rdma", "cuda", "host"}, 2, false, env);
     EXPECT_EQ(count_of(o.out, std::string("rank 0: private faults ") + hook), 1U) << o.out;
   }
+}
+
+// A requester that asks for the wrong grant path (hook flip_private_path): an ordinary grant of
+// device memory and a private grant of host memory are both refused by the source, each naming
+// why, and nothing is written.
+TEST(GpuDirect, GrantRequestsThatMisstateThePathAreRefused) {
+  if (system_driver()) GTEST_SKIP() << "softverbs' GPU MRs reach softcuda's memory only";
+  auto env = gpudirect_env("dmabuf");
+  env["CUDA_TEST_RANK1_HOOKS"] = "flip_private_path";
+  const Outcome o = expect_pass("misstated_path", {"rdma", "cuda", "host"}, 2, false, env);
+  EXPECT_EQ(count_of(o.out, "rank 0: misstated paths refused\n"), 1U) << o.out;
 }
 
 TEST(GpuDirect, AutoTakesPeermemWhereTheDeviceHasNoDmabufAndTheModuleIsLoaded) {

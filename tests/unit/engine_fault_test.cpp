@@ -14,6 +14,7 @@
 #include "../support/config_test_helpers.h"
 #include "common/host_identity.h"
 #include "engine_test_support.h"
+#include "p2p/frame.h"
 
 namespace orbite {
 namespace {
@@ -275,10 +276,11 @@ TEST_P(EngineFaultTest, PeerOfAnotherFrameVersionFailsTheHandshakeClearly) {
     Status st = put->wait(kWait);
     EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
     if (answers) {
-      EXPECT_CONTAINS(st.message(), "frame version 1, this engine speaks 3");
+      EXPECT_CONTAINS(st.message(),
+                      "frame version 1, this engine speaks " + std::to_string(p2p::kFrameVersion));
     } else {
       EXPECT_CONTAINS(st.message(), "before answering the handshake");
-      EXPECT_CONTAINS(st.message(), "speaks version 3");
+      EXPECT_CONTAINS(st.message(), "speaks version " + std::to_string(p2p::kFrameVersion));
     }
   }
   expect_a_serves_b(77);

@@ -526,13 +526,6 @@ p2p::Backing RdmaDomain::backing(MemoryKind kind, std::string* why) const {
   return p2p::Backing::Native;
 }
 
-p2p::Backing RdmaDomain::exposed_backing(MemoryKind kind) const {
-  // A receiver reads an exposed buffer with an ordinary RmaOp that does not know the buffer's
-  // kind, so a device send buffer is not exposed on the private grant path (yet): staged.
-  const p2p::Backing b = backing(kind, nullptr);
-  return kind == MemoryKind::Cuda && b == p2p::Backing::Native ? p2p::Backing::Staged : b;
-}
-
 std::uint8_t RdmaDomain::gpu_direct_routes(const p2p::DomainRegistration* registration) const {
   const auto* set = dynamic_cast<const MrSet*>(registration);
   if (set == nullptr || !set->gpu()) return 0;

@@ -295,11 +295,10 @@ class RdmaDomain final : public p2p::MemoryDomain {
   explicit RdmaDomain(std::shared_ptr<RdmaEngine> engine);
   [[nodiscard]] p2p::TransportId id() const override { return p2p::TransportId::Rdma; }
   // Host memory: Native (RdmaHostMemory::Direct) or Staged; CUDA memory: Staged
-  // (RdmaCudaMemory::Staged) or Native (Direct: GPU MRs, register_gpu).
+  // (RdmaCudaMemory::Staged) or Native (Direct: GPU MRs, register_gpu). Peers reach device
+  // memory under Direct natively too, granted on the private grant path (a receiver's read of
+  // an exposed device buffer knows it from the exposure word's device bit).
   [[nodiscard]] p2p::Backing backing(MemoryKind kind, std::string* why) const override;
-  // What peers reach: backing() (device memory under Direct natively, granted on the private
-  // grant path). A device send buffer exposed to a receiver stays staged (exposed_backing).
-  [[nodiscard]] p2p::Backing exposed_backing(MemoryKind kind) const override;
   [[nodiscard]] std::uint8_t gpu_direct_routes(
       const p2p::DomainRegistration* registration) const override;
   Result<std::unique_ptr<p2p::DomainRegistration>> register_region(

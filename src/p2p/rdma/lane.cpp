@@ -164,6 +164,7 @@ TestHooks TestHooks::from_env() {
   h.hold_granted = has("hold_granted");
   h.defer_deadlined = has("defer_deadlined");
   h.hold_later_segments = has("hold_later_segments");
+  h.flip_private_path = has("flip_private_path");
   return h;
 }
 

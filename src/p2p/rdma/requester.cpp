@@ -170,7 +170,7 @@ Status Requester::start_rma(PeerRdma& peer, p2p::RmaOp op) {
     job->wire_op = o.write ? kOpWrite : kOpRead;
     job->target = o.remote_region;
     job->target_generation = o.remote_generation;
-    job->private_path = o.remote_device;
+    job->private_path = o.remote_device != hooks_.flip_private_path;
   }
   // Parents of at most max_direct_bytes, one grant each; every parent's rails are chosen (and
   // charged) before any is queued, so a refusal leaves nothing behind.

@@ -32,11 +32,14 @@ struct TestHooks {
   // requester: a granted parent with a deadline posts only its first segment until that deadline
   // passed (its other segments go back with status-1 receipts)
   bool hold_later_segments = false;
+  // requester: GrantRequests claim the other grant path than the target's kind asks for (the
+  // private path for host memory, an ordinary grant for device memory)
+  bool flip_private_path = false;
   [[nodiscard]] bool any() const {
     return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
            kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table ||
            forge_rendezvous || forge_connect_slot || withhold_receipt || flood_grant_requests ||
-           hold_granted || defer_deadlined || hold_later_segments;
+           hold_granted || defer_deadlined || hold_later_segments || flip_private_path;
   }
   static TestHooks from_env();
 };
