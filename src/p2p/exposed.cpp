@@ -163,6 +163,7 @@ bool Protocol::read_exposed_natively(Link& link, PeerEndpoint& ep, const ReqPtr&
                                << d.message();
       }
     }
+    if (st.ok()) bump(counters_.of(static_cast<TransportId>(via)).bytes_received, length);
     finish_exposed_read(*at, *msgs, *raw, sender_id, st, length);
   };
   auto done = op.done;

@@ -161,6 +161,10 @@ void sendrecv(Context& c) {
   const RdmaStats rs = c.comm.engine().rdma_stats();
   check(s.staging_loans == 0,
         "GPUDirect messages borrowed " + std::to_string(s.staging_loans) + " staging chunks");
+  // Its two large receives (200 KiB + 1 and 3 MiB + 5) were read over rdma.
+  check(s.of(Transport::Rdma).bytes_received >= 200 * kKiB + 3 * kMiB + 6,
+        "rdma carried " + std::to_string(s.of(Transport::Rdma).bytes_received) +
+            " bytes of this rank's receives");
   if (kind == "cuda") {
     check(rs.private_grants >= 2 && rs.private_teardowns == rs.private_grants,
           std::to_string(rs.private_grants) + " private grants of the device sends, " +
