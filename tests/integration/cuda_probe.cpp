@@ -537,12 +537,15 @@ int main(int argc, char** argv) {
       {"nvlink_messages", nvlink_messages},
       {"private_faults", private_faults},
       {"device_collectives", device_collectives},
-      {"misstated_path", misstated_path}};
+      {"misstated_path", misstated_path},
+      {"private_budget", private_budget},
+      {"private_retained", private_retained}};
   if (argc != 2 || scenarios.count(argv[1]) == 0) {
     std::fprintf(stderr,
                  "usage: orbite-cuda-probe "
                  "putget|sendrecv|allreduce|readiness|copy_faults|ipc|ipc_unquiesced|gpudirect|"
-                 "nvlink_messages|private_faults|device_collectives|misstated_path\n");
+                 "nvlink_messages|private_faults|device_collectives|misstated_path|private_budget|"
+                 "private_retained\n");
     return 2;
   }
   const std::string name = argv[1];
@@ -551,6 +554,9 @@ int main(int argc, char** argv) {
     // Rank 1's RDMA test hooks (private_faults), set before its engine reads them.
     const char* hooks = std::getenv("CUDA_TEST_RANK1_HOOKS");
     if (std::atoi(r) == 1 && hooks != nullptr) ::setenv("ORBITE_RDMA_TEST_HOOKS", hooks, 1);
+    // Rank 0's own rdma.max_direct_bytes (private_budget).
+    const char* budget = std::getenv("CUDA_TEST_RANK0_MAX_DIRECT_BYTES");
+    if (std::atoi(r) == 0 && budget != nullptr) ::setenv("ORBITE_RDMA_MAX_DIRECT_BYTES", budget, 1);
   }
   orbite::TransferOptions options;
   const std::string t = env("P2P_TEST_TRANSPORT", "tcp");
@@ -572,7 +578,8 @@ int main(int argc, char** argv) {
   check_ok(comm.status(), "communicator");
   Context c{*comm, options, comm->rank(), comm->size()};
   scenarios.at(name)(c);
-  if (name != "copy_faults" && name != "private_faults" && name != "misstated_path") {
+  if (name != "copy_faults" && name != "private_faults" && name != "misstated_path" &&
+      name != "private_budget" && name != "private_retained") {
     check_route(c);
   }
   barrier(c, "before close");

@@ -98,5 +98,7 @@ void nvlink_messages(Context& c);     // cuda_probe_direct.cpp
 void private_faults(Context& c);      // cuda_probe_direct.cpp
 void device_collectives(Context& c);  // cuda_probe_collectives.cpp
 void misstated_path(Context& c);      // cuda_probe_direct.cpp
+void private_budget(Context& c);      // cuda_probe_direct.cpp
+void private_retained(Context& c);    // cuda_probe_direct.cpp
 
 }  // namespace orbite::probe

@@ -302,3 +302,115 @@ void misstated_path(Context& c) {
 }
 
 }  // namespace orbite::probe
+
+namespace orbite::probe {
+
+// private_budget (rdma, cuda_memory direct; rank 0's rdma.max_direct_bytes 8 KiB through
+// CUDA_TEST_RANK0_ENV): a private GrantRequest the source's budget refuses builds nothing (no
+// PD, MR or QP: the reservations come first), and one within the budget is granted.
+void private_budget(Context& c) {
+  TransferEngine& e = c.comm.engine();
+  constexpr std::uint64_t kAt = 4096, kOver = 65536, kUnder = 2048;
+  Memory mine(c.rank == 0 ? "cuda" : "host", kMiB);
+  auto region = mine.register_with(e);
+  check_ok(region.status(), "register");
+  if (c.rank == 0) {
+    mine.fill(0, kMiB, 13);
+    const RdmaStats before = e.rdma_stats();
+    send_string(c, region->export_descriptor().bytes(), 1, 4);
+    await_peer(c, 1, 5);
+    const RdmaStats refused = e.rdma_stats();
+    check(refused.budget_exhausted > before.budget_exhausted, "the budget refused nothing");
+    check(refused.private_grants == 0 &&
+              refused.dmabuf_registrations == before.dmabuf_registrations &&
+              refused.mr_registrations == before.mr_registrations,
+          "a refused private GrantRequest built " +
+              std::to_string(refused.dmabuf_registrations - before.dmabuf_registrations) +
+              " GPU MRs and " + std::to_string(refused.mr_registrations - before.mr_registrations) +
+              " MRs");
+    mine.expect(kAt, kOver, 13, "device memory under a refused put", kAt);
+    signal_peer(c, 1, 6);
+    await_peer(c, 1, 7);
+    const RdmaStats granted = e.rdma_stats();
+    check(granted.private_grants == 1 && granted.private_teardowns == 1,
+          std::to_string(granted.private_grants) + " private grants within the budget");
+    mine.expect(kAt, kUnder, 29, "the put within the budget", kAt);
+    std::printf("rank 0: private budget refused before building\n");
+  } else {
+    auto target = RemoteRegion::from_bytes(recv_string(c, 0, 4));
+    check_ok(target.status(), "descriptor of rank 0's device region");
+    mine.fill(0, kMiB, 29);
+    Request over = accepted(e.put(*region, kAt, *target, kAt, kOver, c.options),
+                            "a put past the owner's budget");
+    const Status st = over.wait(std::chrono::seconds(60));
+    check(st.code() == Errc::ResourceExhausted,
+          "a put past the owner's rdma.max_direct_bytes: " + st.to_string());
+    signal_peer(c, 0, 5);
+    await_peer(c, 0, 6);
+    Request under = accepted(e.put(*region, kAt, *target, kAt, kUnder, c.options),
+                             "a put within the owner's budget");
+    wait_ok(under, "a put within the owner's budget");
+    signal_peer(c, 0, 7);
+  }
+  check_ok(region->unregister(), "unregister");
+}
+
+}  // namespace orbite::probe
+
+namespace orbite::probe {
+
+// private_retained (rdma, cuda_memory direct, softverbs' one device soft_0): the source's
+// ibv_dereg_mr of a private grant's MR fails (armed on rank 0). The grant is retained for good:
+// its MR counted retained, its range locked (a later put into it is refused as busy, another
+// range still granted), and the requester's put fails Unquiesced naming it. The region can no
+// longer be unregistered within its bound, and the engine's close reports what it retains.
+void private_retained(Context& c) {
+  TransferEngine& e = c.comm.engine();
+  constexpr std::uint64_t kAt = 4096, kLength = 65536, kOther = 512 * 1024;
+  Memory mine(c.rank == 0 ? "cuda" : "host", kMiB);
+  auto region = mine.register_with(e);
+  check_ok(region.status(), "register");
+  if (c.rank == 0) {
+    mine.fill(0, kMiB, 13);
+    const RdmaStats before = e.rdma_stats();
+    softverbs_control("fail_dereg soft_0 1 EBUSY");
+    send_string(c, region->export_descriptor().bytes(), 1, 4);
+    await_peer(c, 1, 5);
+    const RdmaStats s = e.rdma_stats();
+    check(s.private_grants == 2 && s.private_teardowns == 1 && s.retained == before.retained + 1,
+          std::to_string(s.private_grants) + " private grants, " +
+              std::to_string(s.private_teardowns) + " torn down, " +
+              std::to_string(s.retained - before.retained) + " objects retained");
+    mine.expect(kOther, kLength, 29, "the put into another range", kOther);
+    const Status st = region->unregister(std::chrono::milliseconds(300));
+    check(st.code() == Errc::Unquiesced,
+          "unregister of a region a retained private grant pins: " + st.to_string());
+    // The application keeps such a region (its destructor would wait for the pin again); the
+    // registration keeps the device allocation.
+    static MemoryRegion* kept = new MemoryRegion(std::move(*region));
+    (void)kept;
+    g_close_retains = true;
+    std::printf("rank 0: private grant retained\n");
+  } else {
+    auto target = RemoteRegion::from_bytes(recv_string(c, 0, 4));
+    check_ok(target.status(), "descriptor of rank 0's device region");
+    mine.fill(0, kMiB, 29);
+    Request first =
+        accepted(e.put(*region, kAt, *target, kAt, kLength, c.options), "the first put");
+    Status st = first.wait(std::chrono::seconds(60));
+    check(st.code() == Errc::Unquiesced && st.message().find("stays locked") != std::string::npos,
+          "a put whose private MR could not be deregistered: " + st.to_string());
+    Request again =
+        accepted(e.put(*region, kAt, *target, kAt, kLength, c.options), "a put into the range");
+    st = again.wait(std::chrono::seconds(60));
+    check(st.code() == Errc::Unavailable && st.message().find("range busy") != std::string::npos,
+          "a put into the retained grant's range: " + st.to_string());
+    Request other = accepted(e.put(*region, kOther, *target, kOther, kLength, c.options),
+                             "a put into another range");
+    wait_ok(other, "a put into another range");
+    signal_peer(c, 0, 5);
+    check_ok(region->unregister(), "unregister");
+  }
+}
+
+}  // namespace orbite::probe

@@ -393,6 +393,25 @@ TEST(GpuDirect, GrantRequestsThatMisstateThePathAreRefused) {
   EXPECT_EQ(count_of(o.out, "rank 0: misstated paths refused\n"), 1U) << o.out;
 }
 
+// A private GrantRequest past the source's budget is refused before any of its objects is built;
+// one within the budget is granted.
+TEST(GpuDirect, PrivateGrantsReserveBeforeTheyBuild) {
+  if (system_driver()) GTEST_SKIP() << "softverbs' GPU MRs reach softcuda's memory only";
+  auto env = gpudirect_env("dmabuf");
+  env["CUDA_TEST_RANK0_MAX_DIRECT_BYTES"] = "8K";
+  const Outcome o = expect_pass("private_budget", {"rdma", "cuda", "host"}, 2, false, env);
+  EXPECT_EQ(count_of(o.out, "rank 0: private budget refused before building\n"), 1U) << o.out;
+}
+
+// A private grant whose MR refuses to be deregistered is retained with its range lock, pin and
+// charges; the requester's put fails Unquiesced, the range stays refused, others are granted.
+TEST(GpuDirect, APrivateGrantThatCannotBeTornDownIsRetained) {
+  if (system_driver()) GTEST_SKIP() << "softverbs' fault injection";
+  const Outcome o =
+      expect_pass("private_retained", {"rdma", "cuda", "host"}, 2, false, gpudirect_env("dmabuf"));
+  EXPECT_EQ(count_of(o.out, "rank 0: private grant retained\n"), 1U) << o.out;
+}
+
 TEST(GpuDirect, AutoTakesPeermemWhereTheDeviceHasNoDmabufAndTheModuleIsLoaded) {
   if (system_driver()) GTEST_SKIP() << "softverbs' GPU MRs reach softcuda's memory only";
   testing::TempDir sysfs;

@@ -214,6 +214,13 @@ void GrantSource::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
 
 std::optional<std::uint64_t> GrantSource::reserve_grant(PeerRdma& peer, const GrantRequest& m,
                                                         GrantPlan& plan) {
+  std::optional<Reservations> res = reserve(peer, m, plan);
+  if (!res) return std::nullopt;
+  return record_grant(peer, m, plan, std::move(*res));
+}
+
+std::optional<GrantSource::Reservations> GrantSource::reserve(PeerRdma& peer, const GrantRequest& m,
+                                                              GrantPlan& plan) {
   detail::RegionRecord& r = *plan.region;
   // Reservations, owned: each goes back by itself if a later one fails.
   auto slot = charge(engine_->grants(), 1, engine_->counters().budget_exhausted);
@@ -251,6 +258,11 @@ std::optional<std::uint64_t> GrantSource::reserve_grant(PeerRdma& peer, const Gr
                                "region " + std::to_string(m.target) + " is being unregistered"));
     return std::nullopt;
   }
+  return Reservations{std::move(*slot), std::move(*bytes), std::move(lock), std::move(*pin)};
+}
+
+std::uint64_t GrantSource::record_grant(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan,
+                                        Reservations res) {
   GrantState g;
   g.id = engine_->next_grant_id();
   g.generation = g.id;
@@ -264,10 +276,10 @@ std::optional<std::uint64_t> GrantSource::reserve_grant(PeerRdma& peer, const Gr
   g.region = plan.region;
   g.to_receive = plan.to_receive;
   g.receive = std::move(plan.receive);
-  g.pin = std::move(*pin);
-  g.lock = std::move(lock);
-  g.slot = std::move(*slot);
-  g.bytes = std::move(*bytes);
+  g.pin = std::move(res.pin);
+  g.lock = std::move(res.lock);
+  g.slot = std::move(res.slot);
+  g.bytes = std::move(res.bytes);
   g.started = Clock::now();
   next_grant_expiry_ = std::min(next_grant_expiry_, g.started + cfg_.grant_timeout);
   for (std::size_t i = 0; i < m.segments.size(); ++i) {

@@ -81,9 +81,13 @@ void GrantSource::grant_private(PeerRdma& peer, const GrantRequest& m, GrantPlan
                           " is not device memory registered for GPUDirect RDMA here: the private "
                           "grant path grants device memory only"));
   }
+  // The budgets, range lock and pin first: a request they refuse costs no PD, MR or QP (a peer
+  // cannot make this engine build and destroy objects for grants it would never give).
+  std::optional<Reservations> res = reserve(peer, m, plan);
+  if (!res) return;  // refused (its GrantNack is sent)
   auto priv = std::make_unique<PrivateGrant>();
   if (Status st = build_private(peer, m, plan, *priv); !st.ok()) {
-    // What was built goes (not counted: no private grant existed).
+    // What was built goes (not counted: no private grant existed); the reservations go back.
     if (!teardown_private(*priv, false)) retained_private_.push_back(std::move(priv));
     return refuse_grant(peer, m, plan, st);
   }
@@ -91,13 +95,8 @@ void GrantSource::grant_private(PeerRdma& peer, const GrantRequest& m, GrantPlan
   Qp* q = lane_.qp(priv->qp_handle);
   plan.qps = {q};
   plan.contexts = {priv->context};
-  std::optional<std::uint64_t> id = reserve_grant(peer, m, plan);
-  if (!id) {
-    // Refused (its GrantNack is sent): nothing was published through these objects.
-    if (!teardown_private(*priv)) retained_private_.push_back(std::move(priv));
-    return;
-  }
-  GrantState& g = *peer.grants.find(*id);
+  const std::uint64_t id = record_grant(peer, m, plan, std::move(*res));
+  GrantState& g = *peer.grants.find(id);
   GrantSegment& s = g.segments.front();
   s.rkey = priv->mr->rkey;
   s.bound = true;  // no window to bind: the MR itself is the grant's exact authority

@@ -79,7 +79,18 @@ class GrantSource {
   Status prepare_memory(const GrantRequest& m, GrantPlan& plan);
   // Whether the QPs have receipt slots and SQ room for the grant now (false: it waits).
   Result<bool> receipt_room(const GrantPlan& plan);
-  // The grant's owned reservations and its record; nullopt when refused or deferred.
+  // A grant's owned reservations: each goes back by itself until the grant's record takes it.
+  struct Reservations {
+    Charge slot, bytes;
+    RangeLock lock;
+    RegionPin pin;
+  };
+  // Takes them; nullopt when refused (its GrantNack sent) or deferred.
+  std::optional<Reservations> reserve(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan);
+  // The grant's record over `res` and plan's QPs; its id.
+  std::uint64_t record_grant(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan,
+                             Reservations res);
+  // reserve, then record_grant; nullopt when refused or deferred.
   std::optional<std::uint64_t> reserve_grant(PeerRdma& peer, const GrantRequest& m,
                                              GrantPlan& plan);
   void bind_windows(PeerRdma& peer, std::uint64_t id, const GrantPlan& plan);
