@@ -189,6 +189,9 @@ namespace orbite::probe {
 //   widen_write: the WRITE reaches one byte past the granted range; the grant's MR is exactly the
 //     range, so the NIC refuses it: the put fails, the byte after the range is untouched, and the
 //     grant's objects are destroyed all the same.
+//   fail_private_connect: connecting rank 1's private QP to the first Grant fails; the grant goes
+//     back with a GrantCancel and is torn down, the put fails naming it (nothing moved), and the
+//     next put (a new grant) lands.
 void private_faults(Context& c) {
   TransferEngine& e = c.comm.engine();
   const std::string hooks = env("CUDA_TEST_RANK1_HOOKS", "");
@@ -221,6 +224,13 @@ void private_faults(Context& c) {
       check(s.grants_expired == 1, std::to_string(s.grants_expired) + " grants expired, not 1");
       mine.expect(kAt, kLength, 29, "the put after the revoked grant", kAt);
     }
+    if (hooks == "fail_private_connect") {
+      // The cancelled grant was torn down like any other, and the next put was granted anew.
+      check(s.private_grants == 2 && s.grants_expired == 0,
+            std::to_string(s.private_grants) + " private grants, " +
+                std::to_string(s.grants_expired) + " expired");
+      mine.expect(kAt, kLength, 29, "the put after the cancelled grant", kAt);
+    }
     std::printf("rank 0: private faults %s: %llu grants, %llu torn down\n", hooks.c_str(),
                 static_cast<unsigned long long>(s.private_grants),
                 static_cast<unsigned long long>(s.private_teardowns));
@@ -239,6 +249,14 @@ void private_faults(Context& c) {
       Request again =
           accepted(e.put(*region, kAt, *target, kAt, kLength, c.options), "the second put");
       wait_ok(again, "the put after the revoked grant");
+    } else if (hooks == "fail_private_connect") {
+      check(st.code() == Errc::Unavailable &&
+                st.message().find("fail_private_connect") != std::string::npos &&
+                st.message().find("nothing moved") != std::string::npos,
+            "the put whose private connect failed: " + st.to_string());
+      Request again =
+          accepted(e.put(*region, kAt, *target, kAt, kLength, c.options), "the second put");
+      wait_ok(again, "the put after the cancelled grant");
     } else {
       check(!st.ok(), "a WRITE past the granted range succeeded");
     }

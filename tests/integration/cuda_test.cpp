@@ -368,11 +368,12 @@ TEST(GpuDirect, DeviceMessagesMoveWithoutStagingOnEitherSide) {
 }
 
 // The private grant path under a misbehaving requester: a withheld receipt (the grant is revoked
-// after rdma.grant_timeout and its objects destroyed) and a WRITE one byte past the granted range
-// (refused by the grant's exact MR; nothing after the range is written).
+// after rdma.grant_timeout and its objects destroyed), a WRITE one byte past the granted range
+// (refused by the grant's exact MR; nothing after the range is written), and a requester whose
+// private connect fails after the Grant (a GrantCancel; the grant torn down).
 TEST(GpuDirect, PrivateGrantsSurviveAWithheldReceiptAndAWriteBeyondTheirRange) {
   if (system_driver()) GTEST_SKIP() << "softverbs' GPU MRs reach softcuda's memory only";
-  for (const char* hook : {"withhold_receipt", "widen_write"}) {
+  for (const char* hook : {"withhold_receipt", "widen_write", "fail_private_connect"}) {
     SCOPED_TRACE(hook);
     auto env = gpudirect_env("dmabuf");
     env["CUDA_TEST_RANK1_HOOKS"] = hook;

@@ -165,6 +165,7 @@ TestHooks TestHooks::from_env() {
   h.defer_deadlined = has("defer_deadlined");
   h.hold_later_segments = has("hold_later_segments");
   h.flip_private_path = has("flip_private_path");
+  h.fail_private_connect = has("fail_private_connect");
   return h;
 }
 

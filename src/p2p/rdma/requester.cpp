@@ -400,7 +400,13 @@ void Requester::on_grant(PeerRdma& peer, const Grant& m) {
     p.segments[i].remote_address = m.segments[i].address;
   }
   if (m.private_path) {
-    if (Status st = connect_private_grant(peer, p, m); !st.ok()) {
+    Status st = connect_private_grant(peer, p, m);
+    if (st.ok() && std::exchange(hooks_.fail_private_connect, false)) {
+      st = Status::error(Errc::Unavailable,
+                         "test hook fail_private_connect: connecting the "
+                         "private QP to its Grant failed");
+    }
+    if (!st.ok()) {
       // The grant exists: it goes back (the source tears its objects down and acknowledges).
       resume(p);
       p.failure = st.with_context("nothing moved");

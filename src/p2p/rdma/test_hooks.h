@@ -35,11 +35,15 @@ struct TestHooks {
   // requester: GrantRequests claim the other grant path than the target's kind asks for (the
   // private path for host memory, an ordinary grant for device memory)
   bool flip_private_path = false;
+  // requester: connecting the first private QP to its Grant fails (the grant goes back with a
+  // GrantCancel)
+  bool fail_private_connect = false;
   [[nodiscard]] bool any() const {
     return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
            kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table ||
            forge_rendezvous || forge_connect_slot || withhold_receipt || flood_grant_requests ||
-           hold_granted || defer_deadlined || hold_later_segments || flip_private_path;
+           hold_granted || defer_deadlined || hold_later_segments || flip_private_path ||
+           fail_private_connect;
   }
   static TestHooks from_env();
 };
