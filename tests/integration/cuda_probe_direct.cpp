@@ -176,10 +176,6 @@ void gpudirect(Context& c) {
   }
 }
 
-}  // namespace orbite::probe
-
-namespace orbite::probe {
-
 // private_faults (rdma, cuda_memory direct; rank 1's ORBITE_RDMA_TEST_HOOKS from
 // CUDA_TEST_RANK1_HOOKS): rank 1 misbehaves as the requester of a put into rank 0's device
 // memory, which is granted on the private grant path.
@@ -265,10 +261,6 @@ void private_faults(Context& c) {
   check_ok(region->unregister(), "unregister");
 }
 
-}  // namespace orbite::probe
-
-namespace orbite::probe {
-
 // misstated_path (rdma, cuda_memory direct; rank 1's hooks: flip_private_path): rank 1's
 // GrantRequests claim the other grant path than rank 0's regions ask for. A put into rank 0's
 // device memory asking for an ordinary grant is refused Unavailable; one into its host memory
@@ -319,10 +311,6 @@ void misstated_path(Context& c) {
   check_ok(host_region->unregister(), "unregister the host memory");
 }
 
-}  // namespace orbite::probe
-
-namespace orbite::probe {
-
 // private_budget (rdma, cuda_memory direct; rank 0's rdma.max_direct_bytes 8 KiB through
 // CUDA_TEST_RANK0_ENV): a private GrantRequest the source's budget refuses builds nothing (no
 // PD, MR or QP: the reservations come first), and one within the budget is granted.
@@ -372,10 +360,6 @@ void private_budget(Context& c) {
   }
   check_ok(region->unregister(), "unregister");
 }
-
-}  // namespace orbite::probe
-
-namespace orbite::probe {
 
 // private_retained (rdma, cuda_memory direct, softverbs' one device soft_0): the source's
 // ibv_dereg_mr of a private grant's MR fails (armed on rank 0). The grant is retained for good:
