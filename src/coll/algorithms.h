@@ -7,11 +7,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "coll/task.h"
 
 namespace orbite::coll {
+
+class SharedArea;
 
 struct Args {
   const std::byte* in = nullptr;
@@ -24,6 +27,8 @@ struct Args {
   int depth = 4;                        // receive buffers in flight per pipelined stream
   // all_to_allv (elements).
   std::vector<std::uint64_t> send_counts, send_displs, recv_counts, recv_displs;
+  // The communicator's shared segment (the shm algorithms; set when one of them runs).
+  std::shared_ptr<SharedArea> area;
 };
 
 // size() == 1, or nothing to move: copy in to out where they differ.
@@ -48,6 +53,14 @@ Task ring_all_gather(Ctx& c, Args a);
 Task bruck_all_gather(Ctx& c, Args a);
 Task pairwise_all_to_all(Ctx& c, Args a);  // all_to_allv when the count vectors are set
 Task dissemination_barrier(Ctx& c);
+
+// Through the shared segment of a single-host communicator (shm.cpp; a.area set).
+Task shm_all_reduce(Ctx& c, Args a);
+Task shm_reduce(Ctx& c, Args a);
+Task shm_broadcast(Ctx& c, Args a);
+Task shm_all_gather(Ctx& c, Args a);
+Task shm_reduce_scatter(Ctx& c, Args a);
+Task shm_barrier(Ctx& c, Args a);
 
 // Element offset of part k of `count` split into n balanced parts.
 inline std::uint64_t balanced_offset(std::uint64_t count, int n, int k) {

@@ -21,8 +21,23 @@ constexpr std::uint64_t kOpTagSpan = 0x7ffffff0;
 // How long a waiting thread blocks on one message before it looks for aborts and failed sends.
 constexpr Duration kLivenessSlice = std::chrono::milliseconds(10);
 
+// A thread polling the shared segment spins for this long (unless the host's ranks outnumber
+// its cores: then it yields from the start, as Open MPI's mpi_yield_when_idle), then yields
+// until kSpinBeforeSleep, then sleeps kPollSleep between looks.
+constexpr Duration kSpinBeforeYield = std::chrono::microseconds(100);
+constexpr Duration kSpinBeforeSleep = std::chrono::milliseconds(2);
+constexpr Duration kPollSleep = std::chrono::microseconds(50);
+
 // Pending lists are pruned of finished messages once they grow past this.
 constexpr std::size_t kPruneAt = 256;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 }  // namespace
 
@@ -46,6 +61,10 @@ Request Ctx::post(bool send, void* data, std::uint64_t bytes, int peer) {
 
 bool Ctx::ready() {
   if (!error_.ok()) return false;
+  if (until_) {
+    if (until_() != kReady) return false;
+    until_ = nullptr;
+  }
   bool tested = false;
   for (Request& r : waiting_) {
     if (!r.valid()) {
@@ -83,8 +102,12 @@ std::byte* Ctx::scratch(std::uint64_t bytes) {
 
 // ---- Executor ----
 
-Executor::Executor(int rank, int size, Poster post, ScratchHooks hooks)
-    : rank_(rank), size_(size), post_(std::move(post)), hooks_(std::move(hooks)) {}
+Executor::Executor(int rank, int size, Poster post, ScratchHooks hooks, bool yield_when_idle)
+    : rank_(rank),
+      size_(size),
+      post_(std::move(post)),
+      hooks_(std::move(hooks)),
+      yield_when_idle_(yield_when_idle) {}
 
 Executor::~Executor() = default;
 
@@ -93,17 +116,19 @@ Status Executor::broken() {
   return broken_;
 }
 
-Result<Request> Executor::start(std::string name, std::function<Task(Ctx&)> make,
+Result<Request> Executor::start(std::string_view kind, std::function<Task(Ctx&)> make,
                                 std::uint64_t result_bytes, DeviceBuffers device) {
   std::lock_guard lock(mu_);
   if (!broken_.ok()) {
-    return Status::error(broken_.code(), name + ": this communicator's collectives stopped after " +
-                                             broken_.message());
+    return Status::error(
+        broken_.code(),
+        std::string(kind) + ": this communicator's collectives stopped after " + broken_.message());
   }
   if (!watching_ && size_ > 1) start_watch();
   const auto tag = static_cast<std::int32_t>(sequence_ % kOpTagSpan);
   auto op = std::make_unique<Op>();
-  op->name = name + " #" + std::to_string(sequence_);
+  op->kind = kind;
+  op->sequence = sequence_;
   ++sequence_;
   op->ctx = std::make_unique<Ctx>(
       rank_, size_,
@@ -189,7 +214,7 @@ void Executor::poll_locked() {
     }
     const Status& e = owned->ctx->error();
     const bool first = broken_.ok();
-    Status why = Status::error(e.code(), owned->name + ": " + e.message());
+    Status why = Status::error(e.code(), owned->name() + ": " + e.message());
     break_all(why);
     if (first) {
       // Tell every other rank, so that none waits for a message this rank will never send.
@@ -210,7 +235,7 @@ void Executor::poll_locked() {
       std::unique_ptr<Op> owned = std::move(active_.front());
       active_.pop_front();
       finish(*owned,
-             Status::error(broken_.code(), owned->name + " failed because " + broken_.message()));
+             Status::error(broken_.code(), owned->name() + " failed because " + broken_.message()));
       retire(std::move(owned));
     }
   }
@@ -253,6 +278,24 @@ void Executor::check_liveness() {
       return;
     }
   }
+  // A rank whose flag a collective waits for in the shared segment, and whose link failed: it
+  // will never write the flag. (A rank that finished its part and left in order wrote every
+  // flag first, so a wait on it is already over and its closed link fails nothing.)
+  for (auto& op : active_) {
+    const int r = op->ctx->until_rank();
+    if (r < 0 || r >= size_ || r == rank_ || static_cast<std::size_t>(r) >= abort_watch_.size()) {
+      continue;
+    }
+    const Request& w = abort_watch_[static_cast<std::size_t>(r)];
+    if (!w.valid() || !w.done()) continue;
+    if (auto st = w.status(); st && !st->ok()) {
+      op->ctx->fail(
+          Status::error(Errc::ConnectionLost, "rank " + std::to_string(r) +
+                                                  " was lost while this rank waited for it in the "
+                                                  "communicator's shared segment (" +
+                                                  st->message() + ")"));
+    }
+  }
   // A send that failed while the collective waits on something else.
   for (auto& op : active_) {
     for (const Request& r : op->ctx->pending()) {
@@ -266,6 +309,10 @@ void Executor::check_liveness() {
 }
 
 Request Executor::blocker() {
+  // A collective waiting on the shared segment is advanced by polling, not by a message.
+  for (auto& op : active_) {
+    if (op->ctx->waits_on_memory()) return {};
+  }
   for (auto& op : active_) {
     for (Request& r : op->ctx->waiting()) {
       if (r.valid() && !r.done()) return r;
@@ -282,6 +329,12 @@ void Executor::poll() {
 
 void Executor::wait(const std::atomic<int>& phase, Duration timeout) {
   const Deadline deadline = Deadline::after(timeout);
+  // Polling the shared segment: spin (yielding the core, as ranks may outnumber cores), look for
+  // lost ranks every slice, and after a while sleep a little between looks so that a rank
+  // waiting long on a slow peer does not take a core from it.
+  auto polling_since = std::chrono::steady_clock::now();
+  auto last_liveness = polling_since;
+  bool polling = false;
   while (phase.load(std::memory_order_acquire) == 0) {
     Request b;
     {
@@ -292,9 +345,27 @@ void Executor::wait(const std::atomic<int>& phase, Duration timeout) {
     }
     if (deadline.expired()) return;
     if (!b.valid()) {
-      std::this_thread::yield();
+      const auto now = std::chrono::steady_clock::now();
+      if (!polling) {
+        polling = true;
+        polling_since = last_liveness = now;
+      }
+      if (now - last_liveness >= kLivenessSlice) {
+        last_liveness = now;
+        std::lock_guard lock(mu_);
+        check_liveness();
+      }
+      const auto polled = now - polling_since;
+      if (polled >= kSpinBeforeSleep) {
+        std::this_thread::sleep_for(kPollSleep);
+      } else if (yield_when_idle_ || polled >= kSpinBeforeYield) {
+        std::this_thread::yield();
+      } else {
+        for (int i = 0; i < 64; ++i) cpu_relax();
+      }
       continue;
     }
+    polling = false;
     // Its status is the message's; the collective reads it through its own context.
     b.wait(std::min<Duration>(deadline.remaining(), kLivenessSlice)).ignore();
     if (!b.done()) {

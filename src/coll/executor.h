@@ -55,12 +55,14 @@ struct DeviceBuffers {
 
 class Executor : public detail::ProgressDriver, public std::enable_shared_from_this<Executor> {
  public:
-  Executor(int rank, int size, Poster post, ScratchHooks hooks = {});
+  // `yield_when_idle`: a thread polling shared memory yields the core at once (this host's ranks
+  // outnumber its cores).
+  Executor(int rank, int size, Poster post, ScratchHooks hooks = {}, bool yield_when_idle = true);
   ~Executor() override;
 
   // Starts a collective. `make` builds the coroutine over the Ctx it is given; `result_bytes`
   // is what Request::bytes() reports once it succeeded.
-  Result<Request> start(std::string name, std::function<Task(Ctx&)> make,
+  Result<Request> start(std::string_view kind, std::function<Task(Ctx&)> make,
                         std::uint64_t result_bytes, DeviceBuffers device = {});
 
   void poll() override;
@@ -85,7 +87,9 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
     }
   };
   struct Op {
-    std::string name;
+    std::string_view kind;  // a collective's name (static)
+    std::uint64_t sequence = 0;
+    std::string name() const { return std::string(kind) + " #" + std::to_string(sequence); }
     std::unique_ptr<Ctx> ctx;
     Task task;
     std::shared_ptr<detail::RequestState> state;
@@ -113,6 +117,7 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   const int size_;
   Poster post_;
   const ScratchHooks hooks_;
+  const bool yield_when_idle_;
   std::mutex mu_;
   std::deque<std::unique_ptr<Op>> active_;
   std::vector<std::unique_ptr<Scratch>> scratch_;

@@ -13,23 +13,28 @@ constexpr std::string_view kCollNames[kCollectiveCount] = {
     "all_to_all", "gather", "scatter",   "barrier"};
 
 constexpr std::pair<Algo, std::string_view> kAlgoNames[] = {
-    {Algo::Ring, "ring"},         {Algo::RecursiveDoubling, "recursive_doubling"},
-    {Algo::Binomial, "binomial"}, {Algo::Chain, "chain"},
-    {Algo::Bruck, "bruck"},       {Algo::Pairwise, "pairwise"},
-    {Algo::Linear, "linear"},     {Algo::Dissemination, "dissemination"}};
+    {Algo::Ring, "ring"},
+    {Algo::RecursiveDoubling, "recursive_doubling"},
+    {Algo::Binomial, "binomial"},
+    {Algo::Chain, "chain"},
+    {Algo::Bruck, "bruck"},
+    {Algo::Pairwise, "pairwise"},
+    {Algo::Linear, "linear"},
+    {Algo::Dissemination, "dissemination"},
+    {Algo::Shm, "shm"}};
 
 // The algorithms each collective implements.
 std::vector<Algo> algorithms_of(Collective c) {
   switch (c) {
-    case Collective::AllReduce: return {Algo::Ring, Algo::RecursiveDoubling};
+    case Collective::AllReduce: return {Algo::Ring, Algo::RecursiveDoubling, Algo::Shm};
     case Collective::Reduce:
-    case Collective::Broadcast: return {Algo::Binomial, Algo::Chain};
-    case Collective::AllGather: return {Algo::Ring, Algo::Bruck};
-    case Collective::ReduceScatter: return {Algo::Ring};
+    case Collective::Broadcast: return {Algo::Binomial, Algo::Chain, Algo::Shm};
+    case Collective::AllGather: return {Algo::Ring, Algo::Bruck, Algo::Shm};
+    case Collective::ReduceScatter: return {Algo::Ring, Algo::Shm};
     case Collective::AllToAll: return {Algo::Pairwise};
     case Collective::Gather:
     case Collective::Scatter: return {Algo::Linear};
-    case Collective::Barrier: return {Algo::Dissemination};
+    case Collective::Barrier: return {Algo::Dissemination, Algo::Shm};
   }
   return {};
 }
@@ -109,8 +114,33 @@ Result<AlgoChoice> parse_algo(std::string_view spec) {
   return choice;
 }
 
-Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ranks) {
+bool has_shm(Collective c) {
+  const auto algos = algorithms_of(c);
+  return std::find(algos.begin(), algos.end(), Algo::Shm) != algos.end();
+}
+
+bool shm_pays(Collective c, std::uint64_t bytes, int ranks) {
+  // Measured on 2 and 4 ranks of one host (docs/performance.md, "Collectives through the shared
+  // segment"): the segment wins where a message's protocol costs more than copying through it;
+  // large messages go faster with the shm transport's single copy (one copy instead of two),
+  // and with more than two ranks, the rooted ones at small sizes keep their trees (non-roots
+  // that finish at once run ahead, where the segment's two slots hold them to the root's pace).
+  const bool two = ranks <= 2;
+  switch (c) {
+    case Collective::AllReduce: return bytes <= (two ? kShmTwoRanksMax : kShmMax);
+    case Collective::AllGather: return bytes <= (two ? kShmTwoRanksGatherMax : kShmMax);
+    case Collective::ReduceScatter: return !two && bytes <= kShmMax;
+    case Collective::Broadcast:
+    case Collective::Reduce:
+      return two ? bytes <= kShmTwoRanksMax : bytes >= kShmRootedMin && bytes <= kShmMax;
+    case Collective::Barrier: return true;
+    default: return false;
+  }
+}
+
+Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ranks, bool shared) {
   if (auto forced = choice.forced[static_cast<std::size_t>(c)]) return *forced;
+  if (shared && shm_pays(c, bytes, ranks)) return Algo::Shm;
   switch (c) {
     case Collective::AllReduce:
       // Latency-bound below the threshold: log2(n) exchanges beat 2(n - 1) ring steps.

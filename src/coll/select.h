@@ -34,6 +34,7 @@ enum class Algo : std::uint8_t {
   Pairwise,
   Linear,
   Dissemination,
+  Shm,  // through the communicator's shared segment (every rank on one host)
 };
 
 std::string_view to_string(Collective c);
@@ -52,6 +53,17 @@ inline constexpr std::uint64_t kRecursiveDoublingMax = 64 * 1024;
 inline constexpr std::uint64_t kBinomialMax = 64 * 1024;
 inline constexpr std::uint64_t kBruckMax = 64 * 1024;
 
-Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ranks);
+// Where the rule takes the shm algorithms on a communicator with a shared segment.
+inline constexpr std::uint64_t kShmMax = 4 << 20;                  // more than two ranks
+inline constexpr std::uint64_t kShmTwoRanksMax = 64 * 1024;        // all_reduce, broadcast, reduce
+inline constexpr std::uint64_t kShmTwoRanksGatherMax = 16 * 1024;  // all_gather's result
+inline constexpr std::uint64_t kShmRootedMin = 4 * 1024;           // broadcast, reduce, > 2 ranks
+bool shm_pays(Collective c, std::uint64_t bytes, int ranks);
+
+// `shared`: the communicator has a shared segment and the collective's buffers may use it.
+Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ranks, bool shared);
+
+// Whether `c` has an shm algorithm.
+bool has_shm(Collective c);
 
 }  // namespace orbite::coll

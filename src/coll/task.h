@@ -92,6 +92,18 @@ class Ctx {
     waiting_.assign(1, r);
     return Await{this};
   }
+  // co_await c.until(pred): for memory another rank writes (the shared segment of a single-host
+  // communicator). `pred` answers kReady once the wait is over, else the rank it still waits for
+  // (so that a lost rank fails the wait with ConnectionLost instead of spinning on its flag), or
+  // kNoRank when it waits on nothing another rank does. Checked by whichever thread progresses the
+  // collective; the predicate must stay valid until the co_await resumes.
+  static constexpr int kReady = -1;
+  static constexpr int kNoRank = -2;
+  using Until = std::function<int()>;
+  Await until(Until pred) {
+    until_ = std::move(pred);
+    return Await{this};
+  }
 
   // Memory that lives as long as the collective (and longer if it failed with messages in
   // flight). Page-touching large buffers is expensive, so the executor keeps them across calls.
@@ -104,8 +116,13 @@ class Ctx {
   }
   std::vector<Request>& waiting() { return waiting_; }
   std::vector<Request>& pending() { return pending_; }
-  // True when every awaited message is done (any failure is recorded in error()).
+  // True when every awaited message is done and the awaited predicate holds (any failure is
+  // recorded in error()).
   bool ready();
+  // The rank an unfinished until() waits for: kReady when there is no such wait, else as the
+  // predicate answers.
+  int until_rank() { return until_ ? until_() : kReady; }
+  [[nodiscard]] bool waits_on_memory() const { return static_cast<bool>(until_); }
   std::function<std::byte*(std::uint64_t)> scratch_source;
   std::function<Status(void* dst, const void* src, std::uint64_t bytes)> device_copy;
   std::vector<std::byte*> scratch_taken;
@@ -119,6 +136,7 @@ class Ctx {
   Status error_;
   std::vector<Request> pending_;
   std::vector<Request> waiting_;
+  Until until_;
 };
 
 }  // namespace orbite::coll

@@ -85,31 +85,60 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
   args.chunk_bytes = config.coll.chunk_bytes;
   args.depth = static_cast<int>(config.coll.pipeline_depth);
   Algorithm run = nullptr;
-  const Algo algo = coll::choose(l.kind, algos, l.bytes, n);
+  const bool shm_forced = algos.forced[static_cast<std::size_t>(l.kind)] == Algo::Shm;
+  if (shm_forced && !area && n > 1) {
+    return Status::error(
+        Errc::Unavailable,
+        std::string(coll::to_string(l.kind)) +
+            ": coll.algo asks for shm, and this communicator has no shared segment (it needs "
+            "every rank on one host, shm.enable and coll.transport unspec or shm; " +
+            (wants_segment() ? "a rank could not attach the segment, see the log"
+                             : "one of these "
+                               "does not hold") +
+            ")");
+  }
+  // Device buffers: moved directly (device buffers that only move keep the message algorithms,
+  // cuda_ipc reads them device to device), or host stand-ins rewritten into args.
+  ORBITE_ASSIGN_OR_RETURN(
+      coll::DeviceBuffers device,
+      coll::prepare_device_buffers(l.kind, args, l.in_bytes, l.out_bytes, !shm_forced));
+  const bool shared = area != nullptr && !device.direct;
+  Algo algo = coll::choose(l.kind, algos, l.bytes, n, shared);
+  // shm asked for on one rank (no segment; nothing to share): the rule's message algorithm.
+  if (algo == Algo::Shm && !shared) algo = coll::choose(l.kind, {}, l.bytes, n, false);
+  if (algo == Algo::Shm) args.area = area;
   switch (l.kind) {
     case Collective::AllReduce:
-      run = algo == Algo::Ring ? &coll::ring_all_reduce : &coll::recursive_doubling_all_reduce;
+      run = algo == Algo::Shm    ? &coll::shm_all_reduce
+            : algo == Algo::Ring ? &coll::ring_all_reduce
+                                 : &coll::recursive_doubling_all_reduce;
       break;
     case Collective::Reduce:
-      run = algo == Algo::Chain ? &coll::chain_reduce : &coll::binomial_reduce;
+      run = algo == Algo::Shm     ? &coll::shm_reduce
+            : algo == Algo::Chain ? &coll::chain_reduce
+                                  : &coll::binomial_reduce;
       break;
     case Collective::Broadcast:
-      run = algo == Algo::Chain ? &coll::chain_broadcast : &coll::binomial_broadcast;
+      run = algo == Algo::Shm     ? &coll::shm_broadcast
+            : algo == Algo::Chain ? &coll::chain_broadcast
+                                  : &coll::binomial_broadcast;
       break;
     case Collective::AllGather:
-      run = algo == Algo::Bruck ? &coll::bruck_all_gather : &coll::ring_all_gather;
+      run = algo == Algo::Shm     ? &coll::shm_all_gather
+            : algo == Algo::Bruck ? &coll::bruck_all_gather
+                                  : &coll::ring_all_gather;
       break;
-    case Collective::ReduceScatter: run = &coll::ring_reduce_scatter; break;
+    case Collective::ReduceScatter:
+      run = algo == Algo::Shm ? &coll::shm_reduce_scatter : &coll::ring_reduce_scatter;
+      break;
     case Collective::AllToAll: run = &coll::pairwise_all_to_all; break;
     case Collective::Gather: run = &coll::linear_gather; break;
     case Collective::Scatter: run = &coll::linear_scatter; break;
     case Collective::Barrier:
-      run = [](Ctx& c, Args) { return coll::dissemination_barrier(c); };
+      run = algo == Algo::Shm ? &coll::shm_barrier
+                              : [](Ctx& c, Args) { return coll::dissemination_barrier(c); };
       break;
   }
-  // Device buffers: moved directly, or host stand-ins rewritten into args.
-  ORBITE_ASSIGN_OR_RETURN(coll::DeviceBuffers device,
-                          coll::prepare_device_buffers(l.kind, args, l.in_bytes, l.out_bytes));
   // Bruck's rotation goes through host scratch; the ring moves device blocks in place.
   if (device.direct && run == &coll::bruck_all_gather) run = &coll::ring_all_gather;
   std::function<Task(Ctx&)> make;
@@ -122,7 +151,7 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
   } else {
     make = [run, args](Ctx& c) { return run(c, args); };
   }
-  return executor->start(std::string(coll::to_string(l.kind)), std::move(make), l.result_bytes,
+  return executor->start(coll::to_string(l.kind), std::move(make), l.result_bytes,
                          std::move(device));
 }
 

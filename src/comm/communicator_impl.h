@@ -35,8 +35,10 @@ struct Args;
 // all_to_all in place needs host scratch, so those (and a mix of device and host buffers) get
 // host stand-ins: a device input copied to host memory before the collective starts, a device
 // output written back (before_complete) once it finished, args.in/out rewritten to them.
+// `allow_direct` false: host stand-ins even where the buffers could be moved directly (an shm
+// algorithm works on host memory).
 Result<DeviceBuffers> prepare_device_buffers(Collective kind, Args& args, std::uint64_t in_bytes,
-                                             std::uint64_t out_bytes);
+                                             std::uint64_t out_bytes, bool allow_direct = true);
 }  // namespace coll
 
 namespace coll {
@@ -69,6 +71,9 @@ struct Communicator::Impl {
   std::uint64_t children = 0;
   coll::AlgoChoice algos;
   std::shared_ptr<coll::Executor> executor;
+  // The shared segment of a single-host communicator (comm/coll_segment.cpp), or null. Its
+  // in-process state is used under the executor's lock only.
+  std::shared_ptr<coll::SharedArea> area;
 
   Impl(Bootstrap b, EngineConfig c) : bootstrap(std::move(b)), config(std::move(c)) {}
 
@@ -79,6 +84,12 @@ struct Communicator::Impl {
   // Parses the algorithm setting and creates the collective executor; after peers, endpoints,
   // rank, core and the tag are set.
   Status start_collectives();
+  // Whether this communicator gets a shared segment (every rank on one host, shm enabled, the
+  // collectives' transport unspec or shm); the same answer on every rank.
+  bool wants_segment() const;
+  // Sets up `area` with the other ranks through the store (after peers and the tag are set).
+  // Left null, with a log line, when some rank cannot attach.
+  Status attach_segment();
   // The executor's scratch declared to the engine's memory domains (RDMA's MR cache).
   coll::ScratchHooks scratch_hooks() const;
   // A communicator of `members` (this one's ranks, in the new rank order) under `child_tag`.

@@ -130,7 +130,7 @@ Result<DeviceBuffers> stage_device_buffers(Args& a, bool in, bool out, std::uint
 }  // namespace
 
 Result<DeviceBuffers> prepare_device_buffers(Collective kind, Args& a, std::uint64_t in_bytes,
-                                             std::uint64_t out_bytes) {
+                                             std::uint64_t out_bytes, bool allow_direct) {
   std::optional<cuda::DeviceView> in, out;
   const bool has_in = a.in != nullptr && in_bytes > 0;
   const bool has_out = a.out != nullptr && out_bytes > 0;
@@ -143,7 +143,7 @@ Result<DeviceBuffers> prepare_device_buffers(Collective kind, Args& a, std::uint
   if (!in && !out) return DeviceBuffers{};
   const bool all_device = (!has_in || in) && (!has_out || out);
   const bool all_to_all_in_place = kind == Collective::AllToAll && a.in == a.out;
-  if (moves_data_only(kind) && all_device && !all_to_all_in_place) {
+  if (allow_direct && moves_data_only(kind) && all_device && !all_to_all_in_place) {
     DeviceBuffers direct;
     direct.direct = true;
     direct.copy = &copy_device_to_device;

@@ -29,6 +29,7 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::make_child(
   }
   for (auto& p : child->peers) p.local_size = per_host[p.host_id];
   ORBITE_RETURN_IF_ERROR(child->start_collectives());
+  ORBITE_RETURN_IF_ERROR(child->attach_segment());
   return child;
 }
 

@@ -312,6 +312,11 @@ Status EngineConfig::validate() const {
                                                   std::to_string(cuda.staging_chunk_bytes) +
                                                   " is not a multiple of 64");
   }
+  if (coll.shm_slot_bytes != 0 && (coll.shm_slot_bytes % 64 != 0 || coll.shm_slot_bytes < 4096)) {
+    return Status::error(Errc::Configuration,
+                         "config: coll.shm_slot_bytes = " + std::to_string(coll.shm_slot_bytes) +
+                             " is neither 0 (no shared segment) nor a multiple of 64 from 4096");
+  }
   if ((shm.ring_bytes & (shm.ring_bytes - 1)) != 0) {
     return Status::error(
         Errc::Configuration,

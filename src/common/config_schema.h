@@ -271,11 +271,12 @@ void visit_topology(V& v, C& t) {
 
 template <class V, class C>
 void visit_coll(V& v, C& s) {
-  v.field("algo", s.algo, Text{kNameMax},
-          "Collective algorithm override (also ORBITE_ALGO): \"\" or \"auto\" for the size rule of "
-          "docs/collectives.md, an algorithm (ring, recursive_doubling, binomial, chain, bruck, "
-          "pairwise, linear, dissemination) for every collective that has it, or a list such as "
-          "\"all_reduce=ring,broadcast=binomial\". Checked when a communicator is created.");
+  v.field(
+      "algo", s.algo, Text{kNameMax},
+      "Collective algorithm override (also ORBITE_ALGO): \"\" or \"auto\" for the size rule of "
+      "docs/collectives.md, an algorithm (shm, ring, recursive_doubling, binomial, chain, "
+      "bruck, pairwise, linear, dissemination) for every collective that has it, or a list such as "
+      "\"all_reduce=ring,broadcast=binomial\". Checked when a communicator is created.");
   v.field("chunk_bytes", s.chunk_bytes, Bytes{4 * kKiB, 1 * kGiB},
           "Pipelining unit of the ring and chain algorithms: a piece is reduced and forwarded "
           "while the next one arrives.");
@@ -285,7 +286,12 @@ void visit_coll(V& v, C& s) {
           "Transport of every collective's messages: unspec (shm between ranks of one host, RDMA "
           "across hosts where both have a rail, else tcp), or "
           "tcp, shm or rdma forced (a peer the forced transport cannot reach fails the "
-          "collective with Unavailable).");
+          "collective with Unavailable); anything but unspec or shm also turns off the shared "
+          "segment of single-host communicators.");
+  v.field("shm_slot_bytes", s.shm_slot_bytes, Bytes{0, 256 * kMiB},
+          "Each rank's two slots in the shared segment of a single-host communicator, the chunk "
+          "of the shm algorithms: 0 (no segment: collectives run over messages) or a multiple of "
+          "64 from 4096 (the segment takes about twice this per rank).");
 }
 
 template <class V, class C>

@@ -3,13 +3,21 @@
 // and for each algorithm setting, with a small pipelining chunk so that the chunk boundaries are
 // among the sizes the probe checks. The probe checks results itself and prints one PASS line per
 // rank; this test requires every rank's PASS, no FAIL and a zero exit, within a bound.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <orbite/bootstrap.h>
 #include <orbite/store.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,8 +41,10 @@ using testing::Outcome;
 constexpr bool kSanitized = ORBITE_SANITIZED;
 
 std::map<std::string, std::string> settings_env(const std::string& setting) {
+  // Small pieces and slots, so that the sizes the probe checks cross their boundaries.
   std::map<std::string, std::string> env = {{"ORBITE_COLL_CHUNK_BYTES", "4096"},
-                                            {"ORBITE_COLL_PIPELINE_DEPTH", "2"}};
+                                            {"ORBITE_COLL_PIPELINE_DEPTH", "2"},
+                                            {"ORBITE_COLL_SHM_SLOT_BYTES", "4096"}};
   if (kSanitized) env["COLL_PROBE_QUICK"] = "1";
   if (setting == "tcp") {
     env["ORBITE_SHM_ENABLE"] = "false";
@@ -77,21 +87,23 @@ void run_probe(const std::string& scenario, int ranks,
 }
 
 // (algorithm setting, ranks). "auto" is the size rule; the others force one algorithm per
-// collective ("ring,chain": ring all_reduce/all_gather, chain broadcast/reduce), or run the rule
-// over tcp only, or with event-driven engines.
+// collective ("shm": the shared segment wherever a collective has it; "ring,chain": ring
+// all_reduce/all_gather, chain broadcast/reduce), or run the rule over tcp only (no segment), or
+// with event-driven engines.
 class CollMatrix : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(CollMatrix, EveryCollectiveTypeOpSizeAndPlacementMatchesTheHostReference) {
   const auto& [setting, ranks] = GetParam();
-  if (kSanitized && setting != "auto" && (setting != "ring,chain" || (ranks != 2 && ranks != 3))) {
-    GTEST_SKIP() << "sanitizer builds run the auto setting, and ring,chain on 2 and 3 ranks (CI "
-                    "time)";
+  if (kSanitized && setting != "auto" &&
+      ((setting != "ring,chain" && setting != "shm") || (ranks != 2 && ranks != 3))) {
+    GTEST_SKIP() << "sanitizer builds run the auto setting, and ring,chain and shm on 2 and 3 "
+                    "ranks (CI time)";
   }
   run_probe("matrix", ranks, settings_env(setting));
 }
 
 INSTANTIATE_TEST_SUITE_P(Collectives, CollMatrix,
-                         ::testing::Combine(::testing::Values("auto", "ring,chain",
+                         ::testing::Combine(::testing::Values("auto", "shm", "ring,chain",
                                                               "recursive_doubling,binomial,bruck",
                                                               "tcp", "event"),
                                             ::testing::Values(1, 2, 3, 4, 5, 8)),
@@ -154,6 +166,8 @@ INSTANTIATE_TEST_SUITE_P(Transports, CollRdma, ::testing::Values("rdma", "rdma+e
 // must fail with ConnectionLost.
 class CollKilled : public ::testing::TestWithParam<std::string> {};
 
+// "shm": the three wait in the shared segment for the fourth's flag, and hear of its death
+// through its lost link (the failure names the segment).
 TEST_P(CollKilled, RankKilledMidAllReduceFailsEveryOtherRankWithConnectionLost) {
   constexpr int kRanks = 4;
   std::map<std::string, std::string> env = settings_env(GetParam());
@@ -162,6 +176,8 @@ TEST_P(CollKilled, RankKilledMidAllReduceFailsEveryOtherRankWithConnectionLost) 
       testing::start_direct_ranks(kRanks, {ORBITE_COLL_PROBE, "killed_rank"}, env);
   ASSERT_EQ(job.ranks.size(), static_cast<size_t>(kRanks));
   EXPECT_EQ(job.ranks.back()->wait(120s), 128 + SIGKILL) << job.shown();
+  // The ranks that saw the death themselves name the segment; the others hear of it from them.
+  std::size_t segment_named = 0;
   for (int r = 0; r + 1 < kRanks; ++r) {
     // Bounded well below the probe's own wait bound (60 s): detection is not a timeout.
     EXPECT_EQ(job.ranks[static_cast<size_t>(r)]->wait(45s), 0) << "rank " << r << job.shown();
@@ -169,10 +185,91 @@ TEST_P(CollKilled, RankKilledMidAllReduceFailsEveryOtherRankWithConnectionLost) 
     EXPECT_EQ(count_of(out, "rank " + std::to_string(r) + ": ConnectionLost after"), 1U)
         << job.shown();
     EXPECT_EQ(count_of(out, "rank " + std::to_string(r) + ": PASS killed_rank"), 1U) << job.shown();
+    segment_named += count_of(out, "waited for it in the communicator's shared segment");
+  }
+  if (GetParam() == "shm") {
+    EXPECT_GE(segment_named, 1U) << job.shown();
+  } else {
+    EXPECT_EQ(segment_named, 0U) << job.shown();
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, CollKilled, ::testing::Values("auto", "tcp"));
+INSTANTIATE_TEST_SUITE_P(Transports, CollKilled, ::testing::Values("auto", "tcp", "shm"));
+
+// The route of the collectives that have an shm algorithm: the shared segment moves their bytes
+// (the engine sends next to nothing), and with the segment off (coll.shm_slot_bytes = 0) the
+// engine carries them: the probe checks the engine's byte counters either way.
+class CollRoute : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(CollRoute, SegmentCollectivesMoveNoBytesThroughTheEngine) {
+  const auto& [expect, ranks] = GetParam();
+  std::map<std::string, std::string> env = settings_env("auto");
+  env["COLL_PROBE_EXPECT"] = expect;
+  if (expect == "segment") {
+    env["ORBITE_ALGO"] = "shm";
+  } else {
+    env["ORBITE_COLL_SHM_SLOT_BYTES"] = "0";
+  }
+  run_probe("route", ranks, env);
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, CollRoute,
+                         ::testing::Values(std::tuple{"segment", 2}, std::tuple{"segment", 3},
+                                           std::tuple{"messages", 3}),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& p) {
+                           return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param));
+                         });
+
+// /dev/shm names "orbite-coll-<creator pid>-..." of these pids.
+std::vector<std::string> segment_names_of(const std::vector<pid_t>& pids) {
+  std::vector<std::string> found;
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return found;
+  while (dirent* e = ::readdir(dir)) {
+    for (pid_t pid : pids) {
+      if (std::string(e->d_name).starts_with("orbite-coll-" + std::to_string(pid) + "-")) {
+        found.emplace_back(e->d_name);
+      }
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
+
+// The segment has no name once the communicator is set up, so a job whose every rank is
+// SIGKILLed leaves nothing in /dev/shm; and a name a creator that died during setup left behind
+// is removed by the next creator on the host.
+TEST(CollSegment, NoNameOutlivesSetupAndAStaleOneIsRemoved) {
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string stale = "/dev/shm/orbite-coll-" + std::to_string(dead) + "-00000000deadbeef";
+  const int fd = ::open(stale.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0) << stale << ": " << std::strerror(errno);
+  ::close(fd);
+
+  constexpr int kRanks = 3;
+  std::map<std::string, std::string> env = settings_env("auto");
+  env["ORBITE_ALGO"] = "shm";
+  testing::DirectJob job =
+      testing::start_direct_ranks(kRanks, {ORBITE_COLL_PROBE, "segment_held"}, env);
+  ASSERT_EQ(job.ranks.size(), static_cast<size_t>(kRanks));
+  std::vector<pid_t> pids;
+  for (int r = 0; r < kRanks; ++r) {
+    auto& rank = *job.ranks[static_cast<size_t>(r)];
+    pids.push_back(rank.pid());
+    const std::string line = "rank " + std::to_string(r) + ": holding the segment";
+    ASSERT_TRUE(rank.read_until([&] { return count_of(rank.out(), line) == 1; }, 60s))
+        << job.shown();
+  }
+  EXPECT_EQ(segment_names_of(pids), std::vector<std::string>{}) << "named while in use";
+  EXPECT_NE(::access(stale.c_str(), F_OK), 0) << stale << " was not removed";
+  for (auto& rank : job.ranks) ::kill(rank->pid(), SIGKILL);
+  for (auto& rank : job.ranks) EXPECT_EQ(rank->wait(30s), 128 + SIGKILL) << job.shown();
+  EXPECT_EQ(segment_names_of(pids), std::vector<std::string>{});
+  ::unlink(stale.c_str());
+}
 
 }  // namespace
 }  // namespace orbite

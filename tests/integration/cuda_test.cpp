@@ -158,7 +158,19 @@ TEST(CudaIpc, LargeDeviceMessagesAreReadFromTheSendersBufferOverIpc) {
 class CudaEngine : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaEngine, AllReduceOnDeviceBuffers) {
-  expect_pass("allreduce", {GetParam(), "cuda", "cuda"}, 3);
+  // Over the transport's messages (the shared segment off, so the route is the transport's).
+  expect_pass("allreduce", {GetParam(), "cuda", "cuda"}, 3, true,
+              {{"ORBITE_COLL_SHM_SLOT_BYTES", "0"}});
+}
+
+TEST(CudaSegment, AllReduceOnDeviceBuffersThroughTheSharedSegment) {
+  // The reductions work on host stand-ins of device buffers, so the shm algorithms take them
+  // through the segment like host buffers (no transport carries their bytes).
+  Outcome o = expect_pass("allreduce", {"shm", "cuda", "cuda"}, 3, false,
+                          {{"ORBITE_ALGO", "shm"},
+                           {"ORBITE_COLL_SHM_SLOT_BYTES", "4096"},
+                           {"CUDA_TEST_EXPECT_ROUTE", "segment"}});
+  EXPECT_EQ(count_of(o.out, "route segment ok"), 3U) << o.out;
 }
 
 TEST_P(CudaEngine, DataMovementCollectivesOnDeviceBuffers) {

@@ -221,6 +221,8 @@ def test_blocking_send_recv_with_a_transport_and_their_errors(comm):
     comm.isend(b"\x01\x02\x03\x04", peer, tag=81).wait(WAIT)
     comm.barrier().wait(WAIT)
     deadline = __import__("time").monotonic() + WAIT
+    # The engine's lanes complete the posted receive; a collective per loop would run a
+    # different number of them on each rank.
     while bytes(box) != b"\x01\x02\x03\x04" and __import__("time").monotonic() < deadline:
-        comm.barrier().wait(WAIT)  # progress
+        __import__("time").sleep(0.001)
     assert bytes(box) == b"\x01\x02\x03\x04"

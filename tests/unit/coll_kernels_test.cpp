@@ -209,24 +209,48 @@ TEST(CollectiveNames, TypesAndOpsRoundTripAndAcceptNcclAliases) {
 
 TEST(AlgorithmRule, SmallAllReduceDoublesLargeRingsAndOverridesWin) {
   AlgoChoice none;
-  EXPECT_EQ(choose(Collective::AllReduce, none, 8, 4), Algo::RecursiveDoubling);
-  EXPECT_EQ(choose(Collective::AllReduce, none, kRecursiveDoublingMax, 4), Algo::RecursiveDoubling);
-  EXPECT_EQ(choose(Collective::AllReduce, none, kRecursiveDoublingMax + 1, 4), Algo::Ring);
-  EXPECT_EQ(choose(Collective::Broadcast, none, 1 << 20, 4), Algo::Chain);
-  EXPECT_EQ(choose(Collective::Broadcast, none, 1024, 4), Algo::Binomial);
-  EXPECT_EQ(choose(Collective::AllGather, none, 1024, 4), Algo::Bruck);
-  EXPECT_EQ(choose(Collective::Barrier, none, 0, 4), Algo::Dissemination);
+  EXPECT_EQ(choose(Collective::AllReduce, none, 8, 4, false), Algo::RecursiveDoubling);
+  EXPECT_EQ(choose(Collective::AllReduce, none, kRecursiveDoublingMax, 4, false),
+            Algo::RecursiveDoubling);
+  EXPECT_EQ(choose(Collective::AllReduce, none, kRecursiveDoublingMax + 1, 4, false), Algo::Ring);
+  EXPECT_EQ(choose(Collective::Broadcast, none, 1 << 20, 4, false), Algo::Chain);
+  EXPECT_EQ(choose(Collective::Broadcast, none, 1024, 4, false), Algo::Binomial);
+  EXPECT_EQ(choose(Collective::AllGather, none, 1024, 4, false), Algo::Bruck);
+  EXPECT_EQ(choose(Collective::Barrier, none, 0, 4, false), Algo::Dissemination);
+
+  // A single-host communicator with a segment: shm for every collective that has it, unless
+  // an algorithm is asked for.
+  for (Collective c : {Collective::AllReduce, Collective::Reduce, Collective::Broadcast,
+                       Collective::AllGather, Collective::ReduceScatter, Collective::Barrier}) {
+    EXPECT_EQ(choose(c, none, 64 * 1024, 4, true), Algo::Shm) << to_string(c);
+  }
+  EXPECT_EQ(choose(Collective::AllReduce, none, 8, 2, true), Algo::Shm);
+  EXPECT_EQ(choose(Collective::AllReduce, none, kShmTwoRanksMax + 1, 2, true), Algo::Ring);
+  EXPECT_EQ(choose(Collective::AllReduce, none, kShmMax, 4, true), Algo::Shm);
+  EXPECT_EQ(choose(Collective::AllReduce, none, kShmMax + 1, 4, true), Algo::Ring);
+  EXPECT_EQ(choose(Collective::Broadcast, none, 8, 4, true), Algo::Binomial);
+  EXPECT_EQ(choose(Collective::ReduceScatter, none, 8, 2, true), Algo::Ring);
+  EXPECT_EQ(choose(Collective::AllToAll, none, 8, 4, true), Algo::Pairwise);
+  EXPECT_EQ(choose(Collective::Gather, none, 8, 4, true), Algo::Linear);
+  auto shm = parse_algo("shm");
+  ASSERT_TRUE(shm.ok());
+  EXPECT_EQ(choose(Collective::AllReduce, *shm, 1 << 20, 4, false), Algo::Shm);
+  EXPECT_EQ(choose(Collective::AllToAll, *shm, 8, 4, false), Algo::Pairwise);  // has no shm
+  auto rd = parse_algo("all_reduce=recursive_doubling");
+  ASSERT_TRUE(rd.ok());
+  EXPECT_EQ(choose(Collective::AllReduce, *rd, 8, 4, true), Algo::RecursiveDoubling);
+  EXPECT_FALSE(parse_algo("all_to_all=shm").ok());
 
   auto ring = parse_algo("ring");
   ASSERT_TRUE(ring.ok());
-  EXPECT_EQ(choose(Collective::AllReduce, *ring, 8, 4), Algo::Ring);
-  EXPECT_EQ(choose(Collective::AllGather, *ring, 8, 4), Algo::Ring);
-  EXPECT_EQ(choose(Collective::Broadcast, *ring, 8, 4), Algo::Binomial);  // has no ring
+  EXPECT_EQ(choose(Collective::AllReduce, *ring, 8, 4, false), Algo::Ring);
+  EXPECT_EQ(choose(Collective::AllGather, *ring, 8, 4, false), Algo::Ring);
+  EXPECT_EQ(choose(Collective::Broadcast, *ring, 8, 4, false), Algo::Binomial);  // has no ring
 
   auto list = parse_algo(" all_reduce=recursive_doubling , broadcast=chain");
   ASSERT_TRUE(list.ok()) << list.status().to_string();
-  EXPECT_EQ(choose(Collective::AllReduce, *list, 1 << 30, 4), Algo::RecursiveDoubling);
-  EXPECT_EQ(choose(Collective::Broadcast, *list, 8, 4), Algo::Chain);
+  EXPECT_EQ(choose(Collective::AllReduce, *list, 1 << 30, 4, false), Algo::RecursiveDoubling);
+  EXPECT_EQ(choose(Collective::Broadcast, *list, 8, 4, false), Algo::Chain);
   EXPECT_TRUE(parse_algo("auto").ok());
   EXPECT_TRUE(parse_algo("").ok());
 }
@@ -237,9 +261,9 @@ TEST(AlgorithmRule, BadOverridesNameTheItemAndTheChoices) {
   EXPECT_NE(unknown.status().message().find("'fastest' is not an algorithm"), std::string::npos);
   auto wrong = parse_algo("broadcast=ring");
   ASSERT_FALSE(wrong.ok());
-  EXPECT_NE(
-      wrong.status().message().find("broadcast has no algorithm 'ring' (it has binomial, chain)"),
-      std::string::npos)
+  EXPECT_NE(wrong.status().message().find(
+                "broadcast has no algorithm 'ring' (it has binomial, chain, shm)"),
+            std::string::npos)
       << wrong.status().message();
   EXPECT_FALSE(parse_algo("allreduce=ring").ok());
   EXPECT_FALSE(parse_algo("ring,,chain").ok());

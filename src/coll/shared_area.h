@@ -1,0 +1,116 @@
+// The shared segment of a single-host communicator as the shm algorithms see it: per rank a line
+// of step counters and two data slots. Only memory here; comm/coll_segment.cpp creates, maps and
+// names the segment.
+//
+// Layout: a 4 KiB header (magic, version, ranks, slot size), then one 64-byte line per rank
+// holding its counters (written by that rank only, read by all), then per rank two slots of
+// slot_bytes (chunk steps alternate between them by parity). Counters only grow: a rank stores
+// a step number with release after the data it covers, a reader compares with acquire.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "coll/task.h"
+
+namespace orbite::coll {
+
+class SharedArea {
+ public:
+  // The counters of a rank's line.
+  enum Flag : int {
+    Arrived = 0,   // its input of the step is in its slot (or it reached the step)
+    Reduced = 1,   // its part of the step's result is in its slot
+    Consumed = 2,  // it read everything of the step it needs from the others' slots
+  };
+
+  static constexpr std::uint32_t kMagic = 0x4f43534d;  // "OCSM"
+  static constexpr std::uint32_t kVersion = 1;
+  static constexpr std::uint64_t kHeaderBytes = 4096;
+  static constexpr std::uint64_t kLineBytes = 64;
+
+  // `base`: the mapping (kept alive by `mapping`); slot_bytes a multiple of 64.
+  SharedArea(std::byte* base, int ranks, std::uint64_t slot_bytes, std::shared_ptr<void> mapping)
+      : base_(base), ranks_(ranks), slot_bytes_(slot_bytes), mapping_(std::move(mapping)) {}
+
+  static std::uint64_t slots_offset(int ranks) {
+    const std::uint64_t lines = kHeaderBytes + kLineBytes * static_cast<std::uint64_t>(ranks);
+    return (lines + 4095) & ~std::uint64_t{4095};
+  }
+  static std::uint64_t bytes_for(int ranks, std::uint64_t slot_bytes) {
+    return slots_offset(ranks) + 2 * slot_bytes * static_cast<std::uint64_t>(ranks);
+  }
+
+  // The creator writes the header (the rest of a new segment reads as zero).
+  void format() {
+    auto* h = header();
+    h->magic = kMagic;
+    h->version = kVersion;
+    h->ranks = static_cast<std::uint32_t>(ranks_);
+    h->slot_bytes = slot_bytes_;
+  }
+  // An opener checks it (a foreign or differently sized segment is not used).
+  [[nodiscard]] bool header_matches() const {
+    const auto* h = header();
+    return h->magic == kMagic && h->version == kVersion &&
+           h->ranks == static_cast<std::uint32_t>(ranks_) && h->slot_bytes == slot_bytes_;
+  }
+
+  [[nodiscard]] int ranks() const { return ranks_; }
+  [[nodiscard]] std::uint64_t slot_bytes() const { return slot_bytes_; }
+
+  // The slot of `rank` used by chunk step `step`.
+  [[nodiscard]] std::byte* slot(int rank, std::uint64_t step) const {
+    const auto index = 2 * static_cast<std::uint64_t>(rank) + (step & 1);
+    return base_ + slots_offset(ranks_) + index * slot_bytes_;
+  }
+
+  void publish(int rank, Flag f, std::uint64_t step) {
+    std::atomic_ref<std::uint64_t>(counter(rank, f)).store(step, std::memory_order_release);
+  }
+  [[nodiscard]] std::uint64_t seen(int rank, Flag f) const {
+    return std::atomic_ref<std::uint64_t>(counter(rank, f)).load(std::memory_order_acquire);
+  }
+  // The first rank whose counter is below `step` (Ctx::kReady when none is): what an until()
+  // predicate answers.
+  [[nodiscard]] int first_behind(Flag f, std::uint64_t step) const {
+    for (int r = 0; r < ranks_; ++r) {
+      if (seen(r, f) < step) return r;
+    }
+    return Ctx::kReady;
+  }
+
+  // In-process order, touched only under the communicator's executor lock: collectives use the
+  // segment one at a time in the order they were started (the same order on every rank), and
+  // number their chunk steps consecutively, so every rank gives a step the same number.
+  std::uint64_t take_ticket() { return tickets_++; }
+  [[nodiscard]] bool serving(std::uint64_t ticket) const { return serving_ == ticket; }
+  void release() { ++serving_; }
+  std::uint64_t next_step() { return ++steps_; }
+
+ private:
+  struct Header {
+    std::uint32_t magic;
+    std::uint32_t version;
+    std::uint32_t ranks;
+    std::uint32_t reserved;
+    std::uint64_t slot_bytes;
+  };
+  Header* header() const { return reinterpret_cast<Header*>(base_); }
+  std::uint64_t& counter(int rank, Flag f) const {
+    auto* line = base_ + kHeaderBytes + kLineBytes * static_cast<std::uint64_t>(rank);
+    return reinterpret_cast<std::uint64_t*>(line)[f];
+  }
+
+  std::byte* base_;
+  int ranks_;
+  std::uint64_t slot_bytes_;
+  std::shared_ptr<void> mapping_;
+  std::uint64_t tickets_ = 0;
+  std::uint64_t serving_ = 0;
+  std::uint64_t steps_ = 0;
+};
+
+}  // namespace orbite::coll

@@ -1,0 +1,207 @@
+// The shm algorithms: collectives of a single-host communicator through its shared segment
+// (shared_area.h) instead of messages. Each moves its data in chunk steps; in a step every rank
+// copies its part into its slot and publishes Arrived, waits (co_await until) for the others'
+// counters, reads what it needs straight from their slots, and publishes Consumed. A slot is
+// written again two steps later, once every rank consumed the step that used it last, so two
+// steps can be in flight. Reductions combine the ranks' contributions in rank order (rank 0's
+// first), on every rank the same way, so results are identical everywhere and from run to run.
+#include <algorithm>
+#include <cstring>
+
+#include "coll/algorithms.h"
+#include "coll/reduce.h"
+#include "coll/shared_area.h"
+
+namespace orbite::coll {
+
+namespace {
+
+using Flag = SharedArea::Flag;
+
+// Every rank's `f` reached `step`.
+Ctx::Await all_reached(Ctx& c, const SharedArea& area, Flag f, std::uint64_t step) {
+  return c.until([&area, f, step] { return area.first_behind(f, step); });
+}
+
+// `rank`'s `f` reached `step`.
+Ctx::Await rank_reached(Ctx& c, const SharedArea& area, int rank, Flag f, std::uint64_t step) {
+  return c.until(
+      [&area, rank, f, step] { return area.seen(rank, f) >= step ? Ctx::kReady : rank; });
+}
+
+// This rank's slot for `step` may be written: every rank consumed the step that used it before.
+Ctx::Await slot_free(Ctx& c, const SharedArea& area, std::uint64_t step) {
+  return all_reached(c, area, SharedArea::Consumed, step > 2 ? step - 2 : 0);
+}
+
+// The collectives before this one (in start order) are done with the segment.
+Ctx::Await my_turn(Ctx& c, const SharedArea& area, std::uint64_t ticket) {
+  return c.until([&area, ticket] { return area.serving(ticket) ? Ctx::kReady : Ctx::kNoRank; });
+}
+
+// dst[0, len) = the ranks' slots of `step` at byte offset `at`, combined in rank order.
+void fold(const Args& a, std::byte* dst, const SharedArea& area, std::uint64_t step,
+          std::uint64_t at, std::uint64_t len, int n) {
+  if (len == 0) return;
+  reduce(a.type, a.op, dst, area.slot(0, step) + at, area.slot(1, step) + at, len);
+  for (int k = 2; k < n; ++k) reduce(a.type, a.op, dst, dst, area.slot(k, step) + at, len);
+  if (a.op == ReduceOp::Avg) divide(a.type, dst, len, n);
+}
+
+// Up to this many bytes every rank combines the whole vector itself after one step (one wait);
+// above it, each combines its share and the shares are exchanged (two waits per step).
+constexpr std::uint64_t kWholeReduceMax = 16 * 1024;
+
+// all_reduce (`everyone`) or reduce to a.root.
+Task reduce_through(Ctx& c, Args a, bool everyone) {
+  SharedArea& area = *a.area;
+  const int n = c.size();
+  const int me = c.rank();
+  const std::uint64_t es = size_of(a.type);
+  const bool receives = everyone || me == a.root;
+  const std::uint64_t ticket = area.take_ticket();
+  co_await my_turn(c, area, ticket);
+  const std::uint64_t bytes = a.count * es;
+  if (bytes <= kWholeReduceMax && bytes <= area.slot_bytes()) {
+    const std::uint64_t s = area.next_step();
+    co_await slot_free(c, area, s);
+    copy_bytes(area.slot(me, s), a.in, bytes);
+    area.publish(me, SharedArea::Arrived, s);
+    if (receives) {
+      co_await all_reached(c, area, SharedArea::Arrived, s);
+      fold(a, a.out, area, s, 0, a.count, n);
+    }
+    area.publish(me, SharedArea::Consumed, s);
+    area.release();
+    co_return;
+  }
+  const std::uint64_t chunk = area.slot_bytes() / es;
+  // A rank without an output (reduce's non-roots) combines its share in scratch.
+  std::byte* scratch = receives ? nullptr : c.scratch(area.slot_bytes());
+  for (std::uint64_t off = 0; off < a.count; off += chunk) {
+    const std::uint64_t len = std::min(chunk, a.count - off);
+    const std::uint64_t s = area.next_step();
+    co_await slot_free(c, area, s);
+    std::byte* mine = area.slot(me, s);
+    copy_bytes(mine, a.in + off * es, len * es);
+    area.publish(me, SharedArea::Arrived, s);
+    co_await all_reached(c, area, SharedArea::Arrived, s);
+    // This rank's share of the chunk: combined from every slot, then put back into its own
+    // slot (where no other rank reads during this phase) for the others to copy.
+    const std::uint64_t b = balanced_offset(len, n, me);
+    const std::uint64_t e = balanced_offset(len, n, me + 1);
+    std::byte* acc = receives ? a.out + (off + b) * es : scratch;
+    fold(a, acc, area, s, b * es, e - b, n);
+    copy_bytes(mine + b * es, acc, (e - b) * es);
+    area.publish(me, SharedArea::Reduced, s);
+    if (receives) {
+      co_await all_reached(c, area, SharedArea::Reduced, s);
+      for (int k = 0; k < n; ++k) {
+        if (k == me) continue;
+        const std::uint64_t kb = balanced_offset(len, n, k);
+        const std::uint64_t ke = balanced_offset(len, n, k + 1);
+        copy_bytes(a.out + (off + kb) * es, area.slot(k, s) + kb * es, (ke - kb) * es);
+      }
+    }
+    area.publish(me, SharedArea::Consumed, s);
+  }
+  area.release();
+}
+
+}  // namespace
+
+Task shm_all_reduce(Ctx& c, Args a) {
+  return reduce_through(c, std::move(a), true);
+}
+
+Task shm_reduce(Ctx& c, Args a) {
+  return reduce_through(c, std::move(a), false);
+}
+
+Task shm_broadcast(Ctx& c, Args a) {
+  SharedArea& area = *a.area;
+  const int me = c.rank();
+  const bool root = me == a.root;
+  const std::uint64_t bytes = a.count * size_of(a.type);
+  const std::uint64_t ticket = area.take_ticket();
+  co_await my_turn(c, area, ticket);
+  if (root) copy_bytes(a.out, a.in, bytes);
+  for (std::uint64_t off = 0; off < bytes; off += area.slot_bytes()) {
+    const std::uint64_t len = std::min(area.slot_bytes(), bytes - off);
+    const std::uint64_t s = area.next_step();
+    if (root) {
+      co_await slot_free(c, area, s);
+      copy_bytes(area.slot(me, s), a.in + off, len);
+      area.publish(me, SharedArea::Arrived, s);
+    } else {
+      co_await rank_reached(c, area, a.root, SharedArea::Arrived, s);
+      copy_bytes(a.out + off, area.slot(a.root, s), len);
+    }
+    area.publish(me, SharedArea::Consumed, s);
+  }
+  area.release();
+}
+
+Task shm_all_gather(Ctx& c, Args a) {
+  SharedArea& area = *a.area;
+  const int n = c.size();
+  const int me = c.rank();
+  const std::uint64_t block = a.count * size_of(a.type);
+  const std::uint64_t ticket = area.take_ticket();
+  co_await my_turn(c, area, ticket);
+  copy_bytes(a.out + static_cast<std::uint64_t>(me) * block, a.in, block);
+  for (std::uint64_t off = 0; off < block; off += area.slot_bytes()) {
+    const std::uint64_t len = std::min(area.slot_bytes(), block - off);
+    const std::uint64_t s = area.next_step();
+    co_await slot_free(c, area, s);
+    copy_bytes(area.slot(me, s), a.in + off, len);
+    area.publish(me, SharedArea::Arrived, s);
+    co_await all_reached(c, area, SharedArea::Arrived, s);
+    for (int k = 0; k < n; ++k) {
+      if (k != me) {
+        copy_bytes(a.out + static_cast<std::uint64_t>(k) * block + off, area.slot(k, s), len);
+      }
+    }
+    area.publish(me, SharedArea::Consumed, s);
+  }
+  area.release();
+}
+
+Task shm_reduce_scatter(Ctx& c, Args a) {
+  SharedArea& area = *a.area;
+  const int n = c.size();
+  const int me = c.rank();
+  const std::uint64_t es = size_of(a.type);
+  const auto ranks = static_cast<std::uint64_t>(n);
+  // Per step, a piece of every block: the slot holds n pieces of `chunk` elements.
+  const std::uint64_t chunk = std::max<std::uint64_t>(1, area.slot_bytes() / (ranks * es));
+  const std::uint64_t ticket = area.take_ticket();
+  co_await my_turn(c, area, ticket);
+  for (std::uint64_t off = 0; off < a.count; off += chunk) {
+    const std::uint64_t len = std::min(chunk, a.count - off);
+    const std::uint64_t s = area.next_step();
+    co_await slot_free(c, area, s);
+    std::byte* mine = area.slot(me, s);
+    for (std::uint64_t k = 0; k < ranks; ++k) {
+      copy_bytes(mine + k * len * es, a.in + (k * a.count + off) * es, len * es);
+    }
+    area.publish(me, SharedArea::Arrived, s);
+    co_await all_reached(c, area, SharedArea::Arrived, s);
+    fold(a, a.out + off * es, area, s, static_cast<std::uint64_t>(me) * len * es, len, n);
+    area.publish(me, SharedArea::Consumed, s);
+  }
+  area.release();
+}
+
+Task shm_barrier(Ctx& c, Args a) {
+  SharedArea& area = *a.area;
+  const std::uint64_t ticket = area.take_ticket();
+  co_await my_turn(c, area, ticket);
+  const std::uint64_t s = area.next_step();
+  area.publish(c.rank(), SharedArea::Arrived, s);
+  co_await all_reached(c, area, SharedArea::Arrived, s);
+  area.publish(c.rank(), SharedArea::Consumed, s);
+  area.release();
+}
+
+}  // namespace orbite::coll

@@ -1,0 +1,191 @@
+// The shared segment of a single-host communicator (coll/shared_area.h): rank 0 creates a POSIX
+// shared-memory object under a fresh name, the others open it once the name is in the store,
+// every rank says whether it attached, and rank 0 unlinks the name once all have answered. From
+// then on the segment has no name: it goes away with the last mapping, whatever way the ranks
+// end, so a crashed job leaves nothing in /dev/shm. A name left by a creator that died during
+// setup (between shm_open and the unlink) is removed by the next creator on the host.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "coll/shared_area.h"
+#include "comm/communicator_impl.h"
+#include "common/log.h"
+
+namespace orbite {
+
+namespace {
+
+constexpr std::string_view kPrefix = "orbite-coll-";
+
+// Segments mapped by this process, by name: ranks that are threads of one process (tests) share
+// one mapping, so that ThreadSanitizer sees one address per byte and pairs the counters'
+// release and acquire.
+std::mutex g_maps_mu;
+std::map<std::string, std::weak_ptr<void>> g_maps;
+
+Status sys_error(const std::string& what, const std::string& name) {
+  return Status::error(Errc::Unavailable, what + " of the collectives' shared segment " + name +
+                                              " failed: " + std::strerror(errno));
+}
+
+// Names "orbite-coll-<pid>-..." whose creator no longer runs.
+void remove_stale_names() {
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return;
+  while (dirent* e = ::readdir(dir)) {
+    const std::string_view name = e->d_name;
+    if (!name.starts_with(kPrefix)) continue;
+    const std::string rest(name.substr(kPrefix.size()));
+    char* end = nullptr;
+    const long pid = std::strtol(rest.c_str(), &end, 10);
+    if (pid <= 0 || end == nullptr || *end != '-') continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      ::shm_unlink(("/" + std::string(name)).c_str());
+    }
+  }
+  ::closedir(dir);
+}
+
+std::shared_ptr<void> share_mapping(const std::string& name, void* p, std::uint64_t bytes) {
+  std::shared_ptr<void> mapping(p, [bytes](void* q) { ::munmap(q, bytes); });
+  std::lock_guard lock(g_maps_mu);
+  std::erase_if(g_maps, [](const auto& kv) { return kv.second.expired(); });
+  g_maps[name] = mapping;
+  return mapping;
+}
+
+Result<std::shared_ptr<coll::SharedArea>> create_segment(const std::string& name, int ranks,
+                                                         std::uint64_t slot_bytes) {
+  const std::uint64_t bytes = coll::SharedArea::bytes_for(ranks, slot_bytes);
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return sys_error("shm_open", name);
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    Status st = sys_error("sizing (" + std::to_string(bytes) + " bytes)", name);
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    return st;
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  Status mapped = p == MAP_FAILED ? sys_error("mmap", name) : Status{};
+  ::close(fd);
+  if (!mapped.ok()) {
+    ::shm_unlink(name.c_str());
+    return mapped;
+  }
+  auto area = std::make_shared<coll::SharedArea>(static_cast<std::byte*>(p), ranks, slot_bytes,
+                                                 share_mapping(name, p, bytes));
+  area->format();
+  return area;
+}
+
+Result<std::shared_ptr<coll::SharedArea>> open_segment(const std::string& name, int ranks,
+                                                       std::uint64_t slot_bytes) {
+  const std::uint64_t bytes = coll::SharedArea::bytes_for(ranks, slot_bytes);
+  std::shared_ptr<void> mapping;
+  {
+    std::lock_guard lock(g_maps_mu);
+    if (auto it = g_maps.find(name); it != g_maps.end()) mapping = it->second.lock();
+  }
+  if (!mapping) {
+    const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) return sys_error("shm_open", name);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != bytes) {
+      ::close(fd);
+      return Status::error(Errc::Protocol, "the collectives' shared segment " + name + " has " +
+                                               std::to_string(st.st_size) + " bytes, expected " +
+                                               std::to_string(bytes));
+    }
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    Status mapped = p == MAP_FAILED ? sys_error("mmap", name) : Status{};
+    ::close(fd);
+    ORBITE_RETURN_IF_ERROR(mapped);
+    mapping = share_mapping(name, p, bytes);
+  }
+  auto area = std::make_shared<coll::SharedArea>(static_cast<std::byte*>(mapping.get()), ranks,
+                                                 slot_bytes, mapping);
+  if (!area->header_matches()) {
+    return Status::error(Errc::Protocol, "the collectives' shared segment " + name +
+                                             " has a foreign header (another job's name?)");
+  }
+  return area;
+}
+
+std::string fresh_name() {
+  std::random_device rd;
+  const std::uint64_t nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(nonce));
+  return "/" + std::string(kPrefix) + std::to_string(::getpid()) + "-" + hex;
+}
+
+}  // namespace
+
+bool Communicator::Impl::wants_segment() const {
+  const int n = static_cast<int>(peers.size());
+  if (n < 2 || !config.shm.enable || config.coll.shm_slot_bytes == 0) return false;
+  if (config.coll.transport != Transport::Unspec && config.coll.transport != Transport::Shm) {
+    return false;
+  }
+  // reduce_scatter puts a piece of every rank's block in a slot.
+  if (config.coll.shm_slot_bytes < 64 * static_cast<std::uint64_t>(n)) return false;
+  for (const PeerInfo& p : peers) {
+    if (p.host_id != peers.front().host_id) return false;
+  }
+  return true;
+}
+
+Status Communicator::Impl::attach_segment() {
+  if (!wants_segment()) return {};
+  Store& store = *bootstrap.store();
+  const int n = static_cast<int>(peers.size());
+  const std::uint64_t slot = config.coll.shm_slot_bytes;
+  const Duration timeout = config.bootstrap.timeout;
+  Result<std::shared_ptr<coll::SharedArea>> mine =
+      Status::error(Errc::Unavailable, "rank 0 could not create the segment");
+  std::string name;
+  if (rank == 0) {
+    remove_stale_names();
+    name = fresh_name();
+    mine = create_segment(name, n, slot);
+    ORBITE_RETURN_IF_ERROR(store.set(key("coll-segment"), mine.ok() ? name : std::string()));
+  } else {
+    ORBITE_ASSIGN_OR_RETURN(name, store.get(key("coll-segment"), timeout));
+    if (!name.empty()) mine = open_segment(name, n, slot);
+  }
+  // Every rank answers whether it attached; the segment is used only if all did.
+  ORBITE_RETURN_IF_ERROR(
+      store.set(key("coll-segment/" + std::to_string(rank)), mine.ok() ? "1" : "0"));
+  std::vector<std::string> keys;
+  for (int r = 0; r < n; ++r) keys.push_back(key("coll-segment/" + std::to_string(r)));
+  Status waited = store.wait(keys, timeout);
+  if (rank == 0 && !name.empty()) ::shm_unlink(name.c_str());
+  ORBITE_RETURN_IF_ERROR(waited.with_context("communicator setup: the collectives' segment"));
+  int refused = -1;
+  for (int r = 0; r < n && refused < 0; ++r) {
+    Result<std::string> answer = store.get(keys[static_cast<std::size_t>(r)], timeout);
+    if (!answer.ok()) return answer.status().with_context("the collectives' segment");
+    if (answer->compare("1") != 0) refused = r;
+  }
+  if (refused >= 0) {
+    ORBITE_LOG(Info, Coll) << "communicator " << tag << ": no shared segment for collectives (rank "
+                           << refused << " could not attach"
+                           << (refused == rank && !mine.ok() ? ": " + mine.status().message() : "")
+                           << "); they run over messages";
+    return {};
+  }
+  area = std::move(*mine);
+  return {};
+}
+
+}  // namespace orbite

@@ -1,0 +1,225 @@
+// The shm algorithms and the executor's waits on shared memory, with ranks as threads of this
+// process over one SharedArea in heap memory and a fake poster in place of the engine (the
+// failure watch's receives are requests the test completes). The same algorithms between real
+// processes, through a real segment, are in tests/integration/coll_test.cpp.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "coll/algorithms.h"
+#include "coll/executor.h"
+#include "coll/shared_area.h"
+#include "p2p/request.h"
+
+namespace orbite::coll {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t kSlot = 4096;
+
+// One rank's engine stand-in: hellos and abort messages complete at once; the failure watch's
+// receives (passive) stay open until the test fails them.
+struct FakeLinks {
+  std::mutex mu;
+  std::map<int, std::shared_ptr<detail::RequestState>> watch;  // by peer
+
+  Poster poster() {
+    return [this](bool, void*, std::uint64_t, int peer, std::int32_t, bool passive,
+                  bool) -> Result<Request> {
+      auto s = detail::make_request_state();
+      if (passive) {
+        std::lock_guard lock(mu);
+        watch[peer] = s;
+      } else {
+        detail::complete_request(*s, {});
+      }
+      return detail::RequestAccess::make(s);
+    };
+  }
+  void lose(int peer) {
+    std::lock_guard lock(mu);
+    detail::complete_request(*watch.at(peer),
+                             Status::error(Errc::ConnectionLost, "the peer closed the connection"));
+  }
+};
+
+// The segment's memory shared by the threads, each rank with its own SharedArea (its own
+// in-process ticket and step counters, as each process has).
+struct Segment {
+  explicit Segment(int ranks)
+      : ranks_(ranks),
+        bytes_(SharedArea::bytes_for(ranks, kSlot)),
+        memory_(static_cast<std::byte*>(std::aligned_alloc(4096, bytes_)), &std::free) {
+    std::fill_n(memory_.get(), bytes_, std::byte{0});
+    SharedArea(memory_.get(), ranks, kSlot, nullptr).format();
+  }
+  std::shared_ptr<SharedArea> view() const {
+    return std::make_shared<SharedArea>(memory_.get(), ranks_, kSlot, nullptr);
+  }
+  int ranks_;
+  std::uint64_t bytes_;
+  std::unique_ptr<std::byte, decltype(&std::free)> memory_;
+};
+
+struct Rank {
+  Rank(int rank, int size, const Segment& seg)
+      : area(seg.view()),
+        executor(std::make_shared<Executor>(rank, size, links.poster(), ScratchHooks{}, true)) {}
+  Result<Request> start(std::string_view kind, Task (*algo)(Ctx&, Args), Args a) {
+    a.area = area;
+    return executor->start(
+        kind, [algo, a](Ctx& c) { return algo(c, a); }, 0);
+  }
+  FakeLinks links;
+  std::shared_ptr<SharedArea> area;
+  std::shared_ptr<Executor> executor;
+};
+
+// Runs `body(rank)` on `n` threads at once.
+void on_threads(int n, const std::function<void(int)>& body) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back(body, r);
+  for (auto& t : threads) t.join();
+}
+
+std::int32_t input(int rank, std::uint64_t i) {
+  return static_cast<std::int32_t>(i % 977) + 3 * rank;
+}
+
+// Every shm collective on 3 thread ranks, at one slot-sized step and at several chunk steps with
+// a remainder, two of each outstanding before the first wait (they take the segment in start
+// order); integers checked exactly.
+TEST(ShmAlgorithms, EveryCollectiveOnThreadRanksMatchesTheReference) {
+  constexpr int kN = 3;
+  Segment seg(kN);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < kN; ++r) ranks.push_back(std::make_unique<Rank>(r, kN, seg));
+  const std::uint64_t rank_sum = 3 * (kN * (kN - 1) / 2);
+  for (std::uint64_t count : {std::uint64_t{1}, std::uint64_t{7}, kSlot / 4, 3 * kSlot / 4 + 5}) {
+    on_threads(kN, [&](int r) {
+      Rank& me = *ranks[static_cast<std::size_t>(r)];
+      const auto n = static_cast<std::uint64_t>(kN);
+      std::vector<std::int32_t> in(count * n), sum(count), sum2(count), red(count), bc(count),
+          gathered(count * n), scattered(count);
+      for (std::uint64_t i = 0; i < in.size(); ++i) in[i] = input(r, i);
+      auto args = [&](const void* from, void* to, std::uint64_t c) {
+        Args a;
+        a.in = static_cast<const std::byte*>(from);
+        a.out = static_cast<std::byte*>(to);
+        a.count = c;
+        a.type = DataType::Int32;
+        a.op = ReduceOp::Sum;
+        a.root = 1;
+        return a;
+      };
+      std::vector<Request> reqs;
+      for (auto [kind, algo, a] :
+           {std::tuple{"all_reduce", &shm_all_reduce, args(in.data(), sum.data(), count)},
+            std::tuple{"all_reduce", &shm_all_reduce, args(in.data(), sum2.data(), count)},
+            std::tuple{"reduce", &shm_reduce,
+                       args(in.data(), r == 1 ? red.data() : nullptr, count)},
+            std::tuple{"broadcast", &shm_broadcast,
+                       args(r == 1 ? in.data() : nullptr, bc.data(), count)},
+            std::tuple{"all_gather", &shm_all_gather, args(in.data(), gathered.data(), count)},
+            std::tuple{"reduce_scatter", &shm_reduce_scatter,
+                       args(in.data(), scattered.data(), count)},
+            std::tuple{"barrier", &shm_barrier, Args{}}}) {
+        auto req = me.start(kind, algo, a);
+        ASSERT_TRUE(req.ok()) << req.status().to_string();
+        reqs.push_back(*req);
+      }
+      for (std::size_t i = reqs.size(); i-- > 0;) {
+        ASSERT_TRUE(reqs[i].wait(30s).ok()) << i << ": " << reqs[i].wait(0s).to_string();
+      }
+      for (std::uint64_t i = 0; i < count; ++i) {
+        const auto want = static_cast<std::int32_t>(kN * (i % 977) + rank_sum);
+        ASSERT_EQ(sum[i], want) << "all_reduce element " << i;
+        ASSERT_EQ(sum2[i], want) << "second all_reduce element " << i;
+        if (r == 1) {
+          ASSERT_EQ(red[i], want) << "reduce element " << i;
+        }
+        ASSERT_EQ(bc[i], input(1, i)) << "broadcast element " << i;
+        const std::uint64_t at = static_cast<std::uint64_t>(r) * count + i;
+        ASSERT_EQ(scattered[i], static_cast<std::int32_t>(kN * (at % 977) + rank_sum))
+            << "reduce_scatter element " << i;
+      }
+      for (int k = 0; k < kN; ++k) {
+        for (std::uint64_t i = 0; i < count; ++i) {
+          ASSERT_EQ(gathered[static_cast<std::uint64_t>(k) * count + i], input(k, i))
+              << "all_gather block " << k << " element " << i;
+        }
+      }
+    });
+  }
+}
+
+// A rank whose link is lost while another waits for its flag: the wait fails with
+// ConnectionLost naming it, within the liveness slice, not at the caller's timeout.
+TEST(ShmWaits, ALostRankFailsTheWaitOnItsFlag) {
+  Segment seg(2);
+  Rank r0(0, 2, seg);
+  std::vector<std::int32_t> v(8, 1), out(8);
+  Args a;
+  a.in = reinterpret_cast<const std::byte*>(v.data());
+  a.out = reinterpret_cast<std::byte*>(out.data());
+  a.count = v.size();
+  a.type = DataType::Int32;
+  auto req = r0.start("all_reduce", &shm_all_reduce, a);
+  ASSERT_TRUE(req.ok());
+  EXPECT_EQ(req->wait(50ms).code(), Errc::Timeout) << "rank 1 never arrives";
+  r0.links.lose(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status st = req->wait(20s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
+  EXPECT_NE(st.message().find("rank 1 was lost"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("shared segment"), std::string::npos) << st.message();
+  // The communicator's collectives stay broken.
+  auto again = r0.start("barrier", &shm_barrier, Args{});
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), Errc::ConnectionLost);
+}
+
+// A rank that wrote its flag and then left (its link closed, as at an orderly exit) fails
+// nothing: the wait is already over.
+TEST(ShmWaits, ARankThatLeftAfterWritingItsFlagFailsNothing) {
+  Segment seg(2);
+  Rank r0(0, 2, seg);
+  Rank r1(1, 2, seg);
+  auto b0 = r0.start("barrier", &shm_barrier, Args{});
+  ASSERT_TRUE(b0.ok());
+  auto b1 = r1.start("barrier", &shm_barrier, Args{});
+  ASSERT_TRUE(b1.ok());
+  ASSERT_TRUE(b1->wait(10s).ok());
+  r0.links.lose(1);
+  const Status st = b0->wait(10s);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+}
+
+// A collective waiting for its turn behind an earlier one names no rank: a lost link does not
+// fail it; the earlier one, which waits for that rank, does, and the later one fails with it.
+TEST(ShmWaits, AWaitForTheTurnNamesNoRankButFailsWithTheCommunicator) {
+  Segment seg(2);
+  Rank r0(0, 2, seg);
+  auto first = r0.start("barrier", &shm_barrier, Args{});
+  auto second = r0.start("barrier", &shm_barrier, Args{});
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(second->wait(30ms).code(), Errc::Timeout);
+  r0.links.lose(1);
+  EXPECT_EQ(first->wait(10s).code(), Errc::ConnectionLost);
+  const Status st = second->wait(10s);
+  EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
+  EXPECT_NE(st.message().find("failed because"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace orbite::coll
