@@ -27,9 +27,11 @@ class SharedArea {
   };
 
   static constexpr std::uint32_t kMagic = 0x4f43534d;  // "OCSM"
-  static constexpr std::uint32_t kVersion = 1;
+  static constexpr std::uint32_t kVersion = 2;
   static constexpr std::uint64_t kHeaderBytes = 4096;
   static constexpr std::uint64_t kLineBytes = 64;
+  // A line: the three counters, a spare word, then two shapes (two words each).
+  static constexpr int kShapeWord = 4;
 
   // `base`: the mapping (kept alive by `mapping`); slot_bytes a multiple of 64.
   SharedArea(std::byte* base, int ranks, std::uint64_t slot_bytes, std::shared_ptr<void> mapping)
@@ -73,6 +75,26 @@ class SharedArea {
   [[nodiscard]] std::uint64_t seen(int rank, Flag f) const {
     return std::atomic_ref<std::uint64_t>(counter(rank, f)).load(std::memory_order_acquire);
   }
+  // What a rank called, written before its Arrived of a collective's first step (one per slot
+  // parity, so it is rewritten only when the slot is): the others compare it with their own,
+  // so that ranks calling different collectives or counts fail instead of misreading slots.
+  struct Shape {
+    std::uint64_t count = 0;
+    std::uint64_t what = 0;  // collective, type, op and root, packed by the algorithms
+    bool operator==(const Shape&) const = default;
+  };
+  void describe(int rank, std::uint64_t step, Shape shape) {
+    std::uint64_t* at = &word(rank, kShapeWord + 2 * static_cast<int>(step & 1));
+    std::atomic_ref<std::uint64_t>(at[0]).store(shape.count, std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(at[1]).store(shape.what, std::memory_order_relaxed);
+  }
+  // Valid once `rank`'s Arrived reached `step` (acquire), until the slot's next use.
+  [[nodiscard]] Shape shape(int rank, std::uint64_t step) const {
+    std::uint64_t* at = &word(rank, kShapeWord + 2 * static_cast<int>(step & 1));
+    return {std::atomic_ref<std::uint64_t>(at[0]).load(std::memory_order_relaxed),
+            std::atomic_ref<std::uint64_t>(at[1]).load(std::memory_order_relaxed)};
+  }
+
   // The first rank whose counter is below `step` (Ctx::kReady when none is): what an until()
   // predicate answers.
   [[nodiscard]] int first_behind(Flag f, std::uint64_t step) const {
@@ -99,10 +121,11 @@ class SharedArea {
     std::uint64_t slot_bytes;
   };
   Header* header() const { return reinterpret_cast<Header*>(base_); }
-  std::uint64_t& counter(int rank, Flag f) const {
+  std::uint64_t& word(int rank, int index) const {
     auto* line = base_ + kHeaderBytes + kLineBytes * static_cast<std::uint64_t>(rank);
-    return reinterpret_cast<std::uint64_t*>(line)[f];
+    return reinterpret_cast<std::uint64_t*>(line)[index];
   }
+  std::uint64_t& counter(int rank, Flag f) const { return word(rank, f); }
 
   std::byte* base_;
   int ranks_;

@@ -7,6 +7,8 @@
 // first), on every rank the same way, so results are identical everywhere and from run to run.
 #include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <string>
 
 #include "coll/algorithms.h"
 #include "coll/reduce.h"
@@ -39,6 +41,61 @@ Ctx::Await my_turn(Ctx& c, const SharedArea& area, std::uint64_t ticket) {
   return c.until([&area, ticket] { return area.serving(ticket) ? Ctx::kReady : Ctx::kNoRank; });
 }
 
+enum class Kind : std::uint64_t {
+  AllReduce = 1,
+  Reduce,
+  Broadcast,
+  AllGather,
+  ReduceScatter,
+  Barrier
+};
+constexpr const char* kKindNames[] = {"",           "all_reduce",     "reduce", "broadcast",
+                                      "all_gather", "reduce_scatter", "barrier"};
+
+SharedArea::Shape shape_of(Kind kind, const Args& a) {
+  return {a.count, static_cast<std::uint64_t>(kind) | static_cast<std::uint64_t>(a.type) << 8 |
+                       static_cast<std::uint64_t>(a.op) << 16 |
+                       static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.root)) << 24};
+}
+
+std::string describe(const SharedArea::Shape& s) {
+  const auto kind = s.what & 0xff;
+  const auto type = static_cast<DataType>((s.what >> 8) & 0xff);
+  const auto op = static_cast<ReduceOp>((s.what >> 16) & 0xff);
+  const auto root = static_cast<std::int32_t>(static_cast<std::uint32_t>(s.what >> 24));
+  if (kind == 0 || kind >= std::size(kKindNames) || static_cast<int>(type) >= kDataTypeCount ||
+      static_cast<int>(op) >= kReduceOpCount) {
+    return "something unknown";
+  }
+  const auto k = static_cast<Kind>(kind);
+  std::string out = kKindNames[kind];
+  if (k == Kind::Barrier) return out;
+  out += " with " + std::to_string(s.count) + " elements of " + std::string(to_string(type));
+  if (k == Kind::AllReduce || k == Kind::Reduce || k == Kind::ReduceScatter) {
+    out += ", " + std::string(to_string(op));
+  }
+  if (k == Kind::Reduce || k == Kind::Broadcast) out += ", root " + std::to_string(root);
+  return out;
+}
+
+// After the first step's Arrived of `ranks` (all, or just the root): they called what this rank
+// did. Fails the collective with InvalidArgument otherwise (the caller returns at once).
+bool same_shapes(Ctx& c, const SharedArea& area, std::uint64_t step, const SharedArea::Shape& mine,
+                 int only = -1) {
+  for (int r = 0; r < c.size(); ++r) {
+    if ((only >= 0 && r != only) || r == c.rank()) continue;
+    const SharedArea::Shape theirs = area.shape(r, step);
+    if (theirs == mine) continue;
+    c.fail(Status::error(Errc::InvalidArgument,
+                         "rank " + std::to_string(r) + " called " + describe(theirs) +
+                             " where this rank called " + describe(mine) +
+                             " (every rank calls the same collectives in the same order, with "
+                             "the same counts, types, operators and roots)"));
+    return false;
+  }
+  return true;
+}
+
 // dst[0, len) = the ranks' slots of `step` at byte offset `at`, combined in rank order.
 void fold(const Args& a, std::byte* dst, const SharedArea& area, std::uint64_t step,
           std::uint64_t at, std::uint64_t len, int n) {
@@ -59,6 +116,7 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
   const int me = c.rank();
   const std::uint64_t es = size_of(a.type);
   const bool receives = everyone || me == a.root;
+  const SharedArea::Shape shape = shape_of(everyone ? Kind::AllReduce : Kind::Reduce, a);
   const std::uint64_t ticket = area.take_ticket();
   co_await my_turn(c, area, ticket);
   const std::uint64_t bytes = a.count * es;
@@ -66,9 +124,11 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
     const std::uint64_t s = area.next_step();
     co_await slot_free(c, area, s);
     copy_bytes(area.slot(me, s), a.in, bytes);
+    area.describe(me, s, shape);
     area.publish(me, SharedArea::Arrived, s);
     if (receives) {
       co_await all_reached(c, area, SharedArea::Arrived, s);
+      if (!same_shapes(c, area, s, shape)) co_return;
       fold(a, a.out, area, s, 0, a.count, n);
     }
     area.publish(me, SharedArea::Consumed, s);
@@ -84,8 +144,10 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
     co_await slot_free(c, area, s);
     std::byte* mine = area.slot(me, s);
     copy_bytes(mine, a.in + off * es, len * es);
+    if (off == 0) area.describe(me, s, shape);
     area.publish(me, SharedArea::Arrived, s);
     co_await all_reached(c, area, SharedArea::Arrived, s);
+    if (off == 0 && !same_shapes(c, area, s, shape)) co_return;
     // This rank's share of the chunk: combined from every slot, then put back into its own
     // slot (where no other rank reads during this phase) for the others to copy.
     const std::uint64_t b = balanced_offset(len, n, me);
@@ -123,6 +185,7 @@ Task shm_broadcast(Ctx& c, Args a) {
   const int me = c.rank();
   const bool root = me == a.root;
   const std::uint64_t bytes = a.count * size_of(a.type);
+  const SharedArea::Shape shape = shape_of(Kind::Broadcast, a);
   const std::uint64_t ticket = area.take_ticket();
   co_await my_turn(c, area, ticket);
   if (root) copy_bytes(a.out, a.in, bytes);
@@ -132,9 +195,11 @@ Task shm_broadcast(Ctx& c, Args a) {
     if (root) {
       co_await slot_free(c, area, s);
       copy_bytes(area.slot(me, s), a.in + off, len);
+      if (off == 0) area.describe(me, s, shape);
       area.publish(me, SharedArea::Arrived, s);
     } else {
       co_await rank_reached(c, area, a.root, SharedArea::Arrived, s);
+      if (off == 0 && !same_shapes(c, area, s, shape, a.root)) co_return;
       copy_bytes(a.out + off, area.slot(a.root, s), len);
     }
     area.publish(me, SharedArea::Consumed, s);
@@ -147,6 +212,7 @@ Task shm_all_gather(Ctx& c, Args a) {
   const int n = c.size();
   const int me = c.rank();
   const std::uint64_t block = a.count * size_of(a.type);
+  const SharedArea::Shape shape = shape_of(Kind::AllGather, a);
   const std::uint64_t ticket = area.take_ticket();
   co_await my_turn(c, area, ticket);
   copy_bytes(a.out + static_cast<std::uint64_t>(me) * block, a.in, block);
@@ -155,8 +221,10 @@ Task shm_all_gather(Ctx& c, Args a) {
     const std::uint64_t s = area.next_step();
     co_await slot_free(c, area, s);
     copy_bytes(area.slot(me, s), a.in + off, len);
+    if (off == 0) area.describe(me, s, shape);
     area.publish(me, SharedArea::Arrived, s);
     co_await all_reached(c, area, SharedArea::Arrived, s);
+    if (off == 0 && !same_shapes(c, area, s, shape)) co_return;
     for (int k = 0; k < n; ++k) {
       if (k != me) {
         copy_bytes(a.out + static_cast<std::uint64_t>(k) * block + off, area.slot(k, s), len);
@@ -175,6 +243,7 @@ Task shm_reduce_scatter(Ctx& c, Args a) {
   const auto ranks = static_cast<std::uint64_t>(n);
   // Per step, a piece of every block: the slot holds n pieces of `chunk` elements.
   const std::uint64_t chunk = std::max<std::uint64_t>(1, area.slot_bytes() / (ranks * es));
+  const SharedArea::Shape shape = shape_of(Kind::ReduceScatter, a);
   const std::uint64_t ticket = area.take_ticket();
   co_await my_turn(c, area, ticket);
   for (std::uint64_t off = 0; off < a.count; off += chunk) {
@@ -185,8 +254,10 @@ Task shm_reduce_scatter(Ctx& c, Args a) {
     for (std::uint64_t k = 0; k < ranks; ++k) {
       copy_bytes(mine + k * len * es, a.in + (k * a.count + off) * es, len * es);
     }
+    if (off == 0) area.describe(me, s, shape);
     area.publish(me, SharedArea::Arrived, s);
     co_await all_reached(c, area, SharedArea::Arrived, s);
+    if (off == 0 && !same_shapes(c, area, s, shape)) co_return;
     fold(a, a.out + off * es, area, s, static_cast<std::uint64_t>(me) * len * es, len, n);
     area.publish(me, SharedArea::Consumed, s);
   }
@@ -198,8 +269,12 @@ Task shm_barrier(Ctx& c, Args a) {
   const std::uint64_t ticket = area.take_ticket();
   co_await my_turn(c, area, ticket);
   const std::uint64_t s = area.next_step();
+  const SharedArea::Shape shape = shape_of(Kind::Barrier, Args{});
+  co_await slot_free(c, area, s);  // its shape takes the parity's place
+  area.describe(c.rank(), s, shape);
   area.publish(c.rank(), SharedArea::Arrived, s);
   co_await all_reached(c, area, SharedArea::Arrived, s);
+  if (!same_shapes(c, area, s, shape)) co_return;
   area.publish(c.rank(), SharedArea::Consumed, s);
   area.release();
 }

@@ -162,6 +162,55 @@ TEST(ShmAlgorithms, EveryCollectiveOnThreadRanksMatchesTheReference) {
   }
 }
 
+// Ranks that call different counts or collectives fail with InvalidArgument naming both,
+// instead of reading each other's slots as if they matched.
+TEST(ShmAlgorithms, RanksCallingDifferentShapesFailWithInvalidArgument) {
+  constexpr int kN = 2;
+  for (const bool large : {false, true}) {
+    Segment seg(kN);
+    std::vector<std::unique_ptr<Rank>> ranks;
+    for (int r = 0; r < kN; ++r) ranks.push_back(std::make_unique<Rank>(r, kN, seg));
+    on_threads(kN, [&](int r) {
+      const std::uint64_t count = (large ? 3 * kSlot : 8) + static_cast<std::uint64_t>(r);
+      std::vector<std::int32_t> in(count, 1), out(count);
+      Args a;
+      a.in = reinterpret_cast<const std::byte*>(in.data());
+      a.out = reinterpret_cast<std::byte*>(out.data());
+      a.count = count;
+      a.type = DataType::Int32;
+      auto req = ranks[static_cast<std::size_t>(r)]->start("all_reduce", &shm_all_reduce, a);
+      ASSERT_TRUE(req.ok());
+      const Status st = req->wait(30s);
+      EXPECT_EQ(st.code(), Errc::InvalidArgument) << st.to_string();
+      const std::string theirs = "rank " + std::to_string(1 - r) + " called all_reduce with " +
+                                 std::to_string(count + 1 - 2 * static_cast<std::uint64_t>(r)) +
+                                 " elements of int32, sum where this rank called all_reduce "
+                                 "with " +
+                                 std::to_string(count);
+      EXPECT_NE(st.message().find(theirs), std::string::npos) << st.message();
+    });
+  }
+  // A barrier against a broadcast.
+  Segment seg(kN);
+  Rank r0(0, kN, seg);
+  Rank r1(1, kN, seg);
+  std::vector<std::int32_t> v(4, 7);
+  Args a;
+  a.in = reinterpret_cast<const std::byte*>(v.data());
+  a.out = reinterpret_cast<std::byte*>(v.data());
+  a.count = v.size();
+  a.type = DataType::Int32;
+  auto b = r0.start("broadcast", &shm_broadcast, a);
+  auto w = r1.start("barrier", &shm_barrier, Args{});
+  ASSERT_TRUE(b.ok() && w.ok());
+  const Status st = w->wait(30s);
+  EXPECT_EQ(st.code(), Errc::InvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("rank 0 called broadcast with 4 elements of int32, root 0 where "
+                              "this rank called barrier"),
+            std::string::npos)
+      << st.message();
+}
+
 // A rank whose link is lost while another waits for its flag: the wait fails with
 // ConnectionLost naming it, within the liveness slice, not at the caller's timeout.
 TEST(ShmWaits, ALostRankFailsTheWaitOnItsFlag) {
