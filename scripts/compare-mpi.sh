@@ -14,7 +14,8 @@
 #
 #   scripts/compare-mpi.sh [--rounds R] [--transports "shm tcp"] [--colls "all_reduce ..."]
 #                          [--ranks "2 4"] [--p2p-only | --no-p2p] [--out DIR] [--no-build]
-#                          [--baseline DIR [--baseline-label NAME]] [--] [benchmark flags...]
+#                          [--baseline DIR [--baseline-label NAME] | --baseline-env "VAR=VALUE ..."]
+#                          [--] [benchmark flags...]
 #
 # --colls: all_reduce all_gather broadcast reduce reduce_scatter alltoall (default), or none
 # (--p2p-only). --ranks: rank counts of the collectives (default 2); more ranks than cores
@@ -31,6 +32,9 @@
 # is > 1 when the current build is better (bandwidth orbite/before, latency before/orbite).
 # --baseline-label NAME (BASELINE_LABEL) names the baseline in the output (default: DIR's
 # basename), e.g. --baseline-label 44d17d7.
+# --baseline-env "VAR=VALUE ..." (BASELINE_ENV): the baseline is this build run with those
+# environment settings (instead of a DIR), e.g. --baseline-env ORBITE_COLL_SHM_SLOT_BYTES=0 to
+# set the collectives' shared segment against the message algorithms in the same rounds.
 #
 # Benchmark flags go to every benchmark (-n 50, -w 5, -c 1, -b/-e/-f/-i, --sizes), except
 # --window (point to point only) and -d/-o/-r/-z (collectives only); without a size flag the
@@ -58,6 +62,7 @@ build=1
 p2p=1
 baseline="${BASELINE:-}"
 baseline_label="${BASELINE_LABEL:-}"
+baseline_env="${BASELINE_ENV:-}"
 bench_flags=()
 while (($#)); do
   case "$1" in
@@ -80,6 +85,9 @@ while (($#)); do
     --baseline-label)
       (($# >= 2)) || die "--baseline-label needs a value"; baseline_label="$2"; shift 2 ;;
     --baseline-label=*) baseline_label="${1#*=}"; shift ;;
+    --baseline-env)
+      (($# >= 2)) || die "--baseline-env needs a value"; baseline_env="$2"; shift 2 ;;
+    --baseline-env=*) baseline_env="${1#*=}"; shift ;;
     --) shift; bench_flags+=("$@"); break ;;
     *) bench_flags+=("$1"); shift ;;
   esac
@@ -100,6 +108,20 @@ for n in $ranks_list; do
 done
 [ -n "$colls" ] && [ -z "$ranks_list" ] && die "--ranks: no rank count given"
 ((p2p)) || [ -n "$colls" ] || die "--no-p2p with no collectives: nothing to run"
+if [ -n "$baseline_env" ]; then
+  # A build directory of wrappers: orbite-run with the settings, the benchmarks of build/.
+  [ -z "$baseline" ] || die "--baseline and --baseline-env exclude each other"
+  for kv in $baseline_env; do
+    [[ "$kv" =~ ^[A-Za-z_][A-Za-z0-9_]*=.*$ ]] || die "--baseline-env: '$kv' is not VAR=VALUE"
+  done
+  baseline="$(mktemp -d /tmp/compare-mpi-baseline.XXXXXX)"
+  mkdir -p "$baseline/bin" "$baseline/perf_tests"
+  printf '#!/usr/bin/env bash\nexec env %s %q "$@"\n' "$baseline_env" \
+    "$PWD/build/bin/orbite-run" >"$baseline/bin/orbite-run"
+  chmod +x "$baseline/bin/orbite-run"
+  for b in build/perf_tests/*_perf; do ln -s "$PWD/$b" "$baseline/perf_tests/"; done
+  [ -n "$baseline_label" ] || baseline_label="$baseline_env"
+fi
 if [ -n "$baseline" ]; then
   given="$baseline"
   baseline="$(cd "$invoked_from" && cd -- "$given" 2>/dev/null && pwd)" ||
