@@ -20,15 +20,23 @@ namespace {
 
 using Flag = SharedArea::Flag;
 
+// The predicates capture at most 16 bytes (the area and one packed word), which std::function
+// keeps without allocating: a small collective awaits several of them.
+
 // Every rank's `f` reached `step`.
 Ctx::Await all_reached(Ctx& c, const SharedArea& area, Flag f, std::uint64_t step) {
-  return c.until([&area, f, step] { return area.first_behind(f, step); });
+  const std::uint64_t key = step << 2 | static_cast<std::uint64_t>(f);
+  return c.until([a = &area, key] { return a->first_behind(Flag(key & 3), key >> 2); });
 }
 
-// `rank`'s `f` reached `step`.
+// `rank`'s `f` reached `step` (ranks below 2^18, steps below 2^44).
 Ctx::Await rank_reached(Ctx& c, const SharedArea& area, int rank, Flag f, std::uint64_t step) {
-  return c.until(
-      [&area, rank, f, step] { return area.seen(rank, f) >= step ? Ctx::kReady : rank; });
+  const std::uint64_t key =
+      step << 20 | static_cast<std::uint64_t>(rank) << 2 | static_cast<std::uint64_t>(f);
+  return c.until([a = &area, key] {
+    const int r = static_cast<int>((key >> 2) & 0x3ffff);
+    return a->seen(r, Flag(key & 3)) >= key >> 20 ? Ctx::kReady : r;
+  });
 }
 
 // This rank's slot for `step` may be written: every rank consumed the step that used it before.
