@@ -147,9 +147,12 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
   // others do.
   const bool vector_exchange = l.kind == Collective::AllToAll && !args.send_counts.empty();
   if ((n == 1 || l.bytes == 0) && l.kind != Collective::Barrier && !vector_exchange) {
-    make = [args, b = l.result_bytes](Ctx& c) { return coll::local_copy(c, args, b); };
+    make = [args = std::move(args), b = l.result_bytes](Ctx& c) mutable {
+      return coll::local_copy(c, std::move(args), b);
+    };
   } else {
-    make = [run, args](Ctx& c) { return run(c, args); };
+    // Called once: the Args move into the coroutine.
+    make = [run, args = std::move(args)](Ctx& c) mutable { return run(c, std::move(args)); };
   }
   return executor->start(coll::to_string(l.kind), std::move(make), l.result_bytes,
                          std::move(device));
