@@ -30,7 +30,8 @@ class SharedArea {
   static constexpr std::uint32_t kVersion = 2;
   static constexpr std::uint64_t kHeaderBytes = 4096;
   static constexpr std::uint64_t kLineBytes = 64;
-  // A line: the three counters, a spare word, then two shapes (two words each).
+  // A line: the three counters, the attached flag, then two shapes (two words each).
+  static constexpr int kAttachedWord = 3;
   static constexpr int kShapeWord = 4;
 
   // `base`: the mapping (kept alive by `mapping`); slot_bytes a multiple of 64.
@@ -75,6 +76,22 @@ class SharedArea {
   [[nodiscard]] std::uint64_t seen(int rank, Flag f) const {
     return std::atomic_ref<std::uint64_t>(counter(rank, f)).load(std::memory_order_acquire);
   }
+  // Set up: each rank marks itself attached once it mapped the segment; after a barrier every
+  // rank that mapped it sees whether all did (a rank that could not map it marks nothing).
+  void mark_attached(int rank) {
+    std::atomic_ref<std::uint64_t>(word(rank, kAttachedWord)).store(1, std::memory_order_release);
+  }
+  // The first rank not marked attached, or -1.
+  [[nodiscard]] int first_unattached() const {
+    for (int r = 0; r < ranks_; ++r) {
+      if (std::atomic_ref<std::uint64_t>(word(r, kAttachedWord)).load(std::memory_order_acquire) !=
+          1) {
+        return r;
+      }
+    }
+    return -1;
+  }
+
   // What a rank called, written before its Arrived of a collective's first step (one per slot
   // parity, so it is rewritten only when the slot is): the others compare it with their own,
   // so that ranks calling different collectives or counts fail instead of misreading slots.

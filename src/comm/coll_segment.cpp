@@ -1,6 +1,7 @@
 // The shared segment of a single-host communicator (coll/shared_area.h): rank 0 creates a POSIX
 // shared-memory object under a fresh name, the others open it once the name is in the store,
-// every rank says whether it attached, and rank 0 unlinks the name once all have answered. From
+// each marks itself attached in it, and after the communicator's setup barrier rank 0 unlinks
+// the name and every rank checks that all attached. From
 // then on the segment has no name: it goes away with the last mapping, whatever way the ranks
 // end, so a crashed job leaves nothing in /dev/shm. A name left by a creator that died during
 // setup (between shm_open and the unlink) is removed by the next creator on the host.
@@ -145,8 +146,11 @@ bool Communicator::Impl::wants_segment() const {
   return true;
 }
 
-Status Communicator::Impl::attach_segment() {
-  if (!wants_segment()) return {};
+Status Communicator::Impl::attach_segment(const std::string& barrier_key) {
+  if (!wants_segment()) {
+    return bootstrap.store()->barrier(barrier_key, rank, static_cast<int>(peers.size()),
+                                      config.bootstrap.timeout);
+  }
   Store& store = *bootstrap.store();
   const int n = static_cast<int>(peers.size());
   const std::uint64_t slot = config.coll.shm_slot_bytes;
@@ -163,24 +167,18 @@ Status Communicator::Impl::attach_segment() {
     ORBITE_ASSIGN_OR_RETURN(name, store.get(key("coll-segment"), timeout));
     if (!name.empty()) mine = open_segment(name, n, slot);
   }
-  // Every rank answers whether it attached; the segment is used only if all did.
-  ORBITE_RETURN_IF_ERROR(
-      store.set(key("coll-segment/" + std::to_string(rank)), mine.ok() ? "1" : "0"));
-  std::vector<std::string> keys;
-  for (int r = 0; r < n; ++r) keys.push_back(key("coll-segment/" + std::to_string(r)));
-  Status waited = store.wait(keys, timeout);
+  // Each rank that mapped the segment marks itself in it; after the barrier (every open tried)
+  // the name goes, and every rank that mapped it sees whether all did: all or none use it.
+  if (mine.ok()) (*mine)->mark_attached(rank);
+  Status met = store.barrier(barrier_key, rank, n, timeout);
   if (rank == 0 && !name.empty()) ::shm_unlink(name.c_str());
-  ORBITE_RETURN_IF_ERROR(waited.with_context("communicator setup: the collectives' segment"));
-  int refused = -1;
-  for (int r = 0; r < n && refused < 0; ++r) {
-    Result<std::string> answer = store.get(keys[static_cast<std::size_t>(r)], timeout);
-    if (!answer.ok()) return answer.status().with_context("the collectives' segment");
-    if (answer->compare("1") != 0) refused = r;
-  }
-  if (refused >= 0) {
-    ORBITE_LOG(Info, Coll) << "communicator " << tag << ": no shared segment for collectives (rank "
-                           << refused << " could not attach"
-                           << (refused == rank && !mine.ok() ? ": " + mine.status().message() : "")
+  ORBITE_RETURN_IF_ERROR(met);
+  const int missing = mine.ok() ? (*mine)->first_unattached() : rank;
+  if (missing >= 0) {
+    ORBITE_LOG(Info, Coll) << "communicator " << tag << ": no shared segment for collectives ("
+                           << (missing == rank ? "this rank" : "rank " + std::to_string(missing))
+                           << " could not attach"
+                           << (missing == rank ? ": " + mine.status().message() : "")
                            << "); they run over messages";
     return {};
   }

@@ -200,9 +200,8 @@ Result<Communicator> Communicator::create(const Bootstrap& bootstrap,
     impl->endpoints.push_back(std::move(ref));
   }
   ORBITE_RETURN_IF_ERROR(impl->start_collectives());
-  ORBITE_RETURN_IF_ERROR(impl->attach_segment());
-  ORBITE_RETURN_IF_ERROR(bootstrap.store()->barrier(
-      impl->key("ready"), impl->rank, bootstrap.world_size(), config.bootstrap.timeout));
+  // The ready barrier: every rank set up (its collectives' segment included).
+  ORBITE_RETURN_IF_ERROR(impl->attach_segment(impl->key("ready")));
   const PeerInfo& me = impl->peers[static_cast<size_t>(impl->rank)];
   if (bootstrap.local_rank() && *bootstrap.local_rank() != me.local_rank) {
     ORBITE_LOG(Warn, Bootstrap) << "the launcher gave local rank " << *bootstrap.local_rank()

@@ -87,9 +87,10 @@ struct Communicator::Impl {
   // Whether this communicator gets a shared segment (every rank on one host, shm enabled, the
   // collectives' transport unspec or shm); the same answer on every rank.
   bool wants_segment() const;
-  // Sets up `area` with the other ranks through the store (after peers and the tag are set).
-  // Left null, with a log line, when some rank cannot attach.
-  Status attach_segment();
+  // Sets up `area` with the other ranks through the store (after peers and the tag are set),
+  // and meets them in the store barrier `barrier_key` (which it needs; it is the setup's barrier
+  // either way). `area` is left null, with a log line, when some rank cannot attach.
+  Status attach_segment(const std::string& barrier_key);
   // The executor's scratch declared to the engine's memory domains (RDMA's MR cache).
   coll::ScratchHooks scratch_hooks() const;
   // A communicator of `members` (this one's ranks, in the new rank order) under `child_tag`.

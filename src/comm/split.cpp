@@ -29,7 +29,9 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::make_child(
   }
   for (auto& p : child->peers) p.local_size = per_host[p.host_id];
   ORBITE_RETURN_IF_ERROR(child->start_collectives());
-  ORBITE_RETURN_IF_ERROR(child->attach_segment());
+  if (child->wants_segment()) {
+    ORBITE_RETURN_IF_ERROR(child->attach_segment(child->key("ready")));
+  }
   return child;
 }
 
