@@ -98,6 +98,34 @@ TEST(Communicator, FourThreadRanksOverTheTcpStore) {
   for (auto& t : threads) t.join();
 }
 
+// shm asked for where no segment can be (shared memory off): the collective's call says what
+// the segment needs, posts nothing, and the communicator keeps working.
+TEST(Communicator, ShmAlgorithmWithoutASegmentIsUnavailableAndChangesNothing) {
+  auto store = std::make_shared<InProcessStore>();
+  std::vector<std::shared_ptr<Store>> stores(2, store);
+  EngineConfig config = quick_config();
+  config.shm.enable = false;
+  config.coll.algo = "all_reduce=shm";
+  auto comms = create_all(stores, 2, config);
+  std::vector<std::thread> threads;
+  for (auto& c : comms) {
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    threads.emplace_back([&c] {
+      std::vector<float> v(8, 1.0f);
+      auto r = c->all_reduce(v.data(), v.data(), v.size(), DataType::Float32, ReduceOp::Sum);
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), Errc::Unavailable);
+      EXPECT_NE(r.status().message().find("no shared segment"), std::string::npos)
+          << r.status().message();
+      EXPECT_NE(r.status().message().find("shm.enable"), std::string::npos);
+      auto b = c->barrier();
+      ASSERT_TRUE(b.ok()) << b.status().to_string();
+      EXPECT_TRUE(b->wait(20s).ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
 TEST(Communicator, SuccessiveCommunicatorsFromOneBootstrapDoNotCollide) {
   auto store = std::make_shared<InProcessStore>();
   std::vector<Bootstrap> boots;

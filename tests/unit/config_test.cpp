@@ -165,6 +165,22 @@ TEST(ConfigDefaults, PinnedPinsDevicePortOneAndGidZero) {
 // ------------------------------------------------------------------------------------------------
 // Cross-field rule and validate() for configurations built in code.
 
+TEST(ConfigValidate, CollShmSlotBytesIsZeroOrAMultipleOf64FromAPage) {
+  for (const char* bad :
+       {R"({"coll":{"shm_slot_bytes":5000}})", R"({"coll":{"shm_slot_bytes":64}})"}) {
+    auto c = EngineConfig::from_json(bad);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().code(), Errc::Configuration);
+    EXPECT_CONTAINS(c.status().message(), "coll.shm_slot_bytes");
+  }
+  for (const char* good :
+       {R"({"coll":{"shm_slot_bytes":0}})", R"({"coll":{"shm_slot_bytes":4096}})",
+        R"({"coll":{"shm_slot_bytes":"1MiB"}})"}) {
+    auto c = EngineConfig::from_json(good);
+    EXPECT_TRUE(c.ok()) << good << ": " << c.status().to_string();
+  }
+}
+
 TEST(ConfigValidate, DisabledGpuDirectWithDirectCudaMemoryIsAnError) {
   auto both = EngineConfig::from_json(
       R"({"rdma":{"disable_gpu_direct_rdma":true,"cuda_memory":"direct"}})");
