@@ -28,6 +28,11 @@ constexpr Duration kSpinBeforeYield = std::chrono::microseconds(100);
 constexpr Duration kSpinBeforeSleep = std::chrono::milliseconds(2);
 constexpr Duration kPollSleep = std::chrono::microseconds(50);
 
+// Pauses between two looks at the segment while spinning, and looks between two reads of the
+// clock.
+constexpr int kPausesPerLook = 4;
+constexpr int kLooksPerClock = 16;
+
 // Pending lists are pruned of finished messages once they grow past this.
 constexpr std::size_t kPruneAt = 256;
 
@@ -102,12 +107,8 @@ std::byte* Ctx::scratch(std::uint64_t bytes) {
 
 // ---- Executor ----
 
-Executor::Executor(int rank, int size, Poster post, ScratchHooks hooks, bool yield_when_idle)
-    : rank_(rank),
-      size_(size),
-      post_(std::move(post)),
-      hooks_(std::move(hooks)),
-      yield_when_idle_(yield_when_idle) {}
+Executor::Executor(int rank, int size, Poster post, ScratchHooks hooks)
+    : rank_(rank), size_(size), post_(std::move(post)), hooks_(std::move(hooks)) {}
 
 Executor::~Executor() = default;
 
@@ -328,13 +329,19 @@ void Executor::poll() {
 }
 
 void Executor::wait(const std::atomic<int>& phase, Duration timeout) {
-  const Deadline deadline = Deadline::after(timeout);
-  // Polling the shared segment: spin (yielding the core, as ranks may outnumber cores), look for
-  // lost ranks every slice, and after a while sleep a little between looks so that a rank
-  // waiting long on a slow peer does not take a core from it.
-  auto polling_since = std::chrono::steady_clock::now();
-  auto last_liveness = polling_since;
+  // Read lazily: a small collective is often over before the first look at the clock.
+  Clock::time_point deadline{};
+  bool deadline_set = false;
+  // Polling the shared segment: spin (or yield the core at once where the host's ranks
+  // outnumber its CPUs), look for lost ranks every slice, and after a while sleep a little
+  // between looks so that a rank waiting long on a slow peer does not take a core from it.
+  // While spinning, the clock is read every kLooksPerClock looks only: a read costs more than a
+  // look at the segment.
+  Clock::time_point polling_since{};
+  Clock::time_point last_liveness{};
   bool polling = false;
+  bool spinning = false;
+  int looks = 0;
   while (phase.load(std::memory_order_acquire) == 0) {
     Request b;
     {
@@ -343,9 +350,20 @@ void Executor::wait(const std::atomic<int>& phase, Duration timeout) {
       if (phase.load(std::memory_order_acquire) != 0) return;
       b = blocker();
     }
-    if (deadline.expired()) return;
+    if (!b.valid() && spinning && ++looks < kLooksPerClock) {
+      // A pause is 40-140 cycles depending on the CPU: a few between looks, so that a flag
+      // that lands is seen within tens of nanoseconds, not microseconds.
+      for (int i = 0; i < kPausesPerLook; ++i) cpu_relax();
+      continue;
+    }
+    looks = 0;
+    const auto now = Clock::now();
+    if (!deadline_set) {
+      deadline_set = true;
+      deadline = timeout >= Duration::max() / 2 ? Clock::time_point::max() : now + timeout;
+    }
+    if (now >= deadline) return;
     if (!b.valid()) {
-      const auto now = std::chrono::steady_clock::now();
       if (!polling) {
         polling = true;
         polling_since = last_liveness = now;
@@ -355,19 +373,24 @@ void Executor::wait(const std::atomic<int>& phase, Duration timeout) {
         std::lock_guard lock(mu_);
         check_liveness();
       }
+      if (polling_hint_) polling_hint_();
       const auto polled = now - polling_since;
+      spinning = false;
       if (polled >= kSpinBeforeSleep) {
         std::this_thread::sleep_for(kPollSleep);
-      } else if (yield_when_idle_ || polled >= kSpinBeforeYield) {
+      } else if (yield_when_idle_.load(std::memory_order_relaxed) || polled >= kSpinBeforeYield) {
         std::this_thread::yield();
       } else {
-        for (int i = 0; i < 64; ++i) cpu_relax();
+        spinning = true;
+        for (int i = 0; i < kPausesPerLook; ++i) cpu_relax();
       }
       continue;
     }
     polling = false;
+    spinning = false;
     // Its status is the message's; the collective reads it through its own context.
-    b.wait(std::min<Duration>(deadline.remaining(), kLivenessSlice)).ignore();
+    b.wait(std::min<Duration>(std::chrono::duration_cast<Duration>(deadline - now), kLivenessSlice))
+        .ignore();
     if (!b.done()) {
       std::lock_guard lock(mu_);
       check_liveness();

@@ -55,9 +55,7 @@ struct DeviceBuffers {
 
 class Executor : public detail::ProgressDriver, public std::enable_shared_from_this<Executor> {
  public:
-  // `yield_when_idle`: a thread polling shared memory yields the core at once (this host's ranks
-  // outnumber its cores).
-  Executor(int rank, int size, Poster post, ScratchHooks hooks = {}, bool yield_when_idle = true);
+  Executor(int rank, int size, Poster post, ScratchHooks hooks = {});
   ~Executor() override;
 
   // Starts a collective. `make` builds the coroutine over the Ctx it is given; `result_bytes`
@@ -67,6 +65,15 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
 
   void poll() override;
   void wait(const std::atomic<int>& phase, Duration timeout) override;
+
+  // A thread polling the shared segment yields the core at once (this host's ranks outnumber
+  // the CPUs they may run on) instead of spinning a while first. Set before the first collective.
+  void set_yield_when_idle(bool yield) { yield_when_idle_.store(yield, std::memory_order_relaxed); }
+
+  // Called now and then while a thread polls the shared segment (every few microseconds): the
+  // engine's workers then stay in their short sleeps, as while a user thread drives them, instead
+  // of spinning on the cores the polling ranks need. Set before the first collective.
+  void set_polling_hint(std::function<void()> hint) { polling_hint_ = std::move(hint); }
 
   // The error that broke the communicator's collectives, or OK.
   Status broken();
@@ -117,7 +124,8 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   const int size_;
   Poster post_;
   const ScratchHooks hooks_;
-  const bool yield_when_idle_;
+  std::atomic<bool> yield_when_idle_{false};
+  std::function<void()> polling_hint_;  // set before the first collective, then only read
   std::mutex mu_;
   std::deque<std::unique_ptr<Op>> active_;
   std::vector<std::unique_ptr<Scratch>> scratch_;

@@ -8,10 +8,12 @@
 // a step number with release after the data it covers, a reader compares with acquire.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "coll/task.h"
 
@@ -27,10 +29,11 @@ class SharedArea {
   };
 
   static constexpr std::uint32_t kMagic = 0x4f43534d;  // "OCSM"
-  static constexpr std::uint32_t kVersion = 2;
+  static constexpr std::uint32_t kVersion = 3;
   static constexpr std::uint64_t kHeaderBytes = 4096;
   static constexpr std::uint64_t kLineBytes = 64;
-  // A line: the three counters, the attached flag, then two shapes (two words each).
+  // A line: the three counters, the attached mark (with the rank's CPU placement), then two
+  // shapes (two words each).
   static constexpr int kAttachedWord = 3;
   static constexpr int kShapeWord = 4;
 
@@ -76,20 +79,41 @@ class SharedArea {
   [[nodiscard]] std::uint64_t seen(int rank, Flag f) const {
     return std::atomic_ref<std::uint64_t>(counter(rank, f)).load(std::memory_order_acquire);
   }
-  // Set up: each rank marks itself attached once it mapped the segment; after a barrier every
+  // Set up: each rank marks itself attached once it mapped the segment, with the CPUs it may run
+  // on (`cpus`: how many; `only_cpu`: that CPU when it is one, else -1); after a barrier every
   // rank that mapped it sees whether all did (a rank that could not map it marks nothing).
-  void mark_attached(int rank) {
-    std::atomic_ref<std::uint64_t>(word(rank, kAttachedWord)).store(1, std::memory_order_release);
+  void mark_attached(int rank, int cpus, int only_cpu) {
+    const std::uint64_t placement = static_cast<std::uint64_t>(std::clamp(cpus, 0, 0xffff)) << 8 |
+                                    (only_cpu >= 0 ? static_cast<std::uint64_t>(only_cpu) + 1 : 0)
+                                        << 32;
+    std::atomic_ref<std::uint64_t>(word(rank, kAttachedWord))
+        .store(kAttachedMark | placement, std::memory_order_release);
   }
   // The first rank not marked attached, or -1.
   [[nodiscard]] int first_unattached() const {
     for (int r = 0; r < ranks_; ++r) {
-      if (std::atomic_ref<std::uint64_t>(word(r, kAttachedWord)).load(std::memory_order_acquire) !=
-          1) {
-        return r;
-      }
+      if ((attached_word(r) & 0xff) != kAttachedMark) return r;
     }
     return -1;
+  }
+  // Once all attached: whether this host's ranks of the communicator outnumber the CPUs they
+  // may run on, so that a thread polling the segment should give its core away at once. Ranks
+  // each bound to one CPU (orbite-run and mpirun --bind-to core do that when the ranks fit) are
+  // oversubscribed when two share a CPU; otherwise the widest rank's CPU count stands in for
+  // the union of their masks.
+  [[nodiscard]] bool oversubscribed() const {
+    std::uint64_t widest = 0;
+    bool all_bound = true;
+    std::vector<std::uint64_t> bound;
+    for (int r = 0; r < ranks_; ++r) {
+      const std::uint64_t w = attached_word(r);
+      widest = std::max(widest, (w >> 8) & 0xffff);
+      if ((w >> 32) == 0) all_bound = false;
+      bound.push_back(w >> 32);
+    }
+    if (!all_bound) return widest < static_cast<std::uint64_t>(ranks_);
+    std::sort(bound.begin(), bound.end());
+    return std::adjacent_find(bound.begin(), bound.end()) != bound.end();
   }
 
   // What a rank called, written before its Arrived of a collective's first step (one per slot
@@ -143,6 +167,11 @@ class SharedArea {
     return reinterpret_cast<std::uint64_t*>(line)[index];
   }
   std::uint64_t& counter(int rank, Flag f) const { return word(rank, f); }
+  [[nodiscard]] std::uint64_t attached_word(int rank) const {
+    return std::atomic_ref<std::uint64_t>(word(rank, kAttachedWord))
+        .load(std::memory_order_acquire);
+  }
+  static constexpr std::uint64_t kAttachedMark = 1;
 
   std::byte* base_;
   int ranks_;

@@ -7,6 +7,7 @@
 // setup (between shm_open and the unlink) is removed by the next creator on the host.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -17,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <utility>
 
 #include "coll/shared_area.h"
 #include "comm/communicator_impl.h"
@@ -33,6 +35,22 @@ constexpr std::string_view kPrefix = "orbite-coll-";
 // release and acquire.
 std::mutex g_maps_mu;
 std::map<std::string, std::weak_ptr<void>> g_maps;
+
+// The CPUs this thread may run on: how many, and which when it is one (else -1). Unknown (the
+// call failed): every online CPU, none in particular.
+std::pair<int, int> cpu_placement() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) {
+    return {static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)), -1};
+  }
+  const int count = CPU_COUNT(&set);
+  if (count != 1) return {count, -1};
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) return {1, cpu};
+  }
+  return {1, -1};
+}
 
 Status sys_error(const std::string& what, const std::string& name) {
   return Status::error(Errc::Unavailable, what + " of the collectives' shared segment " + name +
@@ -169,7 +187,10 @@ Status Communicator::Impl::attach_segment(const std::string& barrier_key) {
   }
   // Each rank that mapped the segment marks itself in it; after the barrier (every open tried)
   // the name goes, and every rank that mapped it sees whether all did: all or none use it.
-  if (mine.ok()) (*mine)->mark_attached(rank);
+  if (mine.ok()) {
+    const auto [cpus, only_cpu] = cpu_placement();
+    (*mine)->mark_attached(rank, cpus, only_cpu);
+  }
   Status met = store.barrier(barrier_key, rank, n, timeout);
   if (rank == 0 && !name.empty()) ::shm_unlink(name.c_str());
   ORBITE_RETURN_IF_ERROR(met);
@@ -183,6 +204,7 @@ Status Communicator::Impl::attach_segment(const std::string& barrier_key) {
     return {};
   }
   area = std::move(*mine);
+  executor->set_yield_when_idle(area->oversubscribed());
   return {};
 }
 

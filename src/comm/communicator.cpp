@@ -3,9 +3,6 @@
 // the others in a barrier.
 #include <orbite/communicator.h>
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -45,20 +42,6 @@ bool store_is_local(const Bootstrap& bootstrap) {
 }  // namespace
 
 namespace {
-
-// More ranks of this communicator on this host than cores this process may run on: a thread
-// polling shared memory should give its core away at once.
-bool oversubscribed(const std::vector<PeerInfo>& peers, int rank) {
-  const std::string& host = peers[static_cast<std::size_t>(rank)].host_id;
-  long local = 0;
-  for (const PeerInfo& p : peers) local += p.host_id == host ? 1 : 0;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const long cores = ::sched_getaffinity(0, sizeof set, &set) == 0
-                         ? CPU_COUNT(&set)
-                         : ::sysconf(_SC_NPROCESSORS_ONLN);
-  return cores <= 0 || local > cores;
-}
 
 std::uint32_t fnv1a(std::string_view text) {
   std::uint32_t h = 2166136261u;
@@ -119,7 +102,8 @@ Status Communicator::Impl::start_collectives() {
         }
         return c->submit(std::move(s));
       },
-      scratch_hooks(), oversubscribed(peers, rank));
+      scratch_hooks());
+  executor->set_polling_hint([c = core] { c->note_memory_polling(); });
   return {};
 }
 

@@ -328,6 +328,11 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
   lane.drivers.fetch_sub(1, std::memory_order_acq_rel);
 }
 
+void EngineCore::note_memory_polling() {
+  const std::int64_t now = Lane::coarse_now_ns();
+  for (auto& lane : lanes) lane->driver_left_ns.store(now, std::memory_order_relaxed);
+}
+
 void EngineCore::declare_owned(std::byte* base, std::uint64_t length) {
   for (auto& d : domains) {
     if (d) d->declare_owned(base, length);

@@ -117,6 +117,10 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   void run_monitor();
   void stop_threads();
   [[nodiscard]] bool any_busy();
+  // A user thread is polling memory (a collective's shared segment) and needs its core: the
+  // workers stay out of the way as while a user drives them (short sleeps, no spinning), for
+  // the same window after the last call. Any thread; a few nanoseconds per lane.
+  void note_memory_polling();
   // Engine-owned memory (the collectives' scratch) for every memory domain: see
   // p2p::MemoryDomain::declare_owned. Thread-safe.
   void declare_owned(std::byte* base, std::uint64_t length);

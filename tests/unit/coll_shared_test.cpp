@@ -73,7 +73,10 @@ struct Segment {
 struct Rank {
   Rank(int rank, int size, const Segment& seg)
       : area(seg.view()),
-        executor(std::make_shared<Executor>(rank, size, links.poster(), ScratchHooks{}, true)) {}
+        executor(std::make_shared<Executor>(rank, size, links.poster(), ScratchHooks{})) {
+    // The test's threads outnumber the cores more often than not.
+    executor->set_yield_when_idle(true);
+  }
   Result<Request> start(std::string_view kind, Task (*algo)(Ctx&, Args), Args a) {
     a.area = area;
     return executor->start(
@@ -256,6 +259,42 @@ TEST(ShmWaits, ARankThatLeftAfterWritingItsFlagFailsNothing) {
 
 // A collective waiting for its turn behind an earlier one names no rank: a lost link does not
 // fail it; the earlier one, which waits for that rank, does, and the later one fails with it.
+// Whether a thread polling the segment yields at once: decided from the CPUs each rank marked.
+TEST(ShmPlacement, RanksOutnumberingTheirCpusAreOversubscribed) {
+  struct Mark {
+    int cpus;
+    int only_cpu;
+  };
+  auto oversubscribed = [](std::vector<Mark> marks) {
+    Segment seg(static_cast<int>(marks.size()));
+    auto area = seg.view();
+    for (std::size_t r = 0; r < marks.size(); ++r) {
+      area->mark_attached(static_cast<int>(r), marks[r].cpus, marks[r].only_cpu);
+    }
+    EXPECT_EQ(area->first_unattached(), -1);
+    return area->oversubscribed();
+  };
+  // Bound one per CPU (orbite-run when the ranks fit): each has its core.
+  EXPECT_FALSE(oversubscribed({{1, 0}, {1, 1}}));
+  EXPECT_FALSE(oversubscribed({{1, 3}, {1, 0}, {1, 7}, {1, 5}}));
+  // Two bound to one CPU.
+  EXPECT_TRUE(oversubscribed({{1, 0}, {1, 1}, {1, 0}}));
+  // Unbound: the widest mask against the ranks.
+  EXPECT_FALSE(oversubscribed({{2, -1}, {2, -1}}));
+  EXPECT_TRUE(oversubscribed({{2, -1}, {2, -1}, {2, -1}, {2, -1}}));
+  // Mixed: one bound, one free over two CPUs, a third: three ranks on two CPUs.
+  EXPECT_TRUE(oversubscribed({{1, 0}, {2, -1}, {2, -1}}));
+  EXPECT_FALSE(oversubscribed({{1, 0}, {16, -1}, {16, -1}}));
+}
+
+TEST(ShmPlacement, ARankThatMarkedNothingIsUnattached) {
+  Segment seg(3);
+  auto area = seg.view();
+  area->mark_attached(0, 1, 0);
+  area->mark_attached(2, 4, -1);
+  EXPECT_EQ(area->first_unattached(), 1);
+}
+
 TEST(ShmWaits, AWaitForTheTurnNamesNoRankButFailsWithTheCommunicator) {
   Segment seg(2);
   Rank r0(0, 2, seg);
