@@ -330,7 +330,7 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
 
 void EngineCore::note_memory_polling() {
   const std::int64_t now = Lane::coarse_now_ns();
-  for (auto& lane : lanes) lane->driver_left_ns.store(now, std::memory_order_relaxed);
+  for (auto& lane : lanes) lane->memory_polled_ns.store(now, std::memory_order_relaxed);
 }
 
 void EngineCore::declare_owned(std::byte* base, std::uint64_t length) {

@@ -52,6 +52,10 @@ struct Lane final : ProgressDriver {
   // keeps progressing itself, so the worker stays out of the way (no spinning, no doorbells).
   std::atomic<std::int64_t> driver_left_ns{0};
   [[nodiscard]] bool user_driving_recently() const;
+  // When a user thread last said it polls memory (EngineCore::note_memory_polling; coarse clock,
+  // ns): the worker then does not spin between its sleeps, but still sleeps on its sockets.
+  std::atomic<std::int64_t> memory_polled_ns{0};
+  [[nodiscard]] bool memory_polled_recently() const;
   // A coarse monotonic clock (ns): cheap enough for every wait().
   static std::int64_t coarse_now_ns();
   std::atomic<bool> sleeping{false};
@@ -118,8 +122,8 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   void stop_threads();
   [[nodiscard]] bool any_busy();
   // A user thread is polling memory (a collective's shared segment) and needs its core: the
-  // workers stay out of the way as while a user drives them (short sleeps, no spinning), for
-  // the same window after the last call. Any thread; a few nanoseconds per lane.
+  // workers do not spin between their sleeps (which sockets and doorbells still end) for a
+  // while after the last call. Any thread; a few nanoseconds per lane.
   void note_memory_polling();
   // Engine-owned memory (the collectives' scratch) for every memory domain: see
   // p2p::MemoryDomain::declare_owned. Thread-safe.

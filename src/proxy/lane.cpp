@@ -124,6 +124,10 @@ bool Lane::user_driving_recently() const {
   return coarse_now_ns() - driver_left_ns.load(std::memory_order_relaxed) < kUserDrivingWindowNs;
 }
 
+bool Lane::memory_polled_recently() const {
+  return coarse_now_ns() - memory_polled_ns.load(std::memory_order_relaxed) < kUserDrivingWindowNs;
+}
+
 void Lane::sleep_once() {
   bump(idle_sleeps);
   epoll_event ev[1];
@@ -198,7 +202,8 @@ void Lane::run() {
       continue;
     }
     ++idle;
-    if (polling && idle < kPollingSpinPasses && !user_driving_recently()) {
+    if (polling && idle < kPollingSpinPasses && !user_driving_recently() &&
+        !memory_polled_recently()) {
       if (idle % 8 == 0)
         ::sched_yield();
       else
