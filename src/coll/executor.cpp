@@ -64,11 +64,24 @@ Request Ctx::post(bool send, void* data, std::uint64_t bytes, int peer) {
   return *r;
 }
 
+std::unique_ptr<Ctx> Ctx::subgroup(const std::vector<int>& members) {
+  std::vector<int> to_top;
+  to_top.reserve(members.size());
+  int mine = -1;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    to_top.push_back(top_rank(members[i]));
+    if (members[i] == rank_) mine = static_cast<int>(i);
+  }
+  return std::unique_ptr<Ctx>(
+      new Ctx(SubgroupTag{}, top_, mine, static_cast<int>(members.size()), std::move(to_top)));
+}
+
 bool Ctx::ready() {
   if (!error_.ok()) return false;
   if (until_) {
     if (until_() != kReady) return false;
     until_ = nullptr;
+    until_to_top_ = nullptr;
   }
   bool tested = false;
   for (Request& r : waiting_) {
@@ -92,16 +105,18 @@ bool Ctx::ready() {
 
 void Ctx::copy(void* dst, const void* src, std::uint64_t bytes) {
   if (bytes == 0 || dst == src) return;
-  if (!device_copy) {
+  if (!top_->device_copy) {
     std::memcpy(dst, src, bytes);
     return;
   }
-  if (Status st = device_copy(dst, src, bytes); !st.ok()) fail(st.with_context("local copy"));
+  if (Status st = top_->device_copy(dst, src, bytes); !st.ok()) {
+    fail(st.with_context("local copy"));
+  }
 }
 
 std::byte* Ctx::scratch(std::uint64_t bytes) {
-  std::byte* p = scratch_source(bytes);
-  scratch_taken.push_back(p);
+  std::byte* p = top_->scratch_source(bytes);
+  top_->scratch_taken.push_back(p);
   return p;
 }
 
@@ -183,7 +198,12 @@ bool Executor::advance(Op& op) {
       if (!op.ctx->error().ok()) continue;
       return false;
     }
-    op.task.resume();
+    // The coroutine that suspended: the top task's, or a child's it awaits.
+    if (auto h = op.ctx->suspended()) {
+      h.resume();
+    } else {
+      op.task.resume();
+    }
   }
 }
 
