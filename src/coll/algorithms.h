@@ -16,6 +16,30 @@ namespace orbite::coll {
 
 class SharedArea;
 
+// The communicator's ranks by host (the same on every rank): hosts in the order of their first
+// rank, each with its ranks ascending; the first is the host's leader.
+struct Hosts {
+  std::vector<std::vector<int>> members;
+  std::vector<int> host_of;  // by rank
+  [[nodiscard]] const std::vector<int>& of(int rank) const {
+    return members[static_cast<std::size_t>(host_of[static_cast<std::size_t>(rank)])];
+  }
+  [[nodiscard]] std::vector<int> leaders() const {
+    std::vector<int> out;
+    for (const auto& m : members) out.push_back(m.front());
+    return out;
+  }
+  // More than one host, and some host with several ranks: a hierarchical collective differs
+  // from a flat one.
+  [[nodiscard]] bool nested() const {
+    if (members.size() < 2) return false;
+    for (const auto& m : members) {
+      if (m.size() > 1) return true;
+    }
+    return false;
+  }
+};
+
 struct Args {
   const std::byte* in = nullptr;
   std::byte* out = nullptr;
@@ -27,8 +51,14 @@ struct Args {
   int depth = 4;                        // receive buffers in flight per pipelined stream
   // all_to_allv (elements).
   std::vector<std::uint64_t> send_counts, send_displs, recv_counts, recv_displs;
-  // The communicator's shared segment (the shm algorithms; set when one of them runs).
+  // The communicator's shared segment (the shm algorithms; set when one of them runs), or for a
+  // hierarchical collective this host's segment (null when the host has none).
   std::shared_ptr<SharedArea> area;
+  // An shm algorithm run as a step of a hierarchical collective: the caller took the segment's
+  // turn for the whole collective (collectives use a segment in start order).
+  bool holds_turn = false;
+  // The hierarchical algorithms' host groups.
+  std::shared_ptr<const Hosts> hosts;
 };
 
 // size() == 1, or nothing to move: copy in to out where they differ.
@@ -61,6 +91,17 @@ Task shm_broadcast(Ctx& c, Args a);
 Task shm_all_gather(Ctx& c, Args a);
 Task shm_reduce_scatter(Ctx& c, Args a);
 Task shm_barrier(Ctx& c, Args a);
+// co_await shm_turn(c, area): this collective's turn on the segment, taken in start order (the
+// first thing the collective does); area.release() when it is done with the segment.
+Task shm_turn(Ctx& c, SharedArea& area);
+
+// Hierarchical, for communicators spanning hosts (hierarchical.cpp; a.hosts set, a.area this
+// host's segment or null): a step inside each host (through its segment, or messages without
+// one), one among the hosts' leaders over messages, and a step inside each host again.
+Task hierarchical_all_reduce(Ctx& c, Args a);
+Task hierarchical_reduce(Ctx& c, Args a);
+Task hierarchical_broadcast(Ctx& c, Args a);
+Task hierarchical_barrier(Ctx& c, Args a);
 
 // Element offset of part k of `count` split into n balanced parts.
 inline std::uint64_t balanced_offset(std::uint64_t count, int n, int k) {

@@ -13,28 +13,25 @@ constexpr std::string_view kCollNames[kCollectiveCount] = {
     "all_to_all", "gather", "scatter",   "barrier"};
 
 constexpr std::pair<Algo, std::string_view> kAlgoNames[] = {
-    {Algo::Ring, "ring"},
-    {Algo::RecursiveDoubling, "recursive_doubling"},
-    {Algo::Binomial, "binomial"},
-    {Algo::Chain, "chain"},
-    {Algo::Bruck, "bruck"},
-    {Algo::Pairwise, "pairwise"},
-    {Algo::Linear, "linear"},
-    {Algo::Dissemination, "dissemination"},
-    {Algo::Shm, "shm"}};
+    {Algo::Ring, "ring"},         {Algo::RecursiveDoubling, "recursive_doubling"},
+    {Algo::Binomial, "binomial"}, {Algo::Chain, "chain"},
+    {Algo::Bruck, "bruck"},       {Algo::Pairwise, "pairwise"},
+    {Algo::Linear, "linear"},     {Algo::Dissemination, "dissemination"},
+    {Algo::Shm, "shm"},           {Algo::Hierarchical, "hierarchical"}};
 
 // The algorithms each collective implements.
 std::vector<Algo> algorithms_of(Collective c) {
   switch (c) {
-    case Collective::AllReduce: return {Algo::Ring, Algo::RecursiveDoubling, Algo::Shm};
+    case Collective::AllReduce:
+      return {Algo::Ring, Algo::RecursiveDoubling, Algo::Shm, Algo::Hierarchical};
     case Collective::Reduce:
-    case Collective::Broadcast: return {Algo::Binomial, Algo::Chain, Algo::Shm};
+    case Collective::Broadcast: return {Algo::Binomial, Algo::Chain, Algo::Shm, Algo::Hierarchical};
     case Collective::AllGather: return {Algo::Ring, Algo::Bruck, Algo::Shm};
     case Collective::ReduceScatter: return {Algo::Ring, Algo::Shm};
     case Collective::AllToAll: return {Algo::Pairwise};
     case Collective::Gather:
     case Collective::Scatter: return {Algo::Linear};
-    case Collective::Barrier: return {Algo::Dissemination, Algo::Shm};
+    case Collective::Barrier: return {Algo::Dissemination, Algo::Shm, Algo::Hierarchical};
   }
   return {};
 }
@@ -119,6 +116,11 @@ bool has_shm(Collective c) {
   return std::find(algos.begin(), algos.end(), Algo::Shm) != algos.end();
 }
 
+bool has_hierarchical(Collective c) {
+  const auto algos = algorithms_of(c);
+  return std::find(algos.begin(), algos.end(), Algo::Hierarchical) != algos.end();
+}
+
 bool shm_pays(Collective c, std::uint64_t bytes, int ranks) {
   // Measured on 2 and 4 ranks of one host (docs/performance.md, "Collectives through the shared
   // segment"): the segment wins where a message's protocol costs more than copying through it;
@@ -138,9 +140,11 @@ bool shm_pays(Collective c, std::uint64_t bytes, int ranks) {
   }
 }
 
-Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ranks, bool shared) {
+Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ranks, bool shared,
+            bool nested) {
   if (auto forced = choice.forced[static_cast<std::size_t>(c)]) return *forced;
   if (shared && shm_pays(c, bytes, ranks)) return Algo::Shm;
+  if (nested && has_hierarchical(c)) return Algo::Hierarchical;
   switch (c) {
     case Collective::AllReduce:
       // Latency-bound below the threshold: log2(n) exchanges beat 2(n - 1) ring steps.

@@ -34,7 +34,8 @@ enum class Algo : std::uint8_t {
   Pairwise,
   Linear,
   Dissemination,
-  Shm,  // through the communicator's shared segment (every rank on one host)
+  Shm,           // through the communicator's shared segment (every rank on one host)
+  Hierarchical,  // inside each host, among the hosts' leaders, inside each host again
 };
 
 std::string_view to_string(Collective c);
@@ -61,9 +62,13 @@ inline constexpr std::uint64_t kShmRootedMin = 4 * 1024;           // broadcast,
 bool shm_pays(Collective c, std::uint64_t bytes, int ranks);
 
 // `shared`: the communicator has a shared segment and the collective's buffers may use it.
-Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ranks, bool shared);
+// `nested`: the communicator spans hosts and some host has several ranks (Hosts::nested), and
+// the collective's buffers may go through host memory.
+Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ranks, bool shared,
+            bool nested = false);
 
-// Whether `c` has an shm algorithm.
+// Whether `c` has an shm algorithm, a hierarchical one.
 bool has_shm(Collective c);
+bool has_hierarchical(Collective c);
 
 }  // namespace orbite::coll

@@ -125,8 +125,7 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
   const std::uint64_t es = size_of(a.type);
   const bool receives = everyone || me == a.root;
   const SharedArea::Shape shape = shape_of(everyone ? Kind::AllReduce : Kind::Reduce, a);
-  const std::uint64_t ticket = area.take_ticket();
-  co_await my_turn(c, area, ticket);
+  if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   const std::uint64_t bytes = a.count * es;
   if (bytes <= kWholeReduceMax && bytes <= area.slot_bytes()) {
     const std::uint64_t s = area.next_step();
@@ -140,7 +139,7 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
       fold(a, a.out, area, s, 0, a.count, n);
     }
     area.publish(me, SharedArea::Consumed, s);
-    area.release();
+    if (!a.holds_turn) area.release();
     co_return;
   }
   const std::uint64_t chunk = area.slot_bytes() / es;
@@ -175,10 +174,14 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
     }
     area.publish(me, SharedArea::Consumed, s);
   }
-  area.release();
+  if (!a.holds_turn) area.release();
 }
 
 }  // namespace
+
+Task shm_turn(Ctx& c, SharedArea& area) {
+  co_await my_turn(c, area, area.take_ticket());
+}
 
 Task shm_all_reduce(Ctx& c, Args a) {
   return reduce_through(c, std::move(a), true);
@@ -194,8 +197,7 @@ Task shm_broadcast(Ctx& c, Args a) {
   const bool root = me == a.root;
   const std::uint64_t bytes = a.count * size_of(a.type);
   const SharedArea::Shape shape = shape_of(Kind::Broadcast, a);
-  const std::uint64_t ticket = area.take_ticket();
-  co_await my_turn(c, area, ticket);
+  if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   if (root) copy_bytes(a.out, a.in, bytes);
   for (std::uint64_t off = 0; off < bytes; off += area.slot_bytes()) {
     const std::uint64_t len = std::min(area.slot_bytes(), bytes - off);
@@ -212,7 +214,7 @@ Task shm_broadcast(Ctx& c, Args a) {
     }
     area.publish(me, SharedArea::Consumed, s);
   }
-  area.release();
+  if (!a.holds_turn) area.release();
 }
 
 Task shm_all_gather(Ctx& c, Args a) {
@@ -221,8 +223,7 @@ Task shm_all_gather(Ctx& c, Args a) {
   const int me = c.rank();
   const std::uint64_t block = a.count * size_of(a.type);
   const SharedArea::Shape shape = shape_of(Kind::AllGather, a);
-  const std::uint64_t ticket = area.take_ticket();
-  co_await my_turn(c, area, ticket);
+  if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   copy_bytes(a.out + static_cast<std::uint64_t>(me) * block, a.in, block);
   for (std::uint64_t off = 0; off < block; off += area.slot_bytes()) {
     const std::uint64_t len = std::min(area.slot_bytes(), block - off);
@@ -240,7 +241,7 @@ Task shm_all_gather(Ctx& c, Args a) {
     }
     area.publish(me, SharedArea::Consumed, s);
   }
-  area.release();
+  if (!a.holds_turn) area.release();
 }
 
 Task shm_reduce_scatter(Ctx& c, Args a) {
@@ -252,8 +253,7 @@ Task shm_reduce_scatter(Ctx& c, Args a) {
   // Per step, a piece of every block: the slot holds n pieces of `chunk` elements.
   const std::uint64_t chunk = std::max<std::uint64_t>(1, area.slot_bytes() / (ranks * es));
   const SharedArea::Shape shape = shape_of(Kind::ReduceScatter, a);
-  const std::uint64_t ticket = area.take_ticket();
-  co_await my_turn(c, area, ticket);
+  if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   for (std::uint64_t off = 0; off < a.count; off += chunk) {
     const std::uint64_t len = std::min(chunk, a.count - off);
     const std::uint64_t s = area.next_step();
@@ -269,13 +269,12 @@ Task shm_reduce_scatter(Ctx& c, Args a) {
     fold(a, a.out + off * es, area, s, static_cast<std::uint64_t>(me) * len * es, len, n);
     area.publish(me, SharedArea::Consumed, s);
   }
-  area.release();
+  if (!a.holds_turn) area.release();
 }
 
 Task shm_barrier(Ctx& c, Args a) {
   SharedArea& area = *a.area;
-  const std::uint64_t ticket = area.take_ticket();
-  co_await my_turn(c, area, ticket);
+  if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   const std::uint64_t s = area.next_step();
   const SharedArea::Shape shape = shape_of(Kind::Barrier, Args{});
   co_await slot_free(c, area, s);  // its shape takes the parity's place
@@ -284,7 +283,7 @@ Task shm_barrier(Ctx& c, Args a) {
   co_await all_reached(c, area, SharedArea::Arrived, s);
   if (!same_shapes(c, area, s, shape)) co_return;
   area.publish(c.rank(), SharedArea::Consumed, s);
-  area.release();
+  if (!a.holds_turn) area.release();
 }
 
 }  // namespace orbite::coll

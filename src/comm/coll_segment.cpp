@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -151,59 +152,60 @@ std::string fresh_name() {
 }  // namespace
 
 bool Communicator::Impl::wants_segment() const {
-  const int n = static_cast<int>(peers.size());
-  if (n < 2 || !config.shm.enable || config.coll.shm_slot_bytes == 0) return false;
+  const auto k = static_cast<std::uint64_t>(hosts->of(rank).size());
+  if (k < 2 || !config.shm.enable || config.coll.shm_slot_bytes == 0) return false;
   if (config.coll.transport != Transport::Unspec && config.coll.transport != Transport::Shm) {
     return false;
   }
   // reduce_scatter puts a piece of every rank's block in a slot.
-  if (config.coll.shm_slot_bytes < 64 * static_cast<std::uint64_t>(n)) return false;
-  for (const PeerInfo& p : peers) {
-    if (p.host_id != peers.front().host_id) return false;
-  }
-  return true;
+  return config.coll.shm_slot_bytes >= 64 * k;
 }
 
 Status Communicator::Impl::attach_segment(const std::string& barrier_key) {
-  if (!wants_segment()) {
-    return bootstrap.store()->barrier(barrier_key, rank, static_cast<int>(peers.size()),
-                                      config.bootstrap.timeout);
-  }
   Store& store = *bootstrap.store();
   const int n = static_cast<int>(peers.size());
-  const std::uint64_t slot = config.coll.shm_slot_bytes;
   const Duration timeout = config.bootstrap.timeout;
-  Result<std::shared_ptr<coll::SharedArea>> mine =
-      Status::error(Errc::Unavailable, "rank 0 could not create the segment");
+  if (!wants_segment()) return store.barrier(barrier_key, rank, n, timeout);
+  // One segment per host, numbered by local rank; the host's first rank creates it.
+  const std::vector<int>& mine = hosts->of(rank);
+  const int k = static_cast<int>(mine.size());
+  const int local = static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
+  const std::string name_key =
+      key("coll-segment/" + std::to_string(hosts->host_of[static_cast<std::size_t>(rank)]));
+  const std::uint64_t slot = config.coll.shm_slot_bytes;
+  Result<std::shared_ptr<coll::SharedArea>> area_or =
+      Status::error(Errc::Unavailable, "the host's first rank could not create the segment");
   std::string name;
-  if (rank == 0) {
+  if (local == 0) {
     remove_stale_names();
     name = fresh_name();
-    mine = create_segment(name, n, slot);
-    ORBITE_RETURN_IF_ERROR(store.set(key("coll-segment"), mine.ok() ? name : std::string()));
+    area_or = create_segment(name, k, slot);
+    ORBITE_RETURN_IF_ERROR(store.set(name_key, area_or.ok() ? name : std::string()));
   } else {
-    ORBITE_ASSIGN_OR_RETURN(name, store.get(key("coll-segment"), timeout));
-    if (!name.empty()) mine = open_segment(name, n, slot);
+    ORBITE_ASSIGN_OR_RETURN(name, store.get(name_key, timeout));
+    if (!name.empty()) area_or = open_segment(name, k, slot);
   }
   // Each rank that mapped the segment marks itself in it; after the barrier (every open tried)
-  // the name goes, and every rank that mapped it sees whether all did: all or none use it.
-  if (mine.ok()) {
+  // the name goes, and every rank that mapped it sees whether all of its host did: all or none
+  // of a host use it.
+  if (area_or.ok()) {
     const auto [cpus, only_cpu] = cpu_placement();
-    (*mine)->mark_attached(rank, cpus, only_cpu);
+    (*area_or)->mark_attached(local, cpus, only_cpu);
   }
   Status met = store.barrier(barrier_key, rank, n, timeout);
-  if (rank == 0 && !name.empty()) ::shm_unlink(name.c_str());
+  if (local == 0 && !name.empty()) ::shm_unlink(name.c_str());
   ORBITE_RETURN_IF_ERROR(met);
-  const int missing = mine.ok() ? (*mine)->first_unattached() : rank;
+  const int missing = area_or.ok() ? (*area_or)->first_unattached() : local;
   if (missing >= 0) {
+    const int who = mine[static_cast<std::size_t>(missing)];
     ORBITE_LOG(Info, Coll) << "communicator " << tag << ": no shared segment for collectives ("
-                           << (missing == rank ? "this rank" : "rank " + std::to_string(missing))
+                           << (who == rank ? "this rank" : "rank " + std::to_string(who))
                            << " could not attach"
-                           << (missing == rank ? ": " + mine.status().message() : "")
+                           << (who == rank ? ": " + area_or.status().message() : "")
                            << "); they run over messages";
     return {};
   }
-  area = std::move(*mine);
+  area = std::move(*area_or);
   executor->set_yield_when_idle(area->oversubscribed());
   return {};
 }

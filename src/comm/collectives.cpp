@@ -86,7 +86,8 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
   args.depth = static_cast<int>(config.coll.pipeline_depth);
   Algorithm run = nullptr;
   const bool shm_forced = algos.forced[static_cast<std::size_t>(l.kind)] == Algo::Shm;
-  if (shm_forced && !area && n > 1) {
+  const bool single_host = hosts->members.size() == 1;
+  if (shm_forced && !(area && single_host) && n > 1) {
     return Status::error(
         Errc::Unavailable,
         std::string(coll::to_string(l.kind)) +
@@ -102,26 +103,39 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
   ORBITE_ASSIGN_OR_RETURN(
       coll::DeviceBuffers device,
       coll::prepare_device_buffers(l.kind, args, l.in_bytes, l.out_bytes, !shm_forced));
-  const bool shared = area != nullptr && !device.direct;
-  Algo algo = coll::choose(l.kind, algos, l.bytes, n, shared);
-  // shm asked for on one rank (no segment; nothing to share): the rule's message algorithm.
-  if (algo == Algo::Shm && !shared) algo = coll::choose(l.kind, {}, l.bytes, n, false);
+  // The segments' steps copy through host memory: device buffers that move directly keep the
+  // message algorithms.
+  const bool shared = area != nullptr && single_host && !device.direct;
+  const bool nested = hosts->nested() && !device.direct;
+  Algo algo = coll::choose(l.kind, algos, l.bytes, n, shared, nested);
+  // shm asked for on one rank (no segment; nothing to share), hierarchical on device buffers
+  // that move directly: the rule's algorithm.
+  if ((algo == Algo::Shm && !shared) || (algo == Algo::Hierarchical && device.direct)) {
+    algo = coll::choose(l.kind, {}, l.bytes, n, false, nested);
+  }
   if (algo == Algo::Shm) args.area = area;
+  if (algo == Algo::Hierarchical) {
+    args.area = area;  // this host's segment, or null
+    args.hosts = hosts;
+  }
   switch (l.kind) {
     case Collective::AllReduce:
-      run = algo == Algo::Shm    ? &coll::shm_all_reduce
-            : algo == Algo::Ring ? &coll::ring_all_reduce
-                                 : &coll::recursive_doubling_all_reduce;
+      run = algo == Algo::Shm            ? &coll::shm_all_reduce
+            : algo == Algo::Hierarchical ? &coll::hierarchical_all_reduce
+            : algo == Algo::Ring         ? &coll::ring_all_reduce
+                                         : &coll::recursive_doubling_all_reduce;
       break;
     case Collective::Reduce:
-      run = algo == Algo::Shm     ? &coll::shm_reduce
-            : algo == Algo::Chain ? &coll::chain_reduce
-                                  : &coll::binomial_reduce;
+      run = algo == Algo::Shm            ? &coll::shm_reduce
+            : algo == Algo::Hierarchical ? &coll::hierarchical_reduce
+            : algo == Algo::Chain        ? &coll::chain_reduce
+                                         : &coll::binomial_reduce;
       break;
     case Collective::Broadcast:
-      run = algo == Algo::Shm     ? &coll::shm_broadcast
-            : algo == Algo::Chain ? &coll::chain_broadcast
-                                  : &coll::binomial_broadcast;
+      run = algo == Algo::Shm            ? &coll::shm_broadcast
+            : algo == Algo::Hierarchical ? &coll::hierarchical_broadcast
+            : algo == Algo::Chain        ? &coll::chain_broadcast
+                                         : &coll::binomial_broadcast;
       break;
     case Collective::AllGather:
       run = algo == Algo::Shm     ? &coll::shm_all_gather
@@ -136,7 +150,9 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
     case Collective::Scatter: run = &coll::linear_scatter; break;
     case Collective::Barrier:
       run = algo == Algo::Shm ? &coll::shm_barrier
-                              : [](Ctx& c, Args) { return coll::dissemination_barrier(c); };
+            : algo == Algo::Hierarchical
+                ? &coll::hierarchical_barrier
+                : [](Ctx& c, Args) { return coll::dissemination_barrier(c); };
       break;
   }
   // Bruck's rotation goes through host scratch; the ring moves device blocks in place.

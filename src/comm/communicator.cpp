@@ -74,6 +74,17 @@ Status Communicator::Impl::start_collectives() {
   auto parsed = coll::parse_algo(config.coll.algo);
   if (!parsed.ok()) return parsed.status().with_context("coll.algo");
   algos = *parsed;
+  {
+    auto h = std::make_shared<coll::Hosts>();
+    std::map<std::string, int> index;  // host id -> host
+    for (std::size_t r = 0; r < peers.size(); ++r) {
+      auto [it, fresh] = index.try_emplace(peers[r].host_id, static_cast<int>(h->members.size()));
+      if (fresh) h->members.emplace_back();
+      h->members[static_cast<std::size_t>(it->second)].push_back(static_cast<int>(r));
+      h->host_of.push_back(it->second);
+    }
+    hosts = std::move(h);
+  }
   auto ep = endpoints;
   auto c = core;
   const std::uint32_t id = coll_comm_id;

@@ -71,8 +71,12 @@ struct Communicator::Impl {
   std::uint64_t children = 0;
   coll::AlgoChoice algos;
   std::shared_ptr<coll::Executor> executor;
-  // The shared segment of a single-host communicator (comm/coll_segment.cpp), or null. Its
-  // in-process state is used under the executor's lock only.
+  // The ranks by host (from the peers' host identities), for the hierarchical collectives.
+  std::shared_ptr<const coll::Hosts> hosts;
+  // The shared segment of this rank's host (comm/coll_segment.cpp), or null (a host with one
+  // rank, or one whose ranks could not all attach). Its in-process state is used under the
+  // executor's lock only. On a single-host communicator the flat shm algorithms use it; on one
+  // spanning hosts the hierarchical collectives' steps inside the host.
   std::shared_ptr<coll::SharedArea> area;
 
   Impl(Bootstrap b, EngineConfig c) : bootstrap(std::move(b)), config(std::move(c)) {}
@@ -84,8 +88,8 @@ struct Communicator::Impl {
   // Parses the algorithm setting and creates the collective executor; after peers, endpoints,
   // rank, core and the tag are set.
   Status start_collectives();
-  // Whether this communicator gets a shared segment (every rank on one host, shm enabled, the
-  // collectives' transport unspec or shm); the same answer on every rank.
+  // Whether this rank's host gets a shared segment (several ranks on it, shm enabled, the
+  // collectives' transport unspec or shm); the same answer on every rank of a host.
   bool wants_segment() const;
   // Sets up `area` with the other ranks through the store (after peers and the tag are set),
   // and meets them in the store barrier `barrier_key` (which it needs; it is the setup's barrier

@@ -613,6 +613,57 @@ void scenario_route(Context& c) {
               static_cast<unsigned long long>(moved));
 }
 
+// The route of the hierarchical collectives on COLL_PROBE_HOSTS=k hosts (rank r on host r % k,
+// so ranks 0..k-1 lead their hosts): a rank that leads no host moves its bytes through its
+// host's segment only (its engine sends next to nothing), a leader sends its host's share to
+// the other leaders. all_reduce, reduce and broadcast to and from a rank that leads no host.
+void scenario_hierarchical_route(Context& c) {
+  Communicator& comm = c.comm;
+  const int n = c.size;
+  const char* hosts_env = std::getenv("COLL_PROBE_HOSTS");
+  check(hosts_env != nullptr, "COLL_PROBE_HOSTS is not set");
+  const int hosts = std::atoi(hosts_env);
+  check(hosts >= 2 && n > hosts, "hierarchical_route needs more ranks than hosts, and 2 hosts");
+  const bool leader = c.rank < hosts;
+  run(comm.barrier(), "first barrier");
+  std::vector<std::int32_t> one(static_cast<std::size_t>(n), c.rank), all(one.size());
+  run(comm.all_to_all(one.data(), all.data(), 1, DataType::Int32), "all_to_all");
+  const std::uint64_t before = bytes_sent_on_every_transport(comm);
+  constexpr std::uint64_t kCount = 1 << 18;  // 1 MiB of int32
+  std::vector<std::int32_t> in(kCount), out(kCount, -1);
+  for (std::uint64_t i = 0; i < kCount; ++i) in[i] = static_cast<std::int32_t>(i % 1000) + c.rank;
+  const std::int64_t rank_sum = static_cast<std::int64_t>(n) * (n - 1) / 2;
+  auto expect_sum = [&](const std::string& what) {
+    for (std::uint64_t i = 0; i < kCount; ++i) {
+      const std::int64_t want = static_cast<std::int64_t>(i % 1000) * n + rank_sum;
+      if (out[i] != want) {
+        fail(what + ": element " + std::to_string(i) + " is " + std::to_string(out[i]) +
+             ", expected " + std::to_string(want));
+      }
+    }
+  };
+  run(comm.all_reduce(in.data(), out.data(), kCount, DataType::Int32, ReduceOp::Sum), "all_reduce");
+  expect_sum("all_reduce");
+  const int root = n - 1;  // leads no host
+  std::fill(out.begin(), out.end(), -1);
+  run(comm.reduce(in.data(), out.data(), kCount, DataType::Int32, ReduceOp::Sum, root), "reduce");
+  if (c.rank == root) expect_sum("reduce");
+  std::vector<std::int32_t> block(kCount, c.rank == root ? 4242 : c.rank);
+  run(comm.broadcast(block.data(), out.data(), kCount, DataType::Int32, root), "broadcast");
+  check(out[0] == 4242 && out[kCount - 1] == 4242, "broadcast from rank " + std::to_string(root));
+  run(comm.barrier(), "barrier");
+  const std::uint64_t moved = bytes_sent_on_every_transport(comm) - before;
+  if (leader) {
+    check(moved >= kCount * 4, "route: leader " + std::to_string(c.rank) + " sent only " +
+                                   std::to_string(moved) + " bytes");
+  } else {
+    check(moved < 64 * 1024, "route: rank " + std::to_string(c.rank) +
+                                 ", which leads no host, sent " + std::to_string(moved) + " bytes");
+  }
+  std::printf("rank %d: route hierarchical ok (%s, %llu bytes sent)\n", c.rank,
+              leader ? "leader" : "in its host", static_cast<unsigned long long>(moved));
+}
+
 // Holds the communicator's segment in use until the test kills the rank (coll_test's
 // CollSegment): collectives through it in a loop, bounded.
 void scenario_segment_held(Context& c) {
@@ -637,6 +688,7 @@ struct Scenario {
 const std::map<std::string_view, Scenario>& scenarios() {
   static const std::map<std::string_view, Scenario> table = {
       {"matrix", {scenario_matrix, true}},
+      {"hierarchical_route", {scenario_hierarchical_route, true}},
       {"concurrent", {scenario_concurrent, true}},
       {"invalid", {scenario_invalid, true}},
       {"killed_rank", {scenario_killed_rank, false}},
@@ -662,6 +714,14 @@ int main(int argc, char** argv) {
   }
   const std::string name = argv[1];
   if (const char* env_rank = std::getenv("ORBITE_RANK")) set_rank_for_messages(std::atoi(env_rank));
+  // COLL_PROBE_HOSTS=k: rank r claims to run on host r % k (ORBITE_HOSTID, read when the engine
+  // starts), so that one machine stands in for k hosts whose ranks interleave.
+  if (const char* hosts = std::getenv("COLL_PROBE_HOSTS"); hosts != nullptr) {
+    const char* env_rank = std::getenv("ORBITE_RANK");
+    check(env_rank != nullptr && std::atoi(hosts) > 0, "COLL_PROBE_HOSTS needs ORBITE_RANK");
+    const std::string id = "probe-host-" + std::to_string(std::atoi(env_rank) % std::atoi(hosts));
+    ::setenv("ORBITE_HOSTID", id.c_str(), 1);
+  }
   auto boot = orbite::Bootstrap::from_env();
   check_ok(boot.status(), "bootstrap");
   set_rank_for_messages(boot->rank());

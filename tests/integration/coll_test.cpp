@@ -59,6 +59,9 @@ std::map<std::string, std::string> settings_env(const std::string& setting) {
     env["COLL_PROBE_ROUTE"] = "rdma";
     if (setting.ends_with("+event")) env["ORBITE_PROGRESS_MODE"] = "event_driven";
 #endif
+  } else if (setting.starts_with("hosts")) {
+    // "hosts2": rank r claims host r % 2; the rule runs (hierarchical where the job nests).
+    env["COLL_PROBE_HOSTS"] = setting.substr(5);
   } else if (setting != "auto") {
     env["ORBITE_ALGO"] = setting;
   }
@@ -105,7 +108,8 @@ TEST_P(CollMatrix, EveryCollectiveTypeOpSizeAndPlacementMatchesTheHostReference)
 INSTANTIATE_TEST_SUITE_P(Collectives, CollMatrix,
                          ::testing::Combine(::testing::Values("auto", "shm", "ring,chain",
                                                               "recursive_doubling,binomial,bruck",
-                                                              "tcp", "event"),
+                                                              "tcp", "event", "hierarchical",
+                                                              "hosts2", "hosts3"),
                                             ::testing::Values(1, 2, 3, 4, 5, 8)),
                          [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& p) {
                            std::string name =
@@ -167,7 +171,8 @@ INSTANTIATE_TEST_SUITE_P(Transports, CollRdma, ::testing::Values("rdma", "rdma+e
 class CollKilled : public ::testing::TestWithParam<std::string> {};
 
 // "shm": the three wait in the shared segment for the fourth's flag, and hear of its death
-// through its lost link (the failure names the segment).
+// through its lost link (the failure names the segment). "hosts2": a hierarchical all_reduce on
+// two "hosts" ({0, 2} and {1, 3}); the fourth's leader waits for it in their host's segment.
 TEST_P(CollKilled, RankKilledMidAllReduceFailsEveryOtherRankWithConnectionLost) {
   constexpr int kRanks = 4;
   std::map<std::string, std::string> env = settings_env(GetParam());
@@ -187,14 +192,14 @@ TEST_P(CollKilled, RankKilledMidAllReduceFailsEveryOtherRankWithConnectionLost) 
     EXPECT_EQ(count_of(out, "rank " + std::to_string(r) + ": PASS killed_rank"), 1U) << job.shown();
     segment_named += count_of(out, "waited for it in the communicator's shared segment");
   }
-  if (GetParam() == "shm") {
+  if (GetParam() == "shm" || GetParam() == "hosts2") {
     EXPECT_GE(segment_named, 1U) << job.shown();
   } else {
     EXPECT_EQ(segment_named, 0U) << job.shown();
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, CollKilled, ::testing::Values("auto", "tcp", "shm"));
+INSTANTIATE_TEST_SUITE_P(Transports, CollKilled, ::testing::Values("auto", "tcp", "shm", "hosts2"));
 
 // The route of the collectives that have an shm algorithm: the shared segment moves their bytes
 // (the engine sends next to nothing), and with the segment off (coll.shm_slot_bytes = 0) the
@@ -218,6 +223,42 @@ INSTANTIATE_TEST_SUITE_P(Collectives, CollRoute,
                                            std::tuple{"messages", 3}),
                          [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& p) {
                            return std::get<0>(p.param) + "_" + std::to_string(std::get<1>(p.param));
+                         });
+
+// The hierarchical collectives on "hosts" that are ranks claiming different host identities: the
+// ranks that lead no host move their bytes through their host's segment, the leaders over
+// messages (the probe checks the engine's byte counters of each).
+class CollHierarchicalRoute : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(CollHierarchicalRoute, OnlyTheHostsLeadersSendBytes) {
+  const auto& [hosts, ranks] = GetParam();
+  std::map<std::string, std::string> env = settings_env("hosts" + std::to_string(hosts));
+  const std::vector<std::string> args = {ORBITE_RUN_BIN,
+                                         "-n",
+                                         std::to_string(ranks),
+                                         "--tag-output",
+                                         "--timeout",
+                                         "240",
+                                         "--kill-grace",
+                                         "3",
+                                         "--",
+                                         ORBITE_COLL_PROBE,
+                                         "hierarchical_route"};
+  Outcome o = testing::run_program(args, 255s, env);
+  const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
+  ASSERT_EQ(o.status, 0) << shown;
+  for (int r = 0; r < ranks; ++r) {
+    const std::string role = r < hosts ? "leader" : "in its host";
+    EXPECT_EQ(count_of(o.out, "rank " + std::to_string(r) + ": route hierarchical ok (" + role), 1U)
+        << "rank " << r << shown;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, CollHierarchicalRoute,
+                         ::testing::Values(std::tuple{2, 4}, std::tuple{2, 5}),
+                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& p) {
+                           return std::to_string(std::get<0>(p.param)) + "hosts_" +
+                                  std::to_string(std::get<1>(p.param)) + "ranks";
                          });
 
 // /dev/shm names "orbite-coll-<creator pid>-..." of these pids.

@@ -232,6 +232,28 @@ TEST(AlgorithmRule, SmallAllReduceDoublesLargeRingsAndOverridesWin) {
   EXPECT_EQ(choose(Collective::ReduceScatter, none, 8, 2, true), Algo::Ring);
   EXPECT_EQ(choose(Collective::AllToAll, none, 8, 4, true), Algo::Pairwise);
   EXPECT_EQ(choose(Collective::Gather, none, 8, 4, true), Algo::Linear);
+
+  // A communicator spanning hosts, some with several ranks: hierarchical where a collective has
+  // it, at every size; the others keep their rule; an override still wins.
+  for (Collective c :
+       {Collective::AllReduce, Collective::Reduce, Collective::Broadcast, Collective::Barrier}) {
+    EXPECT_EQ(choose(c, none, 8, 4, false, true), Algo::Hierarchical) << to_string(c);
+    EXPECT_EQ(choose(c, none, 64 << 20, 4, false, true), Algo::Hierarchical) << to_string(c);
+  }
+  EXPECT_EQ(choose(Collective::AllGather, none, 1024, 4, false, true), Algo::Bruck);
+  EXPECT_EQ(choose(Collective::ReduceScatter, none, 1024, 4, false, true), Algo::Ring);
+  auto hier = parse_algo("hierarchical");
+  ASSERT_TRUE(hier.ok());
+  EXPECT_EQ(choose(Collective::AllReduce, *hier, 8, 4, false), Algo::Hierarchical);
+  EXPECT_EQ(choose(Collective::AllGather, *hier, 1024, 4, false), Algo::Bruck);
+  auto ring_only = parse_algo("all_reduce=ring");
+  ASSERT_TRUE(ring_only.ok());
+  EXPECT_EQ(choose(Collective::AllReduce, *ring_only, 8, 4, false, true), Algo::Ring);
+  auto no_hier = parse_algo("all_gather=hierarchical");
+  ASSERT_FALSE(no_hier.ok());
+  EXPECT_NE(no_hier.status().message().find("all_gather has no algorithm 'hierarchical'"),
+            std::string::npos)
+      << no_hier.status().message();
   auto shm = parse_algo("shm");
   ASSERT_TRUE(shm.ok());
   EXPECT_EQ(choose(Collective::AllReduce, *shm, 1 << 20, 4, false), Algo::Shm);
@@ -262,7 +284,7 @@ TEST(AlgorithmRule, BadOverridesNameTheItemAndTheChoices) {
   auto wrong = parse_algo("broadcast=ring");
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.status().message().find(
-                "broadcast has no algorithm 'ring' (it has binomial, chain, shm)"),
+                "broadcast has no algorithm 'ring' (it has binomial, chain, shm, hierarchical)"),
             std::string::npos)
       << wrong.status().message();
   EXPECT_FALSE(parse_algo("allreduce=ring").ok());

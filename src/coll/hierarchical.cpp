@@ -1,0 +1,237 @@
+// Hierarchical collectives for communicators spanning hosts: a step among the ranks of each
+// host (through the host's shared segment, or over messages where the host has none), a step
+// among one leader per host over messages (the algorithm the rule picks for that many ranks),
+// and a step inside each host again. Inside a host the data moves through memory; only the
+// leaders' step crosses hosts, once per host instead of once per rank.
+//
+// A collective holds its host's segment for its whole run (taken at its start, in start order,
+// like the flat shm algorithms), so that the steps of several outstanding collectives get the
+// same step numbers on every rank of the host. A step that fails ends the collective at once.
+#include <algorithm>
+
+#include "coll/algorithms.h"
+#include "coll/reduce.h"
+#include "coll/select.h"
+#include "coll/shared_area.h"
+
+namespace orbite::coll {
+
+namespace {
+
+// Where this rank stands: its host's sub-group, the leaders' sub-group (leaders only).
+struct Groups {
+  std::unique_ptr<Ctx> local;
+  std::unique_ptr<Ctx> leaders;  // null on ranks that lead no host
+  int host = 0;                  // this rank's host index
+};
+
+Groups groups_of(Ctx& c, const Hosts& hosts) {
+  Groups g;
+  g.host = hosts.host_of[static_cast<std::size_t>(c.rank())];
+  g.local = c.subgroup(hosts.of(c.rank()));
+  if (g.local->rank() == 0) g.leaders = c.subgroup(hosts.leaders());
+  return g;
+}
+
+// The messages' algorithm for `kind` among `ranks` ranks (the rule's, no shared segment).
+Algo message_algo(Collective kind, std::uint64_t bytes, int ranks) {
+  return choose(kind, AlgoChoice{}, bytes, ranks, false);
+}
+
+// Inside the host: reduce to local rank `root` (its out), through the segment or messages. The
+// segment's lines and slots are numbered by local rank: its steps always run on the host's
+// group as numbered, never on a reordered one.
+Task local_reduce(Ctx& local, const Args& a, std::byte* out, int root) {
+  if (local.size() == 1) {
+    copy_bytes(out, a.in, a.count * size_of(a.type));
+    co_return;
+  }
+  Args r = a;
+  r.root = root;
+  r.out = local.rank() == root ? out : nullptr;
+  if (a.area) {
+    r.holds_turn = true;
+    co_await shm_reduce(local, r);
+  } else if (message_algo(Collective::Reduce, a.count * size_of(a.type), local.size()) ==
+             Algo::Chain) {
+    co_await chain_reduce(local, r);
+  } else {
+    co_await binomial_reduce(local, r);
+  }
+}
+
+// Inside the host: local rank `root`'s buf to every rank's buf.
+Task local_broadcast(Ctx& local, const Args& a, std::byte* buf, int root) {
+  if (local.size() == 1) co_return;
+  Args b = a;
+  b.root = root;
+  b.in = local.rank() == root ? buf : nullptr;
+  b.out = buf;
+  if (a.area) {
+    b.holds_turn = true;
+    co_await shm_broadcast(local, b);
+  } else if (message_algo(Collective::Broadcast, a.count * size_of(a.type), local.size()) ==
+             Algo::Chain) {
+    co_await chain_broadcast(local, b);
+  } else {
+    co_await binomial_broadcast(local, b);
+  }
+}
+
+// Among the leaders: all_reduce of buf in place.
+Task leaders_all_reduce(Ctx& leaders, const Args& a, std::byte* buf) {
+  if (leaders.size() == 1) co_return;
+  Args r = a;
+  r.in = buf;
+  r.out = buf;
+  if (message_algo(Collective::AllReduce, a.count * size_of(a.type), leaders.size()) ==
+      Algo::Ring) {
+    co_await ring_all_reduce(leaders, r);
+  } else {
+    co_await recursive_doubling_all_reduce(leaders, r);
+  }
+}
+
+// Among the leaders: broadcast of buf from leader `root`.
+Task leaders_broadcast(Ctx& leaders, const Args& a, std::byte* buf, int root) {
+  if (leaders.size() == 1) co_return;
+  Args b = a;
+  b.root = root;
+  b.in = leaders.rank() == root ? buf : nullptr;
+  b.out = buf;
+  if (message_algo(Collective::Broadcast, a.count * size_of(a.type), leaders.size()) ==
+      Algo::Chain) {
+    co_await chain_broadcast(leaders, b);
+  } else {
+    co_await binomial_broadcast(leaders, b);
+  }
+}
+
+// Inside the host: every rank has arrived.
+Task local_barrier(Ctx& local, const Args& a) {
+  if (local.size() == 1) co_return;
+  if (a.area) {
+    Args b = a;
+    b.holds_turn = true;
+    co_await shm_barrier(local, b);
+  } else {
+    co_await dissemination_barrier(local);
+  }
+}
+
+// Avg combines sums in every step and divides once at the end, by the communicator's size (each
+// step dividing by its own group's size would weigh hosts unequally).
+ReduceOp step_op(ReduceOp op) {
+  return op == ReduceOp::Avg ? ReduceOp::Sum : op;
+}
+
+}  // namespace
+
+Task hierarchical_all_reduce(Ctx& c, Args a) {
+  if (a.area) co_await shm_turn(c, *a.area);
+  const ReduceOp op = a.op;
+  a.op = step_op(op);
+  Groups g = groups_of(c, *a.hosts);
+  co_await local_reduce(*g.local, a, a.out, 0);
+  if (!c.error().ok()) co_return;
+  if (g.leaders) {
+    co_await leaders_all_reduce(*g.leaders, a, a.out);
+    if (!c.error().ok()) co_return;
+    if (op == ReduceOp::Avg) divide(a.type, a.out, a.count, c.size());
+  }
+  co_await local_broadcast(*g.local, a, a.out, 0);
+  if (!c.error().ok()) co_return;
+  if (a.area) a.area->release();
+}
+
+// The root's host reduces to the root, the others to their leaders; then the leaders reduce to
+// the root's host's leader, the root itself standing in for it.
+Task hierarchical_reduce(Ctx& c, Args a) {
+  if (a.area) co_await shm_turn(c, *a.area);
+  const ReduceOp op = a.op;
+  a.op = step_op(op);
+  const Hosts& hosts = *a.hosts;
+  const std::uint64_t bytes = a.count * size_of(a.type);
+  const int root_host = hosts.host_of[static_cast<std::size_t>(a.root)];
+  const std::vector<int>& root_members = hosts.of(a.root);
+  const int root_local = static_cast<int>(
+      std::find(root_members.begin(), root_members.end(), a.root) - root_members.begin());
+  Groups g = groups_of(c, hosts);
+  const bool in_root_host = g.host == root_host;
+  // The ranks that carry their host's partial result to the leaders' step: the root on its
+  // host, the leader elsewhere.
+  const int carrier = in_root_host ? root_local : 0;
+  const bool carries = g.local->rank() == carrier;
+  std::byte* partial = carries ? c.scratch(std::max<std::uint64_t>(bytes, 1)) : nullptr;
+  co_await local_reduce(*g.local, a, partial, carrier);
+  if (!c.error().ok()) co_return;
+  if (carries) {
+    // The carriers, the root's host's first: a reduce to their rank 0.
+    std::vector<int> carriers{a.root};
+    for (std::size_t h = 0; h < hosts.members.size(); ++h) {
+      if (static_cast<int>(h) != root_host) carriers.push_back(hosts.members[h].front());
+    }
+    auto across = c.subgroup(carriers);
+    if (across->size() == 1) {
+      copy_bytes(a.out, partial, bytes);
+    } else {
+      // (The root's carrier is the root: its rank 0 below.)
+      Args r = a;
+      r.in = partial;
+      r.out = across->rank() == 0 ? a.out : nullptr;
+      r.root = 0;
+      if (message_algo(Collective::Reduce, bytes, across->size()) == Algo::Chain) {
+        co_await chain_reduce(*across, r);
+      } else {
+        co_await binomial_reduce(*across, r);
+      }
+      if (!c.error().ok()) co_return;
+    }
+    if (c.rank() == a.root && op == ReduceOp::Avg) divide(a.type, a.out, a.count, c.size());
+  }
+  if (a.area) a.area->release();
+}
+
+// The root's host gets the data from the root, the leaders from the root's host's leader, and
+// the other hosts from their leaders.
+Task hierarchical_broadcast(Ctx& c, Args a) {
+  if (a.area) co_await shm_turn(c, *a.area);
+  const Hosts& hosts = *a.hosts;
+  const int root_host = hosts.host_of[static_cast<std::size_t>(a.root)];
+  const std::vector<int>& root_members = hosts.of(a.root);
+  const int root_local = static_cast<int>(
+      std::find(root_members.begin(), root_members.end(), a.root) - root_members.begin());
+  Groups g = groups_of(c, hosts);
+  const bool in_root_host = g.host == root_host;
+  if (c.rank() == a.root) copy_bytes(a.out, a.in, a.count * size_of(a.type));
+  if (in_root_host) {
+    co_await local_broadcast(*g.local, a, a.out, root_local);
+    if (!c.error().ok()) co_return;
+  }
+  if (g.leaders) {
+    co_await leaders_broadcast(*g.leaders, a, a.out, root_host);
+    if (!c.error().ok()) co_return;
+  }
+  if (!in_root_host) {
+    co_await local_broadcast(*g.local, a, a.out, 0);
+    if (!c.error().ok()) co_return;
+  }
+  if (a.area) a.area->release();
+}
+
+Task hierarchical_barrier(Ctx& c, Args a) {
+  if (a.area) co_await shm_turn(c, *a.area);
+  Groups g = groups_of(c, *a.hosts);
+  // Every rank of the host arrived; the leaders meet; the host leaves once its leader did.
+  co_await local_barrier(*g.local, a);
+  if (!c.error().ok()) co_return;
+  if (g.leaders && g.leaders->size() > 1) {
+    co_await dissemination_barrier(*g.leaders);
+    if (!c.error().ok()) co_return;
+  }
+  co_await local_barrier(*g.local, a);
+  if (!c.error().ok()) co_return;
+  if (a.area) a.area->release();
+}
+
+}  // namespace orbite::coll
