@@ -144,7 +144,9 @@ Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ran
             bool nested) {
   if (auto forced = choice.forced[static_cast<std::size_t>(c)]) return *forced;
   if (shared && shm_pays(c, bytes, ranks)) return Algo::Shm;
-  if (nested && has_hierarchical(c)) return Algo::Hierarchical;
+  if (nested && has_hierarchical(c) && c != Collective::Barrier && bytes >= kHierarchicalMin) {
+    return Algo::Hierarchical;
+  }
   switch (c) {
     case Collective::AllReduce:
       // Latency-bound below the threshold: log2(n) exchanges beat 2(n - 1) ring steps.

@@ -61,6 +61,11 @@ inline constexpr std::uint64_t kShmTwoRanksGatherMax = 16 * 1024;  // all_gather
 inline constexpr std::uint64_t kShmRootedMin = 4 * 1024;           // broadcast, reduce, > 2 ranks
 bool shm_pays(Collective c, std::uint64_t bytes, int ranks);
 
+// Where the rule takes the hierarchical all_reduce, broadcast and reduce on a communicator that
+// spans hosts with several ranks on some (measured with claimed hosts on one VM: below it the
+// extra steps cost more than the fewer messages across hosts save; docs/performance.md).
+inline constexpr std::uint64_t kHierarchicalMin = 1 << 20;
+
 // `shared`: the communicator has a shared segment and the collective's buffers may use it.
 // `nested`: the communicator spans hosts and some host has several ranks (Hosts::nested), and
 // the collective's buffers may go through host memory.

@@ -274,8 +274,9 @@ void visit_coll(V& v, C& s) {
   v.field(
       "algo", s.algo, Text{kNameMax},
       "Collective algorithm override (also ORBITE_ALGO): \"\" or \"auto\" for the size rule of "
-      "docs/collectives.md, an algorithm (shm, ring, recursive_doubling, binomial, chain, "
-      "bruck, pairwise, linear, dissemination) for every collective that has it, or a list such as "
+      "docs/collectives.md, an algorithm (shm, hierarchical, ring, recursive_doubling, binomial, "
+      "chain, bruck, pairwise, linear, dissemination) for every collective that has it, or a list "
+      "such as "
       "\"all_reduce=ring,broadcast=binomial\". Checked when a communicator is created.");
   v.field("chunk_bytes", s.chunk_bytes, Bytes{4 * kKiB, 1 * kGiB},
           "Pipelining unit of the ring and chain algorithms: a piece is reduced and forwarded "
@@ -287,11 +288,13 @@ void visit_coll(V& v, C& s) {
           "across hosts where both have a rail, else tcp), or "
           "tcp, shm or rdma forced (a peer the forced transport cannot reach fails the "
           "collective with Unavailable); anything but unspec or shm also turns off the shared "
-          "segment of single-host communicators.");
+          "segments of the collectives.");
   v.field("shm_slot_bytes", s.shm_slot_bytes, Bytes{0, 256 * kMiB},
-          "Each rank's two slots in the shared segment of a single-host communicator, the chunk "
-          "of the shm algorithms: 0 (no segment: collectives run over messages) or a multiple of "
-          "64 from 4096 (the segment takes about twice this per rank).");
+          "Each rank's two slots in the shared segment of its host (a single-host communicator's, "
+          "or each host's of one spanning hosts), the chunk of the shm algorithms and of the "
+          "hierarchical collectives' steps inside a host: 0 (no segment: collectives run over "
+          "messages) or a multiple of 64 from 4096 (the segment takes about twice this per "
+          "rank).");
 }
 
 template <class V, class C>

@@ -60,8 +60,10 @@ std::map<std::string, std::string> settings_env(const std::string& setting) {
     if (setting.ends_with("+event")) env["ORBITE_PROGRESS_MODE"] = "event_driven";
 #endif
   } else if (setting.starts_with("hosts")) {
-    // "hosts2": rank r claims host r % 2; the rule runs (hierarchical where the job nests).
+    // "hosts2": rank r claims host r % 2, and the collectives that have it run hierarchically
+    // at every size (the rule takes them from 1 MiB only).
     env["COLL_PROBE_HOSTS"] = setting.substr(5);
+    env["ORBITE_ALGO"] = "hierarchical";
   } else if (setting != "auto") {
     env["ORBITE_ALGO"] = setting;
   }
@@ -234,6 +236,7 @@ class CollHierarchicalRoute : public ::testing::TestWithParam<std::tuple<int, in
 TEST_P(CollHierarchicalRoute, OnlyTheHostsLeadersSendBytes) {
   const auto& [hosts, ranks] = GetParam();
   std::map<std::string, std::string> env = settings_env("hosts" + std::to_string(hosts));
+  env.erase("ORBITE_ALGO");  // the rule's choice: the probe's 1 MiB collectives nest
   const std::vector<std::string> args = {ORBITE_RUN_BIN,
                                          "-n",
                                          std::to_string(ranks),

@@ -233,13 +233,18 @@ TEST(AlgorithmRule, SmallAllReduceDoublesLargeRingsAndOverridesWin) {
   EXPECT_EQ(choose(Collective::AllToAll, none, 8, 4, true), Algo::Pairwise);
   EXPECT_EQ(choose(Collective::Gather, none, 8, 4, true), Algo::Linear);
 
-  // A communicator spanning hosts, some with several ranks: hierarchical where a collective has
-  // it, at every size; the others keep their rule; an override still wins.
-  for (Collective c :
-       {Collective::AllReduce, Collective::Reduce, Collective::Broadcast, Collective::Barrier}) {
-    EXPECT_EQ(choose(c, none, 8, 4, false, true), Algo::Hierarchical) << to_string(c);
+  // A communicator spanning hosts, some with several ranks: hierarchical all_reduce, reduce and
+  // broadcast from kHierarchicalMin; the others, and smaller sizes, keep their rule; an override
+  // still wins.
+  for (Collective c : {Collective::AllReduce, Collective::Reduce, Collective::Broadcast}) {
+    EXPECT_EQ(choose(c, none, kHierarchicalMin, 4, false, true), Algo::Hierarchical)
+        << to_string(c);
     EXPECT_EQ(choose(c, none, 64 << 20, 4, false, true), Algo::Hierarchical) << to_string(c);
+    EXPECT_NE(choose(c, none, kHierarchicalMin - 1, 4, false, true), Algo::Hierarchical)
+        << to_string(c);
   }
+  EXPECT_EQ(choose(Collective::AllReduce, none, 8, 4, false, true), Algo::RecursiveDoubling);
+  EXPECT_EQ(choose(Collective::Barrier, none, 0, 4, false, true), Algo::Dissemination);
   EXPECT_EQ(choose(Collective::AllGather, none, 1024, 4, false, true), Algo::Bruck);
   EXPECT_EQ(choose(Collective::ReduceScatter, none, 1024, 4, false, true), Algo::Ring);
   auto hier = parse_algo("hierarchical");
