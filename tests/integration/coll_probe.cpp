@@ -722,6 +722,19 @@ int main(int argc, char** argv) {
     const std::string id = "probe-host-" + std::to_string(std::atoi(env_rank) % std::atoi(hosts));
     ::setenv("ORBITE_HOSTID", id.c_str(), 1);
   }
+  // COLL_PROBE_RANK_ENV="R:NAME=VALUE": rank R alone runs with NAME=VALUE (a setting the others
+  // do not share).
+  if (const char* one = std::getenv("COLL_PROBE_RANK_ENV"); one != nullptr) {
+    const std::string spec = one;
+    const auto colon = spec.find(':');
+    const auto eq = spec.find('=', colon == std::string::npos ? 0 : colon);
+    const char* env_rank = std::getenv("ORBITE_RANK");
+    check(colon != std::string::npos && eq != std::string::npos && env_rank != nullptr,
+          "COLL_PROBE_RANK_ENV is RANK:NAME=VALUE and needs ORBITE_RANK");
+    if (std::atoi(spec.substr(0, colon).c_str()) == std::atoi(env_rank)) {
+      ::setenv(spec.substr(colon + 1, eq - colon - 1).c_str(), spec.substr(eq + 1).c_str(), 1);
+    }
+  }
   auto boot = orbite::Bootstrap::from_env();
   check_ok(boot.status(), "bootstrap");
   set_rank_for_messages(boot->rank());

@@ -284,6 +284,19 @@ std::vector<std::string> segment_names_of(const std::vector<pid_t>& pids) {
 // The segment has no name once the communicator is set up, so a job whose every rank is
 // SIGKILLed leaves nothing in /dev/shm; and a name a creator that died during setup left behind
 // is removed by the next creator on the host.
+// A rank that cannot attach the segment (here: its slot size differs from the creator's, so the
+// segment it opens has the wrong size) marks nothing; every rank then sees the mark missing and
+// all of them run the collectives over messages, with correct results (the probe checks the
+// values and that the engine carried the bytes).
+TEST(CollSegment, ARankThatCannotAttachSendsEveryRankToMessages) {
+  for (const int odd_one : {0, 2}) {
+    std::map<std::string, std::string> env = settings_env("auto");
+    env["COLL_PROBE_EXPECT"] = "messages";
+    env["COLL_PROBE_RANK_ENV"] = std::to_string(odd_one) + ":ORBITE_COLL_SHM_SLOT_BYTES=8192";
+    run_probe("route", 3, env);
+  }
+}
+
 TEST(CollSegment, NoNameOutlivesSetupAndAStaleOneIsRemoved) {
   const pid_t dead = ::fork();
   if (dead == 0) ::_exit(0);
