@@ -4,6 +4,7 @@
 
 #include <orbite/collectives.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -23,6 +24,11 @@ struct Hosts {
   std::vector<int> host_of;  // by rank
   [[nodiscard]] const std::vector<int>& of(int rank) const {
     return members[static_cast<std::size_t>(host_of[static_cast<std::size_t>(rank)])];
+  }
+  // `rank`'s position among its host's ranks.
+  [[nodiscard]] int local_rank(int rank) const {
+    const std::vector<int>& m = of(rank);
+    return static_cast<int>(std::find(m.begin(), m.end(), rank) - m.begin());
   }
   [[nodiscard]] std::vector<int> leaders() const {
     std::vector<int> out;

@@ -38,43 +38,44 @@ Algo message_algo(Collective kind, std::uint64_t bytes, int ranks) {
   return choose(kind, AlgoChoice{}, bytes, ranks, false);
 }
 
-// Inside the host: reduce to local rank `root` (its out), through the segment or messages. The
-// segment's lines and slots are numbered by local rank: its steps always run on the host's
-// group as numbered, never on a reordered one.
-Task local_reduce(Ctx& local, const Args& a, std::byte* out, int root) {
-  if (local.size() == 1) {
-    copy_bytes(out, a.in, a.count * size_of(a.type));
+// A reduce of `in` to group rank `root`'s `out`: through the host's segment (`segment`: g is the
+// host's group as the segment numbers it, never a reordered one) or with the rule's message
+// algorithm for g's size.
+Task reduce_step(Ctx& g, const Args& a, const std::byte* in, std::byte* out, int root,
+                 bool segment) {
+  if (g.size() == 1) {
+    copy_bytes(out, in, a.count * size_of(a.type));
     co_return;
   }
   Args r = a;
+  r.in = in;
   r.root = root;
-  r.out = local.rank() == root ? out : nullptr;
-  if (a.area) {
+  r.out = g.rank() == root ? out : nullptr;
+  if (segment) {
     r.holds_turn = true;
-    co_await shm_reduce(local, r);
-  } else if (message_algo(Collective::Reduce, a.count * size_of(a.type), local.size()) ==
-             Algo::Chain) {
-    co_await chain_reduce(local, r);
+    co_await shm_reduce(g, r);
+  } else if (message_algo(Collective::Reduce, a.count * size_of(a.type), g.size()) == Algo::Chain) {
+    co_await chain_reduce(g, r);
   } else {
-    co_await binomial_reduce(local, r);
+    co_await binomial_reduce(g, r);
   }
 }
 
-// Inside the host: local rank `root`'s buf to every rank's buf.
-Task local_broadcast(Ctx& local, const Args& a, std::byte* buf, int root) {
-  if (local.size() == 1) co_return;
+// A broadcast of group rank `root`'s buf to every rank's buf, as reduce_step.
+Task broadcast_step(Ctx& g, const Args& a, std::byte* buf, int root, bool segment) {
+  if (g.size() == 1) co_return;
   Args b = a;
   b.root = root;
-  b.in = local.rank() == root ? buf : nullptr;
+  b.in = g.rank() == root ? buf : nullptr;
   b.out = buf;
-  if (a.area) {
+  if (segment) {
     b.holds_turn = true;
-    co_await shm_broadcast(local, b);
-  } else if (message_algo(Collective::Broadcast, a.count * size_of(a.type), local.size()) ==
+    co_await shm_broadcast(g, b);
+  } else if (message_algo(Collective::Broadcast, a.count * size_of(a.type), g.size()) ==
              Algo::Chain) {
-    co_await chain_broadcast(local, b);
+    co_await chain_broadcast(g, b);
   } else {
-    co_await binomial_broadcast(local, b);
+    co_await binomial_broadcast(g, b);
   }
 }
 
@@ -89,21 +90,6 @@ Task leaders_all_reduce(Ctx& leaders, const Args& a, std::byte* buf) {
     co_await ring_all_reduce(leaders, r);
   } else {
     co_await recursive_doubling_all_reduce(leaders, r);
-  }
-}
-
-// Among the leaders: broadcast of buf from leader `root`.
-Task leaders_broadcast(Ctx& leaders, const Args& a, std::byte* buf, int root) {
-  if (leaders.size() == 1) co_return;
-  Args b = a;
-  b.root = root;
-  b.in = leaders.rank() == root ? buf : nullptr;
-  b.out = buf;
-  if (message_algo(Collective::Broadcast, a.count * size_of(a.type), leaders.size()) ==
-      Algo::Chain) {
-    co_await chain_broadcast(leaders, b);
-  } else {
-    co_await binomial_broadcast(leaders, b);
   }
 }
 
@@ -132,14 +118,15 @@ Task hierarchical_all_reduce(Ctx& c, Args a) {
   const ReduceOp op = a.op;
   a.op = step_op(op);
   Groups g = groups_of(c, *a.hosts);
-  co_await local_reduce(*g.local, a, a.out, 0);
+  const bool segment = a.area != nullptr;
+  co_await reduce_step(*g.local, a, a.in, a.out, 0, segment);
   if (!c.error().ok()) co_return;
   if (g.leaders) {
     co_await leaders_all_reduce(*g.leaders, a, a.out);
     if (!c.error().ok()) co_return;
     if (op == ReduceOp::Avg) divide(a.type, a.out, a.count, c.size());
   }
-  co_await local_broadcast(*g.local, a, a.out, 0);
+  co_await broadcast_step(*g.local, a, a.out, 0, segment);
   if (!c.error().ok()) co_return;
   if (a.area) a.area->release();
 }
@@ -153,9 +140,7 @@ Task hierarchical_reduce(Ctx& c, Args a) {
   const Hosts& hosts = *a.hosts;
   const std::uint64_t bytes = a.count * size_of(a.type);
   const int root_host = hosts.host_of[static_cast<std::size_t>(a.root)];
-  const std::vector<int>& root_members = hosts.of(a.root);
-  const int root_local = static_cast<int>(
-      std::find(root_members.begin(), root_members.end(), a.root) - root_members.begin());
+  const int root_local = hosts.local_rank(a.root);
   Groups g = groups_of(c, hosts);
   const bool in_root_host = g.host == root_host;
   // The ranks that carry their host's partial result to the leaders' step: the root on its
@@ -163,7 +148,7 @@ Task hierarchical_reduce(Ctx& c, Args a) {
   const int carrier = in_root_host ? root_local : 0;
   const bool carries = g.local->rank() == carrier;
   std::byte* partial = carries ? c.scratch(std::max<std::uint64_t>(bytes, 1)) : nullptr;
-  co_await local_reduce(*g.local, a, partial, carrier);
+  co_await reduce_step(*g.local, a, a.in, partial, carrier, a.area != nullptr);
   if (!c.error().ok()) co_return;
   if (carries) {
     // The carriers, the root's host's first: a reduce to their rank 0.
@@ -171,22 +156,9 @@ Task hierarchical_reduce(Ctx& c, Args a) {
     for (std::size_t h = 0; h < hosts.members.size(); ++h) {
       if (static_cast<int>(h) != root_host) carriers.push_back(hosts.members[h].front());
     }
-    auto across = c.subgroup(carriers);
-    if (across->size() == 1) {
-      copy_bytes(a.out, partial, bytes);
-    } else {
-      // (The root's carrier is the root: its rank 0 below.)
-      Args r = a;
-      r.in = partial;
-      r.out = across->rank() == 0 ? a.out : nullptr;
-      r.root = 0;
-      if (message_algo(Collective::Reduce, bytes, across->size()) == Algo::Chain) {
-        co_await chain_reduce(*across, r);
-      } else {
-        co_await binomial_reduce(*across, r);
-      }
-      if (!c.error().ok()) co_return;
-    }
+    auto across = c.subgroup(carriers);  // the root is its rank 0
+    co_await reduce_step(*across, a, partial, a.out, 0, false);
+    if (!c.error().ok()) co_return;
     if (c.rank() == a.root && op == ReduceOp::Avg) divide(a.type, a.out, a.count, c.size());
   }
   if (a.area) a.area->release();
@@ -198,22 +170,21 @@ Task hierarchical_broadcast(Ctx& c, Args a) {
   if (a.area) co_await shm_turn(c, *a.area);
   const Hosts& hosts = *a.hosts;
   const int root_host = hosts.host_of[static_cast<std::size_t>(a.root)];
-  const std::vector<int>& root_members = hosts.of(a.root);
-  const int root_local = static_cast<int>(
-      std::find(root_members.begin(), root_members.end(), a.root) - root_members.begin());
+  const int root_local = hosts.local_rank(a.root);
   Groups g = groups_of(c, hosts);
   const bool in_root_host = g.host == root_host;
   if (c.rank() == a.root) copy_bytes(a.out, a.in, a.count * size_of(a.type));
+  const bool segment = a.area != nullptr;
   if (in_root_host) {
-    co_await local_broadcast(*g.local, a, a.out, root_local);
+    co_await broadcast_step(*g.local, a, a.out, root_local, segment);
     if (!c.error().ok()) co_return;
   }
   if (g.leaders) {
-    co_await leaders_broadcast(*g.leaders, a, a.out, root_host);
+    co_await broadcast_step(*g.leaders, a, a.out, root_host, false);
     if (!c.error().ok()) co_return;
   }
   if (!in_root_host) {
-    co_await local_broadcast(*g.local, a, a.out, 0);
+    co_await broadcast_step(*g.local, a, a.out, 0, segment);
     if (!c.error().ok()) co_return;
   }
   if (a.area) a.area->release();

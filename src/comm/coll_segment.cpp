@@ -169,7 +169,7 @@ Status Communicator::Impl::attach_segment(const std::string& barrier_key) {
   // One segment per host, numbered by local rank; the host's first rank creates it.
   const std::vector<int>& mine = hosts->of(rank);
   const int k = static_cast<int>(mine.size());
-  const int local = static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
+  const int local = hosts->local_rank(rank);
   const std::string name_key =
       key("coll-segment/" + std::to_string(hosts->host_of[static_cast<std::size_t>(rank)]));
   const std::uint64_t slot = config.coll.shm_slot_bytes;

@@ -2,6 +2,7 @@
 
 add_executable(orbite-coll-probe
   ${CMAKE_CURRENT_LIST_DIR}/coll_probe.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/coll_probe_route.cpp
   ${CMAKE_CURRENT_LIST_DIR}/p2p_probe_support.cpp)
 target_link_libraries(orbite-coll-probe PRIVATE orbite_internal orbite_warnings)
 set_target_properties(orbite-coll-probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
