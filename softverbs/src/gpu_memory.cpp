@@ -7,11 +7,13 @@
 // lookup asks for that loaded library by name (RTLD_NOLOAD) before the global scope. Without
 // softcuda nothing here matches: a dma-buf fd is refused and every address is host memory.
 #include <dlfcn.h>
+#include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 
 #include "internal.h"
@@ -26,19 +28,47 @@ void* softcuda_symbol(const char* name) {
   return fn != nullptr ? fn : dlsym(RTLD_DEFAULT, name);
 }
 
-// The symbol once found, for the process's life (every ibv_reg_mr asks, host memory too: a
-// dlopen per registration would be the registration's main cost). A miss is not cached: the
-// driver may be loaded later. (A driver, once loaded, is never unloaded by its users here.)
-void* cached_symbol(std::atomic<void*>& cache, const char* name) {
-  void* fn = cache.load(std::memory_order_acquire);
-  if (fn == nullptr) {
-    fn = softcuda_symbol(name);
-    if (fn != nullptr) cache.store(fn, std::memory_order_release);
+// The objects loaded into the process so far (glibc's dlpi_adds): a symbol that was missing can
+// only appear once this moves. Reading it takes no system call.
+unsigned long long objects_loaded() {
+  unsigned long long adds = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t size, void* data) -> int {
+        if (size >= offsetof(dl_phdr_info, dlpi_subs)) {
+          *static_cast<unsigned long long*>(data) = info->dlpi_adds;
+        }
+        return 1;  // the counters are the same in every entry: the first is enough
+      },
+      &adds);
+  return adds;
+}
+
+struct SymbolCache {
+  std::atomic<void*> fn{nullptr};
+  // objects_loaded() when the symbol was last missing (none yet: ~0).
+  std::atomic<unsigned long long> missed_at{~0ULL};
+};
+
+// The symbol once found, for the process's life (every ibv_reg_mr asks, host memory too). A miss
+// is looked up again only after another object was loaded (the driver may come later): each
+// lookup is a dlopen that maps and unmaps the loader's cache, and in a VM each unmap is a TLB
+// shootdown across the CPUs, which made a registration cost about a millisecond here. (A driver,
+// once loaded, is never unloaded by its users here.)
+void* cached_symbol(SymbolCache& cache, const char* name) {
+  void* fn = cache.fn.load(std::memory_order_acquire);
+  if (fn != nullptr) return fn;
+  const unsigned long long loaded = objects_loaded();
+  if (cache.missed_at.load(std::memory_order_acquire) == loaded) return nullptr;
+  fn = softcuda_symbol(name);
+  if (fn != nullptr) {
+    cache.fn.store(fn, std::memory_order_release);
+  } else {
+    cache.missed_at.store(loaded, std::memory_order_release);
   }
   return fn;
 }
-std::atomic<void*> g_describe{nullptr};
-std::atomic<void*> g_resolve{nullptr};
+SymbolCache g_describe;
+SymbolCache g_resolve;
 
 // Maps [offset, offset + length) of fd; the mapping holds its own reference to the file.
 int map_shadow(int fd, uint64_t offset, size_t length, GpuMapping* out) {
