@@ -20,6 +20,9 @@ constexpr std::uint64_t kOpTagSpan = 0x7ffffff0;
 
 // How long a waiting thread blocks on one message before it looks for aborts and failed sends.
 constexpr Duration kLivenessSlice = std::chrono::milliseconds(10);
+// How often a rank polling the segment tells the engine so (the engine's window is 2 ms): each
+// hint writes every lane's stamp, a cache line the workers read, so not at every look.
+constexpr Duration kHintSlice = std::chrono::microseconds(250);
 
 // A thread polling the shared segment spins for this long (unless the host's ranks outnumber
 // its cores: then it yields from the start, as Open MPI's mpi_yield_when_idle), then yields
@@ -69,8 +72,25 @@ std::unique_ptr<Ctx> Ctx::subgroup(const std::vector<int>& members) {
   to_top.reserve(members.size());
   int mine = -1;
   for (std::size_t i = 0; i < members.size(); ++i) {
+    if (members[i] < 0 || members[i] >= size_ ||
+        std::find(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(i), members[i]) !=
+            members.begin() + static_cast<std::ptrdiff_t>(i)) {
+      mine = -1;
+      break;
+    }
     to_top.push_back(top_rank(members[i]));
     if (members[i] == rank_) mine = static_cast<int>(i);
+  }
+  if (mine < 0) {
+    // An algorithm's mistake: the collective fails, and the steps it still runs on the group
+    // it asked for see this rank alone (they post nothing).
+    std::string list;
+    for (int m : members) list += (list.empty() ? "" : ",") + std::to_string(m);
+    fail(Status::error(Errc::Internal, "a sub-group of ranks [" + list + "] of " +
+                                           std::to_string(size_) + " without rank " +
+                                           std::to_string(rank_) +
+                                           " or with a rank outside or twice"));
+    return std::unique_ptr<Ctx>(new Ctx(SubgroupTag{}, top_, 0, 1, {top_rank(rank_)}));
   }
   return std::unique_ptr<Ctx>(
       new Ctx(SubgroupTag{}, top_, mine, static_cast<int>(members.size()), std::move(to_top)));
@@ -359,6 +379,7 @@ void Executor::wait(const std::atomic<int>& phase, Duration timeout) {
   // look at the segment.
   Clock::time_point polling_since{};
   Clock::time_point last_liveness{};
+  Clock::time_point last_hint{};
   bool polling = false;
   bool spinning = false;
   int looks = 0;
@@ -393,7 +414,10 @@ void Executor::wait(const std::atomic<int>& phase, Duration timeout) {
         std::lock_guard lock(mu_);
         check_liveness();
       }
-      if (polling_hint_) polling_hint_();
+      if (polling_hint_ && (now == polling_since || now - last_hint >= kHintSlice)) {
+        last_hint = now;
+        polling_hint_();
+      }
       const auto polled = now - polling_since;
       spinning = false;
       if (polled >= kSpinBeforeSleep) {

@@ -75,6 +75,7 @@ Status Communicator::Impl::start_collectives() {
   if (!parsed.ok()) return parsed.status().with_context("coll.algo");
   algos = *parsed;
   {
+    // The one grouping of ranks by host: the hierarchical collectives' and local_rank()'s.
     auto h = std::make_shared<coll::Hosts>();
     std::map<std::string, int> index;  // host id -> host
     for (std::size_t r = 0; r < peers.size(); ++r) {
@@ -82,6 +83,10 @@ Status Communicator::Impl::start_collectives() {
       if (fresh) h->members.emplace_back();
       h->members[static_cast<std::size_t>(it->second)].push_back(static_cast<int>(r));
       h->host_of.push_back(it->second);
+    }
+    for (std::size_t r = 0; r < peers.size(); ++r) {
+      peers[r].local_rank = h->local_rank(static_cast<int>(r));
+      peers[r].local_size = static_cast<int>(h->of(static_cast<int>(r)).size());
     }
     hosts = std::move(h);
   }
@@ -147,10 +152,7 @@ Status Communicator::Impl::exchange(const PeerInfo& self) {
                             store.get(keys[static_cast<size_t>(r)], config.bootstrap.timeout));
     ORBITE_ASSIGN_OR_RETURN(peers[static_cast<size_t>(r)], comm::decode_peer_record(bytes, r));
   }
-  std::map<std::string, int> per_host;
-  for (auto& p : peers) p.local_rank = per_host[p.host_id]++;
-  for (auto& p : peers) p.local_size = per_host[p.host_id];
-  return {};
+  return {};  // local ranks come with the host grouping (start_collectives)
 }
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

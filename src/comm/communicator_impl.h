@@ -85,8 +85,9 @@ struct Communicator::Impl {
 
   void set_tag(std::string t);
   Status exchange(const PeerInfo& self);
-  // Parses the algorithm setting and creates the collective executor; after peers, endpoints,
-  // rank, core and the tag are set.
+  // Groups the ranks by host (hosts, and each peer's local_rank and local_size), parses the
+  // algorithm setting and creates the collective executor; after peers, endpoints, rank, core
+  // and the tag are set.
   Status start_collectives();
   // Whether this rank's host gets a shared segment (several ranks on it, shm enabled, the
   // collectives' transport unspec or shm); the same answer on every rank of a host.

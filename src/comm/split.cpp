@@ -2,7 +2,6 @@
 // Their tags (hence message scopes) derive from the parent's tag and a per-parent counter, so
 // every member computes the same ones without asking the store.
 #include <algorithm>
-#include <map>
 #include <tuple>
 
 #include "comm/communicator_impl.h"
@@ -17,17 +16,14 @@ Result<std::unique_ptr<Communicator::Impl>> Communicator::Impl::make_child(
   child->set_tag(std::move(child_tag));
   child->engine = parent.engine;
   child->core = parent.core;
-  std::map<std::string, int> per_host;
   for (std::size_t i = 0; i < members.size(); ++i) {
     const auto old = static_cast<std::size_t>(members[i]);
     PeerInfo p = parent.peers[old];
     p.rank = static_cast<int>(i);
-    p.local_rank = per_host[p.host_id]++;
     child->peers.push_back(std::move(p));
     child->endpoints.push_back(parent.endpoints[old]);
     if (members[i] == parent.rank) child->rank = static_cast<int>(i);
   }
-  for (auto& p : child->peers) p.local_size = per_host[p.host_id];
   ORBITE_RETURN_IF_ERROR(child->start_collectives());
   if (child->wants_segment()) {
     ORBITE_RETURN_IF_ERROR(child->attach_segment(child->key("ready")));

@@ -183,5 +183,27 @@ TEST(NestedTasks, ASubGroupOfASubGroupNumbersRanksThroughBoth) {
   EXPECT_EQ(top.until_rank(), Ctx::kNoRank);
 }
 
+// A sub-group must hold the calling rank once and only ranks of its parent: otherwise the
+// collective fails (Internal, naming the group) and the group is this rank alone.
+TEST(NestedTasks, ASubGroupWithoutThisRankOrWithABadMemberFailsTheCollective) {
+  auto post = [](bool, void*, std::uint64_t, int) -> Result<Request> {
+    return Status::error(Errc::Internal, "not posted in this test");
+  };
+  for (const std::vector<int>& members : {std::vector<int>{0, 1}, std::vector<int>{2, 6},
+                                          std::vector<int>{2, -1}, std::vector<int>{2, 3, 2}}) {
+    Ctx top(2, 6, post);
+    auto sub = top.subgroup(members);
+    ASSERT_EQ(sub->size(), 1);
+    EXPECT_EQ(sub->rank(), 0);
+    EXPECT_EQ(sub->top_rank(0), 2);
+    EXPECT_EQ(top.error().code(), Errc::Internal);
+    EXPECT_NE(top.error().message().find("without rank 2"), std::string::npos)
+        << top.error().to_string();
+  }
+  Ctx top(2, 6, post);
+  (void)top.subgroup({4, 2});
+  EXPECT_TRUE(top.error().ok()) << top.error().to_string();
+}
+
 }  // namespace
 }  // namespace orbite::coll
