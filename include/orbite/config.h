@@ -111,6 +111,12 @@ struct ORBITE_API RdmaConfig {
   // Length of one shared priority slot.
   Duration slot_rotation_interval = std::chrono::milliseconds(2);
 
+  // Largest send/recv message carried eagerly in one frame (a SEND into a receive the peer keeps
+  // posted); larger ones use the rendezvous. Each peer's message QP keeps 32 receives of this
+  // size plus a 48-byte header per lane and context, charged to max_cached_mr_bytes (8 KiB: 126
+  // peers' receives take 33 MB of the default 64 MiB). Two peers use the smaller of their limits.
+  std::uint64_t eager_limit = 8 * kKiB;
+
   // Budgets (admission limits, not throughput guarantees).
   std::uint32_t max_endpoints = 64;
   std::uint32_t max_grants = 64;

@@ -159,6 +159,10 @@ void visit_rdma(V& v, C& r) {
           Dur{std::chrono::milliseconds(1), std::chrono::seconds(10)},
           "Length of one shared priority slot (High, High+Medium, all); only with "
           "shared_quota_shm_path.");
+  v.field("eager_limit", r.eager_limit, Bytes{4 * kKiB, 256 * kKiB},
+          "Largest send/recv message carried eagerly in one RDMA frame; larger ones use the "
+          "rendezvous. Each peer's message QP keeps 32 receives of this size per lane and context, "
+          "charged to max_cached_mr_bytes; two peers use the smaller of their limits.");
   v.field("max_endpoints", r.max_endpoints, UInt{1, kU32Max},
           "Physical QPs, including retained connections.");
   v.field("max_grants", r.max_grants, UInt{1, kU32Max}, "Whole-parent grant reservations.");

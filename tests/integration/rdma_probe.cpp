@@ -538,6 +538,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"concurrent", {scenario_rdma_concurrent, {}}},
       {"deferred", {scenario_rdma_deferred, {}}},
       {"crossed_messages", {scenario_rdma_crossed_messages, {}}},
+      {"eager_frames", {scenario_rdma_eager_frames, {}}},
       {"connect_slot", {scenario_rdma_connect_slot, {{0, "forge_connect_slot"}}}},
       {"failed_destroy", {scenario_rdma_failed_destroy, {}, true}},
       {"receipt_slots", {scenario_rdma_receipt_slots, {}}},
@@ -601,6 +602,17 @@ int main(int argc, char** argv) {
   set_rank_for_messages(env_rank);
   if (auto it = entry.hooks.find(env_rank); it != entry.hooks.end()) {
     ::setenv("ORBITE_RDMA_TEST_HOOKS", it->second.c_str(), 1);
+  }
+  // RDMA_PROBE_RANK_ENV="R:NAME=VALUE": rank R alone sets NAME (a configuration that differs).
+  if (const char* e = std::getenv("RDMA_PROBE_RANK_ENV"); e != nullptr) {
+    const std::string spec = e;
+    const auto colon = spec.find(':');
+    const auto eq = spec.find('=');
+    check(colon != std::string::npos && eq != std::string::npos && eq > colon,
+          "RDMA_PROBE_RANK_ENV is not R:NAME=VALUE: " + spec);
+    if (std::atoi(spec.substr(0, colon).c_str()) == env_rank) {
+      ::setenv(spec.substr(colon + 1, eq - colon - 1).c_str(), spec.substr(eq + 1).c_str(), 1);
+    }
   }
   auto boot = orbite::Bootstrap::from_env();
   check_ok(boot.status(), "bootstrap");

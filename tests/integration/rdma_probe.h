@@ -58,6 +58,7 @@ void scenario_rdma_cache_miss(RdmaContext& r);
 void scenario_rdma_key_history(RdmaContext& r);
 // Budgets (rdma_probe_budgets.cpp).
 void scenario_rdma_crossed_messages(RdmaContext& r);
+void scenario_rdma_eager_frames(RdmaContext& r);
 void scenario_rdma_connect_slot(RdmaContext& r);
 void scenario_rdma_failed_destroy(RdmaContext& r);
 void scenario_rdma_receipt_slots(RdmaContext& r);

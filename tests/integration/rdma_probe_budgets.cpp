@@ -1,8 +1,11 @@
 // orbite-rdma-probe's budget scenarios (see rdma_probe.cpp): crossed messages that each need the
 // whole rdma.max_direct_bytes; QP slots beyond the link's width; a QP whose destruction fails;
 // receipts' registered slots after a failed post or completion; a grant whose receipts never come;
-// a requester that floods the source's queue of deferred GrantRequests.
+// a requester that floods the source's queue of deferred GrantRequests; eager frames between two
+// ranks with different rdma.eager_limit.
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 
 #include "rdma_probe.h"
 
@@ -34,6 +37,56 @@ void scenario_rdma_crossed_messages(RdmaContext& r) {
         "charges left: " + sz(s.direct_bytes_in_use) + " lent, " + sz(s.granted_bytes_in_use) +
             " granted");
   barrier(r.c, "crossed: checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// eager_frames: EAGER_EXPECT (bytes) is the smaller of the two ranks' rdma.eager_limit (the test
+// gives them different ones). Each rank sends the other messages around that limit and 4 KiB over
+// RDMA: those up to it go eager (one frame), the rest by rendezvous, on both sides, so no frame
+// ever exceeds the receiver's slots (which would break the message QP); every byte arrives.
+void scenario_rdma_eager_frames(RdmaContext& r) {
+  const char* env = std::getenv("EAGER_EXPECT");
+  check(env != nullptr, "EAGER_EXPECT is not set");
+  const std::uint64_t limit = std::strtoull(env, nullptr, 10);
+  const int peer = 1 - r.c.rank;
+  const std::vector<std::uint64_t> sizes = {1,         4095,          4096,      4097,
+                                            limit - 1, limit,         limit + 1, 2 * limit,
+                                            64 * kKiB, 64 * kKiB + 1, 256 * kKiB};
+  std::uint64_t eager = 0;
+  std::uint64_t total = 0;
+  for (std::uint64_t n : sizes) {
+    eager += n <= limit ? 1 : 0;
+    total += n;
+  }
+  const EngineStats before = r.c.comm.engine().stats();
+  barrier(r.c, "eager_frames: counted");
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const std::uint64_t n = sizes[i];
+    const int tag = 300 + static_cast<int>(i);
+    Bytes out(n), in(n + 64);
+    fill_pattern(out.data(), n, 0xE6E0 + n + static_cast<std::uint64_t>(r.c.rank));
+    fill_pattern(in.data(), n + 64, 0xBAD);
+    std::vector<Request> both;
+    both.push_back(accepted(r.c.comm.isend(out.data(), n, peer, tag, r.rdma), "isend"));
+    both.push_back(accepted(r.c.comm.irecv(in.data(), n, peer, tag, r.rdma), "irecv"));
+    wait_all_ok(both, "a message of " + sz(n) + " bytes both ways");
+    check_pattern(in.data(), n, 0xE6E0 + n + static_cast<std::uint64_t>(peer),
+                  "the message of " + sz(n) + " bytes");
+    check_pattern(in.data() + n, 64, 0xBAD, "past the message of " + sz(n) + " bytes", n);
+  }
+  const EngineStats after = r.c.comm.engine().stats();
+  const std::uint64_t eager_sent = after.eager_messages - before.eager_messages;
+  const std::uint64_t rendezvous = after.rendezvous_messages - before.rendezvous_messages;
+  check(eager_sent == eager && rendezvous == sizes.size() - eager,
+        "sent " + sz(eager_sent) + " eager and " + sz(rendezvous) + " by rendezvous; expected " +
+            sz(eager) + " and " + sz(sizes.size() - eager) + " for a limit of " + sz(limit));
+  const std::uint64_t on_rdma =
+      after.of(Transport::Rdma).bytes_sent - before.of(Transport::Rdma).bytes_sent;
+  check(on_rdma >= total, "RDMA carried " + sz(on_rdma) + " of " + sz(total) + " bytes");
+  std::printf("rank %d: eager_frames %llu eager, %llu rendezvous, limit %llu\n", r.c.rank,
+              static_cast<unsigned long long>(eager_sent),
+              static_cast<unsigned long long>(rendezvous), static_cast<unsigned long long>(limit));
+  barrier(r.c, "eager_frames: checked");
 }
 
 // ---------------------------------------------------------------------------------------------

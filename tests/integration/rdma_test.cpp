@@ -148,6 +148,23 @@ TEST(Rdma, CrossedMessagesThatEachNeedTheWholeDirectBudgetBothArrive) {
               "crossed_messages");
 }
 
+// rdma.eager_limit: each side names its frame size in its connect blob and both use the smaller,
+// so a frame never exceeds the receiver's slots; messages up to it go eager, the rest rendezvous.
+TEST(RdmaFrames, TwoRanksWithDifferentEagerLimitsBothUseTheSmaller) {
+  const Outcome o =
+      run_ranks("eager_frames", {{"ORBITE_RDMA_EAGER_LIMIT", "64KiB"},
+                                 {"RDMA_PROBE_RANK_ENV", "1:ORBITE_RDMA_EAGER_LIMIT=8KiB"},
+                                 {"EAGER_EXPECT", "8192"}});
+  expect_pass(o, "eager_frames");
+  EXPECT_EQ(count_of(o.out, "eager_frames 6 eager, 5 rendezvous, limit 8192"), 2U) << o.out;
+}
+
+TEST(RdmaFrames, TheLargestEagerLimitCarriesMessagesUpToItInOneFrame) {
+  const Outcome o = run_ranks("eager_frames",
+                              {{"ORBITE_RDMA_EAGER_LIMIT", "256KiB"}, {"EAGER_EXPECT", "262144"}});
+  expect_pass(o, "eager_frames");
+}
+
 // Issue 24, defect 3: any slot below 1024 was accepted, each charging engine-wide budgets.
 TEST(Rdma, AQpConnectBeyondTheLinksWidthIsRefusedAndChargesNothing) {
   expect_pass(run_ranks("connect_slot", {}), "connect_slot");
@@ -597,7 +614,9 @@ TEST_F(RdmaDirectPeer, APausedDirectPeerLeavesTheSpreadToTheActiveOnes) {
 
 std::map<std::string, std::string> mr_cache_env(const std::string& expect,
                                                 const std::string& budget_bytes = "") {
+  // 4 KiB frames keep the slabs' sizes below (rdma.eager_limit sizes the frame slots).
   std::map<std::string, std::string> env = {{"ORBITE_COLL_TRANSPORT", "rdma"},
+                                            {"ORBITE_RDMA_EAGER_LIMIT", "4KiB"},
                                             {"MR_CACHE_EXPECT", expect}};
   if (!budget_bytes.empty()) env["ORBITE_RDMA_MAX_CACHED_MR_BYTES"] = budget_bytes;
   return env;
@@ -613,9 +632,10 @@ TEST(RdmaMrCache, OnTwoRailsOnFourRanksEachRangeHasACopyPerContext) {
   expect_pass(run_ranks("mr_cache", env, 4), "mr_cache", 4);
 }
 
-// The lanes' slot slabs (a 64-slot receipt chunk and a 64-slot frame chunk on one context, 16,384
-// + 265,216 bytes) are charged first; the scratch blocks are 4 MiB and 16 KiB. The budget holds
-// the slabs and the larger block with 8 KiB to spare, so either block evicts the other.
+// The lanes' slot slabs (a 64-slot receipt chunk and a 64-slot frame chunk of 4 KiB frames on one
+// context, 16,384 + 265,216 bytes) are charged first; the scratch blocks are 4 MiB and 16 KiB. The
+// budget holds the slabs and the larger block with 8 KiB to spare, so either block evicts the
+// other.
 TEST(RdmaMrCache, ABudgetHoldingOneRangeEvictsTheOtherAtEachSwitch) {
   constexpr std::uint64_t kBudget = 281600 + 4 * 1024 * 1024 + 8192;
   expect_pass(run_ranks("mr_cache", mr_cache_env("evict", std::to_string(kBudget))), "mr_cache");

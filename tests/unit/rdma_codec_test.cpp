@@ -69,6 +69,7 @@ RdmaInfo sample_info() {
   info.rdma_incarnation = 0xdeadbeefcafef00dull;
   info.link_incarnation = 17;
   info.lanes = 4;
+  info.frame_payload = 16384;
   info.nics = {nic(0, "mlx5_0"), nic(7, "rxe_eth1")};
   info.nics[1].active = 0;
   info.nics[1].mtu = 1;
@@ -84,6 +85,7 @@ TEST(RdmaInfo, RoundTripsWithTwoNics) {
   EXPECT_EQ(got->rdma_incarnation, info.rdma_incarnation);
   EXPECT_EQ(got->link_incarnation, info.link_incarnation);
   EXPECT_EQ(got->lanes, info.lanes);
+  EXPECT_EQ(got->frame_payload, info.frame_payload);
   ASSERT_EQ(got->nics.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) {
     SCOPED_TRACE(i);
@@ -114,11 +116,21 @@ TEST(RdmaInfo, OutOfRangeFieldsAreRejected) {
   EXPECT_NE(decode_info(spoil([](RdmaInfo& i) { i.version = 1; }))
                 .status()
                 .message()
-                .find("wire version 1; this engine speaks 3"),
+                .find("wire version 1; this engine speaks 4"),
             std::string::npos);
   // Version 2 had no private grant path.
   expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 2; }), decode_info, "version 2");
-  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 4; }), decode_info, "version 4");
+  // Version 3 had no frame payload.
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 3; }), decode_info, "version 3");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 5; }), decode_info, "version 5");
+  // A frame payload outside [4 KiB, 256 KiB] (rdma.eager_limit's bounds) is refused.
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.frame_payload = 0; }), decode_info, "frames 0");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.frame_payload = 4095; }), decode_info,
+                       "frames 4095");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.frame_payload = 256 * 1024 + 1; }), decode_info,
+                       "frames 256K+1");
+  EXPECT_TRUE(decode_info(spoil([](RdmaInfo& i) { i.frame_payload = 4096; })).ok());
+  EXPECT_TRUE(decode_info(spoil([](RdmaInfo& i) { i.frame_payload = 256 * 1024; })).ok());
   expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 0; }), decode_info, "version 0");
   expect_rejected_body(spoil([](RdmaInfo& i) { i.lanes = 0; }), decode_info, "lanes 0");
   expect_rejected_body(spoil([](RdmaInfo& i) { i.lanes = 1025; }), decode_info, "lanes 1025");

@@ -15,12 +15,15 @@ namespace orbite::rdma {
 using detail::PeerLink;
 using detail::SendItem;
 
-static_assert(kFrameSlotBytes == p2p::kFrameHeaderBytes + kFramePayload);
-static_assert(kFramePayload >= p2p::kMaxControlPayload, "a Reject's reason must fit a frame");
+static_assert(kFrameHeaderBytes == p2p::kFrameHeaderBytes);
+static_assert(kMinFramePayload >= p2p::kMaxControlPayload, "a Reject's reason must fit a frame");
 
 void FrameMessenger::send(PeerLink& link, PeerRdma* peer, SendItem item) {
   const std::uint64_t payload = item.owned.size() + item.data_len;
-  if (peer == nullptr || payload > kFramePayload || payload != item.header.payload_len) {
+  // The peer's receives and this side's staging slots both hold it (the endpoint's eager_limit).
+  const std::uint64_t limit =
+      peer == nullptr ? 0 : std::min<std::uint64_t>(peer->info.frame_payload, frame_payload());
+  if (peer == nullptr || payload > limit || payload != item.header.payload_len) {
     MessageChannel::release(item);
     lane_.handler().endpoint_failed(
         link, peer == nullptr
@@ -113,7 +116,7 @@ bool FrameMessenger::post_next(PeerRdma& peer, Qp& q) {
   const std::uint32_t payload = item.header.payload_len;
   const std::uint32_t total = static_cast<std::uint32_t>(p2p::kFrameHeaderBytes) + payload;
   // Inline frames are copied at post time; larger ones into a registered staging slot.
-  const bool inline_ok = total <= q.max_inline;
+  const bool inline_ok = total <= q.max_inline && total <= stage_.size();
   std::int64_t staging = -1;
   std::byte* at = stage_.data();
   if (!inline_ok) {
@@ -209,7 +212,7 @@ void FrameMessenger::on_received(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_
     lane_.protocol_error(peer, "a frame on QP " + std::to_string(q.qp->qp_num) + ": " + why);
   };
   if (wc.opcode != IBV_WC_RECV || (wc.wc_flags & IBV_WC_WITH_INV) != 0 ||
-      wc.byte_len < p2p::kFrameHeaderBytes || wc.byte_len > kFrameSlotBytes) {
+      wc.byte_len < p2p::kFrameHeaderBytes || wc.byte_len > cqs.frames.slot_bytes()) {
     return refuse(std::string("not a SEND of a frame (") + verbs::wc_opcode_name(wc.opcode) + ", " +
                   std::to_string(wc.byte_len) + " bytes)");
   }

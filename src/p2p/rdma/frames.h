@@ -1,10 +1,10 @@
 // The lane's frame messenger: the protocol's frames (send/recv's eager messages and rendezvous
 // control) over each peer's message channel (message_channel.h): one message QP per peer and
-// direction, slot kMessageSlot, SENDs into receives of kFrameSlotBytes that the receiving end
-// keeps posted, one credit per free receive (FrameCredit returns them), so a frame never meets an
-// empty receive queue. The lane owns it and routes to it: the endpoint's frames, the message
-// QP's QpAccept, its send and receive completions, and FrameCredit. See docs/rdma.md,
-// "send/recv".
+// direction, slot kMessageSlot, SENDs into receives of a frame header and rdma.eager_limit bytes
+// that the receiving end keeps posted, one credit per free receive (FrameCredit returns them), so a
+// frame never meets an empty receive queue. The lane owns it and routes to it: the endpoint's
+// frames, the message QP's QpAccept, its send and receive completions, and FrameCredit. See
+// docs/rdma.md, "send/recv".
 #pragma once
 
 #include <array>
@@ -43,9 +43,14 @@ class FrameMessenger {
   // Posts the next waiting frame on q; false when that failed (and the endpoint with it).
   bool post_next(PeerRdma& peer, Qp& q);
   void failed(PeerRdma& peer, const Status& why);
+  // This side's frame payload (rdma.eager_limit): its receives' and its staging slots' size.
+  [[nodiscard]] std::uint64_t frame_payload() const {
+    return lane_.engine().config().rdma.eager_limit;
+  }
 
   LaneServices& lane_;
-  std::array<std::byte, kFrameSlotBytes> stage_{};  // an inline frame, assembled
+  // An inline frame, assembled (frames up to the QP's max_inline, never more than this).
+  std::array<std::byte, kFrameHeaderBytes + kMinFramePayload> stage_{};
 };
 
 }  // namespace orbite::rdma

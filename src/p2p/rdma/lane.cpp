@@ -23,7 +23,7 @@ using detail::PeerLink;
 namespace {
 constexpr int kPollBatch = 32;
 
-p2p::Capabilities rdma_caps() {
+p2p::Capabilities rdma_caps(std::uint32_t frame_payload) {
   p2p::Capabilities c;
   c.id = p2p::TransportId::Rdma;
   c.reach = p2p::kReachSameHost | p2p::kReachRemote;
@@ -31,8 +31,8 @@ p2p::Capabilities rdma_caps() {
   c.one_sided = true;
   c.frames = true;
   c.rma = true;
-  c.eager_limit = kFramePayload;
-  c.max_frame_payload = kFramePayload;
+  c.eager_limit = frame_payload;
+  c.max_frame_payload = frame_payload;
   return c;
 }
 
@@ -61,8 +61,11 @@ class RdmaLane::ChannelWatch final : public p2p::Watcher {
   CqSet& cqs_;
 };
 
-const p2p::Capabilities& RdmaEndpoint::caps() const {
-  return lane_.caps();
+RdmaEndpoint::RdmaEndpoint(RdmaLane& lane, detail::PeerLink& link, std::uint32_t peer_frames)
+    : lane_(lane), link_(link), caps_(lane.caps()) {
+  // Frames go into the peer's receives and are staged in this side's slots: the smaller fits both.
+  caps_.eager_limit = std::min<std::uint64_t>(caps_.eager_limit, peer_frames);
+  caps_.max_frame_payload = caps_.eager_limit;
 }
 
 void RdmaEndpoint::send(detail::SendItem item) {
@@ -128,7 +131,7 @@ RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, std::shared_ptr<MrCache> 
       poller_(poller),
       handler_(handler),
       control_(control),
-      caps_(rdma_caps()),
+      caps_(rdma_caps(static_cast<std::uint32_t>(engine_->config().rdma.eager_limit))),
       cfg_(engine_->config().rdma),
       qps_(*engine_, cfg_),
       hooks_(TestHooks::from_env()),
@@ -179,7 +182,8 @@ Status RdmaLane::init() {
   cqs_.resize(contexts.size());
   for (std::size_t i = 0; i < contexts.size(); ++i) {
     if (!contexts[i]->usable()) continue;
-    auto set = std::make_unique<CqSet>(*contexts[i], cfg_.max_cqes, cache_.get());
+    auto set = std::make_unique<CqSet>(*contexts[i], cfg_.max_cqes, cache_.get(),
+                                       static_cast<std::uint32_t>(caps_.max_frame_payload));
     ORBITE_RETURN_IF_ERROR(set->init());
     const int fd = set->channel->fd;
     const int flags = ::fcntl(fd, F_GETFL);
@@ -203,6 +207,7 @@ RdmaInfo RdmaLane::my_info(std::uint64_t link_incarnation) const {
   info.rdma_incarnation = engine_->incarnation();
   info.link_incarnation = link_incarnation;
   info.lanes = engine_->config().num_lanes;
+  info.frame_payload = static_cast<std::uint32_t>(caps_.max_frame_payload);
   info.nics = engine_->nic_records();
   return info;
 }
@@ -232,7 +237,7 @@ void RdmaLane::on_nic_table(PeerRdma& peer, const RdmaInfo& m) {
   // changes their state and routes, never who they are or how many.
   bool same = m.engine == peer.info.engine && m.rdma_incarnation == peer.info.rdma_incarnation &&
               m.link_incarnation == peer.info.link_incarnation && m.lanes == peer.info.lanes &&
-              m.nics.size() == peer.info.nics.size();
+              m.frame_payload == peer.info.frame_payload && m.nics.size() == peer.info.nics.size();
   for (std::size_t i = 0; same && i < m.nics.size(); ++i) {
     same = m.nics[i].nic_id == peer.info.nics[i].nic_id &&
            m.nics[i].name == peer.info.nics[i].name &&
@@ -269,7 +274,7 @@ Result<PeerRdma*> RdmaLane::make_peer(PeerLink& link, std::string_view blob, std
   PeerRdma* raw = peer.get();
   peers_[&link] = std::move(peer);
   link.endpoints[static_cast<std::size_t>(p2p::TransportId::Rdma)] =
-      std::make_unique<RdmaEndpoint>(*this, link);
+      std::make_unique<RdmaEndpoint>(*this, link, raw->info.frame_payload);
   return raw;
 }
 

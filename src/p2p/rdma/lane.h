@@ -39,8 +39,9 @@ using Clock = std::chrono::steady_clock;
 
 class RdmaEndpoint final : public p2p::PeerEndpoint {
  public:
-  RdmaEndpoint(RdmaLane& lane, detail::PeerLink& link) : lane_(lane), link_(link) {}
-  [[nodiscard]] const p2p::Capabilities& caps() const override;
+  // peer_frames: the payload bytes of the peer's frame receives (its RdmaInfo).
+  RdmaEndpoint(RdmaLane& lane, detail::PeerLink& link, std::uint32_t peer_frames);
+  [[nodiscard]] const p2p::Capabilities& caps() const override { return caps_; }
   void send(detail::SendItem item) override;
   bool send_now(const p2p::FrameHeader&, std::span<const iovec>) override { return false; }
   [[nodiscard]] std::size_t paths() const override { return 1; }
@@ -55,7 +56,8 @@ class RdmaEndpoint final : public p2p::PeerEndpoint {
  private:
   RdmaLane& lane_;
   detail::PeerLink& link_;
-  bool closed_ = false;  // later frames are released at once, never sent
+  p2p::Capabilities caps_;  // the lane's, eager_limit the smaller of the two sides' frames
+  bool closed_ = false;     // later frames are released at once, never sent
 };
 
 class RdmaLane final : public p2p::LaneTransport, private LaneServices {

@@ -93,11 +93,11 @@ Result<std::uint32_t> SlotPool::take() {
   return i;
 }
 
-CqSet::CqSet(Context& c, std::uint32_t cap, MrCache* budget)
+CqSet::CqSet(Context& c, std::uint32_t cap, MrCache* budget, std::uint32_t frame_payload)
     : ctx(c),
       capacity(cap),
       receipts(c, kSlotBytes, kMaxReceiptSlots, budget),
-      frames(c, kFrameSlotBytes, kMaxFrameSlots, budget) {}
+      frames(c, kFrameHeaderBytes + frame_payload, kMaxFrameSlots, budget) {}
 
 Status CqSet::init() {
   const IbvApi& api = ctx.api;

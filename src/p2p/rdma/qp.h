@@ -206,7 +206,8 @@ class CqSet {
   static constexpr std::uint32_t kSlotBytes = 256;
   static constexpr std::uint32_t kMaxReceiptSlots = 16384;
   // The slot pools' chunks are charged to `budget` (the MR cache), which must outlive the set.
-  CqSet(Context& ctx, std::uint32_t capacity, MrCache* budget);
+  // frame_payload: rdma.eager_limit, the payload bytes of each frame slot.
+  CqSet(Context& ctx, std::uint32_t capacity, MrCache* budget, std::uint32_t frame_payload);
   ~CqSet();
   CqSet(const CqSet&) = delete;
   CqSet& operator=(const CqSet&) = delete;
@@ -225,7 +226,7 @@ class CqSet {
   // Receipt slots: kSlotBytes each (receives of grant QPs, and receipts not sent inline).
   SlotPool receipts;
 
-  // Frame slots: a frame header and up to kFramePayload bytes each. A receive's wr_id carries
+  // Frame slots: a frame header and up to rdma.eager_limit bytes each. A receive's wr_id carries
   // kFrameSlotBit with the index.
   static constexpr std::uint32_t kFrameSlotBit = 1u << 31;
   // The one receive of a private grant's source QP (its buffer is the grant's, in its own PD).

@@ -103,6 +103,7 @@ std::string encode(const RdmaInfo& info) {
   w.put(info.rdma_incarnation);
   w.put(info.link_incarnation);
   w.put(info.lanes);
+  w.put(info.frame_payload);
   w.put(static_cast<std::uint8_t>(info.nics.size()));
   for (const NicRecord& n : info.nics) {
     w.put(n.nic_id);
@@ -127,13 +128,17 @@ Result<RdmaInfo> decode_info(std::string_view blob) {
   info.rdma_incarnation = r.get<std::uint64_t>();
   info.link_incarnation = r.get<std::uint64_t>();
   info.lanes = r.get<std::uint32_t>();
+  info.frame_payload = r.get<std::uint32_t>();
   const auto n = r.get<std::uint8_t>();
   if (r.ok() && info.version != kRdmaWireVersion) {
     return Status::error(Errc::Protocol,
                          "RDMA connect blob of wire version " + std::to_string(info.version) +
                              "; this engine speaks " + std::to_string(kRdmaWireVersion));
   }
-  if (n > kMaxNics || info.lanes == 0 || info.lanes > 1024) r.fail();
+  if (n > kMaxNics || info.lanes == 0 || info.lanes > 1024 ||
+      info.frame_payload < kMinFramePayload || info.frame_payload > kMaxFramePayload) {
+    r.fail();
+  }
   for (std::uint8_t i = 0; r.ok() && i < n; ++i) {
     NicRecord nic;
     nic.nic_id = r.get<std::uint8_t>();

@@ -38,8 +38,9 @@ inline constexpr std::size_t kMaxNics = 64;
 
 // The connect blob's version: the control messages' layouts it implies. 2 added the
 // GrantRequest's priority and deadline and the GrantCancel; 3 the private grant path (a
-// GrantRequest's and a Grant's private QP). An engine refuses any other.
-inline constexpr std::uint8_t kRdmaWireVersion = 3;
+// GrantRequest's and a Grant's private QP); 4 the blob's frame payload (rdma.eager_limit). An
+// engine refuses any other.
+inline constexpr std::uint8_t kRdmaWireVersion = 4;
 
 // The connect blob each side puts in the handshake (one per link).
 struct RdmaInfo {
@@ -48,6 +49,9 @@ struct RdmaInfo {
   std::uint64_t rdma_incarnation = 0;
   std::uint64_t link_incarnation = 0;  // the sender's number for this link
   std::uint32_t lanes = 1;
+  // The payload bytes of the sender's frame receives (its rdma.eager_limit): frames to it carry
+  // at most this much, in [kMinFramePayload, kMaxFramePayload].
+  std::uint32_t frame_payload = 0;
   std::vector<NicRecord> nics;
 };
 std::string encode(const RdmaInfo& info);
@@ -102,15 +106,17 @@ struct QpRetire {
 };
 
 // The frames of send/recv travel as SENDs on one QP per direction and peer, slot kMessageSlot
-// (never a grant's). Its receiving end keeps kMessageSlots receives of kFrameSlotBytes posted;
-// the sender starts with that many credits and gets them back in FrameCredit messages.
+// (never a grant's). Its receiving end keeps kMessageSlots receives posted, each of a frame
+// header and its RdmaInfo::frame_payload bytes; the sender starts with that many credits and gets
+// them back in FrameCredit messages.
 inline constexpr std::uint32_t kMessageSlot = 1023;
 // The slot a private grant's one segment names (device memory of the source: a QP pair of its own
 // per grant, see PrivateQp below); never a slot of the requester's QP arrays.
 inline constexpr std::uint32_t kPrivateSlot = 1022;
 inline constexpr std::uint32_t kMessageSlots = 32;
-inline constexpr std::uint32_t kFramePayload = 4096;
-inline constexpr std::uint32_t kFrameSlotBytes = 48 + kFramePayload;  // a frame header first
+inline constexpr std::uint32_t kMinFramePayload = 4096;        // a control frame fits
+inline constexpr std::uint32_t kMaxFramePayload = 256 * 1024;  // rdma.eager_limit's bound
+inline constexpr std::uint32_t kFrameHeaderBytes = 48;
 struct FrameCredit {
   std::uint64_t qp_incarnation = 0;  // the requester's QP (as its QpConnect named it)
   std::uint32_t credits = 0;
