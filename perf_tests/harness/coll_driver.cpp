@@ -1,8 +1,10 @@
 #include "harness/coll_driver.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "harness/coll_check.h"
 
@@ -85,7 +87,17 @@ struct Measured {
   double busbw = 0;
   std::uint64_t wrong = 0;
   int iters = 0;
+  // -p 1: the per-call time at the 50th, 90th and 99th percentile (each the slowest rank's).
+  double p50_us = 0, p90_us = 0, p99_us = 0;
 };
+
+// The sample at percentile q (0..100) of sorted samples, nearest-rank; 0 when empty.
+double percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const auto rank =
+      static_cast<std::size_t>(std::ceil(q / 100.0 * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
 
 class Sweep {
  public:
@@ -129,6 +141,21 @@ class Sweep {
     m.time_us = b_.max_over_ranks(mine);
     m.algbw = gbps(static_cast<double>(shape.size_bytes()), m.time_us);
     m.busbw = m.algbw * bus_factor(setup_.coll, ranks_);
+    if (c_.percentiles && !in_place) {
+      // A loop of its own, so that reading the clock per call does not touch the mean above.
+      std::vector<double> calls_us;
+      calls_us.reserve(static_cast<std::size_t>(m.iters));
+      b_.barrier();
+      for (int i = 0; i < m.iters; ++i) {
+        const auto start_call = PerfClock::now();
+        b_.run(calls.front());
+        calls_us.push_back(micros_since(start_call));
+      }
+      std::sort(calls_us.begin(), calls_us.end());
+      m.p50_us = b_.max_over_ranks(percentile(calls_us, 50));
+      m.p90_us = b_.max_over_ranks(percentile(calls_us, 90));
+      m.p99_us = b_.max_over_ranks(percentile(calls_us, 99));
+    }
     if (o_.check) m.wrong = check(shape, calls.front(), in_place);
     return m;
   }
@@ -401,6 +428,17 @@ CollSetup parse_coll_options(int argc, char** argv, Coll coll, Program program, 
         return "";
       },
       'z'});
+  program.extra.push_back(
+      ExtraFlag{"--percentiles", "0|1",
+                "1: after each out-of-place timed loop, time every call of a second\n"
+                "loop as long and add p50/p90/p99 columns (the slowest rank's\n"
+                "per-call time at each percentile); needs -z 1 (default 0)",
+                [&c](std::string_view value) -> std::string {
+                  if (value != "0" && value != "1") return "expected 0 or 1";
+                  c.percentiles = value == "1";
+                  return "";
+                },
+                'p'});
   if (program.check_help.empty()) {
     program.check_help =
         "fill the inputs with small integers and check every result\n"
@@ -415,6 +453,11 @@ CollSetup parse_coll_options(int argc, char** argv, Coll coll, Program program, 
                      bus_formula(coll) + " (nccl-tests' bus bandwidth).";
   program.single_transport = true;
   setup.options = parse_options(argc, argv, program, print_messages, defaults);
+  if (c.percentiles && !c.blocking) {
+    usage_error(program, print_messages,
+                "flag -p (--percentiles) 1 needs -z 1: with several collectives in flight a "
+                "call's time is not its own");
+  }
   const int job = launcher_size();
   if (coll_has_root(coll) && job > 0 && c.root >= job) {
     usage_error(program, print_messages,
@@ -476,6 +519,12 @@ int run_coll_sweep(CollBackend& backend, const CollSetup& setup, RunInfo info,
                          .bus_bandwidth = true});
       columns.push_back({"#wrong", prefix + "wrong", 0, true, 7, {}, group});
     }
+    if (c.percentiles) {
+      for (const char* p : {"p50", "p90", "p99"}) {
+        columns.push_back(
+            {std::string(p) + "(us)", std::string(p) + "_us", 2, true, 10, {}, "per call"});
+      }
+    }
     columns.push_back({"iters", "iters", 0, false});
     columns.push_back({"inplace_iters", "inplace_iters", 0, false});
     report.emplace(std::move(info), setup.options, std::move(columns));
@@ -494,10 +543,22 @@ int run_coll_sweep(CollBackend& backend, const CollSetup& setup, RunInfo info,
     auto wrong_cell = [&](const Measured& m) {
       return setup.options.check ? Cell(static_cast<double>(m.wrong)) : std::nullopt;
     };
-    report->add_row({static_cast<double>(shape.size_bytes()), static_cast<double>(shape.count),
-                     static_cast<double>(c.type), op_cell, root_cell, out.time_us, out.algbw,
-                     out.busbw, wrong_cell(out), in.time_us, in.algbw, in.busbw, wrong_cell(in),
-                     static_cast<double>(out.iters), static_cast<double>(in.iters)});
+    std::vector<Cell> row = {static_cast<double>(shape.size_bytes()),
+                             static_cast<double>(shape.count),
+                             static_cast<double>(c.type),
+                             op_cell,
+                             root_cell,
+                             out.time_us,
+                             out.algbw,
+                             out.busbw,
+                             wrong_cell(out),
+                             in.time_us,
+                             in.algbw,
+                             in.busbw,
+                             wrong_cell(in)};
+    if (c.percentiles) row.insert(row.end(), {out.p50_us, out.p90_us, out.p99_us});
+    row.insert(row.end(), {static_cast<double>(out.iters), static_cast<double>(in.iters)});
+    report->add_row(std::move(row));
   }
   bool ok = wrong == 0;
   if (report) {

@@ -61,6 +61,9 @@ struct CollOptions {
   // -z 1 (default): every iteration waits for its collective before the next starts. -z 0: up
   // to kMaxInFlight collectives in flight, each on its own buffers (see the --help text).
   bool blocking = true;
+  // -p 1: after the timed loop, time each call of a second loop of as many calls and report
+  // percentiles of the per-call time (out-of-place): the tail a mean hides. Needs -z 1.
+  bool percentiles = false;
 };
 
 // -z 0 keeps at most this many collectives in flight, and fewer when their buffers would pass

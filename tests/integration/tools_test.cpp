@@ -529,6 +529,8 @@ TEST(PerfHarness, CollectiveFlagsNameTheBadValue) {
            {"all_reduce_perf", {"--datatype=bogus"}, {"--datatype", "bogus"}},
            {"reduce_perf", {"-o", "xor"}, {"-o", "xor", "avg"}},
            {"all_reduce_perf", {"-z", "2"}, {"-z", "'2'"}},
+           {"all_reduce_perf", {"-p", "2"}, {"-p", "'2'"}},
+           {"all_reduce_perf", {"-p", "1", "-z", "0"}, {"-p (--percentiles)", "needs -z 1"}},
            {"broadcast_perf", {"-r", "-1"}, {"-r", "'-1'"}},
            {"all_gather_perf", {"--transport", "shm,tcp"}, {"--transport", "one transport"}}}) {
     std::vector<std::string> argv = {perf + c.bench};
@@ -610,6 +612,34 @@ TEST(PerfHarness, CheckedCollectiveSweepWritesJsonRows) {
   EXPECT_GT(row["inplace_time_us"].get<double>(), 0.0);
   // Both placements of every size, as nccl-tests averages them.
   expect_avg_busbw(*avg, doc, {"busbw_gbps", "inplace_busbw_gbps"});
+  // No percentile columns unless asked for.
+  EXPECT_FALSE(row.contains("p50_us")) << row.dump();
+}
+
+// -p 1: the per-call time's percentiles, ordered, beside the loop's mean, in table and JSON.
+TEST(PerfHarness, PercentilesOfThePerCallTimeAreReportedWhenAskedFor) {
+  TempDir dir;
+  const std::string json_path = dir.path() + "/rows.json";
+  Outcome o =
+      run_program({kBin + "/orbite-run", "-n", "2", "--timeout", "100", "--",
+                   std::string(ORBITE_BINARY_DIR) + "/perf_tests/all_reduce_perf", "--sizes",
+                   "8,70000", "-n", "50", "-w", "1", "-c", "1", "-p", "1", "--json", json_path},
+                  120s);
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("p99(us)"), std::string::npos) << o.out;
+  std::ifstream in(json_path);
+  ASSERT_TRUE(in) << json_path;
+  auto doc = nlohmann::json::parse(in);
+  ASSERT_EQ(doc["rows"].size(), 2U);
+  for (const auto& row : doc["rows"]) {
+    const double p50 = row["p50_us"].get<double>();
+    const double p90 = row["p90_us"].get<double>();
+    const double p99 = row["p99_us"].get<double>();
+    EXPECT_GT(p50, 0.0) << row.dump();
+    EXPECT_LE(p50, p90) << row.dump();
+    EXPECT_LE(p90, p99) << row.dump();
+    EXPECT_EQ(row["wrong"], 0) << row.dump();
+  }
 }
 
 }  // namespace
