@@ -107,6 +107,7 @@ Task shm_turn(Ctx& c, SharedArea& area);
 Task hierarchical_all_reduce(Ctx& c, Args a);
 Task hierarchical_reduce(Ctx& c, Args a);
 Task hierarchical_broadcast(Ctx& c, Args a);
+Task hierarchical_all_gather(Ctx& c, Args a);
 Task hierarchical_barrier(Ctx& c, Args a);
 
 // Element offset of part k of `count` split into n balanced parts.

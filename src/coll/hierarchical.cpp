@@ -1,4 +1,5 @@
-// Hierarchical collectives for communicators spanning hosts: a step among the ranks of each
+// Hierarchical collectives for communicators spanning hosts (all_reduce, reduce, broadcast,
+// all_gather, barrier): a step among the ranks of each
 // host (through the host's shared segment, or over messages where the host has none), a step
 // among one leader per host over messages (the algorithm the rule picks for that many ranks),
 // and a step inside each host again. Inside a host the data moves through memory; only the
@@ -187,6 +188,66 @@ Task hierarchical_broadcast(Ctx& c, Args a) {
     co_await broadcast_step(*g.local, a, a.out, 0, segment);
     if (!c.error().ok()) co_return;
   }
+  if (a.area) a.area->release();
+}
+
+// Each host's blocks gathered at its leader (through the segment, or over messages), the
+// leaders' all_gather of whole hosts (each host's blocks padded to the largest host's count, so
+// that uneven hosts exchange equal pieces), each leader placing every block at its rank, then
+// the whole result broadcast inside each host. A rank's own block is read before its output is
+// written (in place, it lies inside the output).
+Task hierarchical_all_gather(Ctx& c, Args a) {
+  if (a.area) co_await shm_turn(c, *a.area);
+  const Hosts& hosts = *a.hosts;
+  const std::uint64_t block = a.count * size_of(a.type);
+  const bool segment = a.area != nullptr;
+  Groups g = groups_of(c, hosts);
+  const int k = g.local->size();
+  std::size_t widest = 0;
+  for (const auto& m : hosts.members) widest = std::max(widest, m.size());
+  const auto width = static_cast<std::uint64_t>(widest);
+  // The host's blocks in local order; on a leader, room for the padding of the leaders' step.
+  std::byte* host_blocks = c.scratch(std::max<std::uint64_t>(width * block, 1));
+  Args gather = a;
+  gather.out = host_blocks;
+  if (k == 1) {
+    copy_bytes(host_blocks, a.in, block);
+  } else if (segment) {
+    gather.holds_turn = true;
+    co_await shm_all_gather(*g.local, gather);
+  } else {
+    gather.root = 0;
+    co_await linear_gather(*g.local, gather);
+  }
+  if (!c.error().ok()) co_return;
+  if (g.leaders) {
+    const auto host_count = static_cast<std::uint64_t>(hosts.members.size());
+    std::byte* all_hosts = c.scratch(std::max<std::uint64_t>(host_count * width * block, 1));
+    Args across = a;
+    across.in = host_blocks;
+    across.out = all_hosts;
+    across.count = width * a.count;
+    if (g.leaders->size() == 1) {
+      copy_bytes(all_hosts, host_blocks, width * block);
+    } else if (message_algo(Collective::AllGather, width * block * host_count, g.leaders->size()) ==
+               Algo::Bruck) {
+      co_await bruck_all_gather(*g.leaders, across);
+    } else {
+      co_await ring_all_gather(*g.leaders, across);
+    }
+    if (!c.error().ok()) co_return;
+    for (std::size_t h = 0; h < hosts.members.size(); ++h) {
+      const auto& members = hosts.members[h];
+      for (std::size_t j = 0; j < members.size(); ++j) {
+        copy_bytes(a.out + static_cast<std::uint64_t>(members[j]) * block,
+                   all_hosts + (static_cast<std::uint64_t>(h) * width + j) * block, block);
+      }
+    }
+  }
+  Args whole = a;
+  whole.count = a.count * static_cast<std::uint64_t>(c.size());
+  co_await broadcast_step(*g.local, whole, a.out, 0, segment);
+  if (!c.error().ok()) co_return;
   if (a.area) a.area->release();
 }
 

@@ -26,7 +26,7 @@ std::vector<Algo> algorithms_of(Collective c) {
       return {Algo::Ring, Algo::RecursiveDoubling, Algo::Shm, Algo::Hierarchical};
     case Collective::Reduce:
     case Collective::Broadcast: return {Algo::Binomial, Algo::Chain, Algo::Shm, Algo::Hierarchical};
-    case Collective::AllGather: return {Algo::Ring, Algo::Bruck, Algo::Shm};
+    case Collective::AllGather: return {Algo::Ring, Algo::Bruck, Algo::Shm, Algo::Hierarchical};
     case Collective::ReduceScatter: return {Algo::Ring, Algo::Shm};
     case Collective::AllToAll: return {Algo::Pairwise};
     case Collective::Gather:
@@ -144,7 +144,12 @@ Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ran
             bool nested) {
   if (auto forced = choice.forced[static_cast<std::size_t>(c)]) return *forced;
   if (shared && shm_pays(c, bytes, ranks)) return Algo::Shm;
-  if (nested && has_hierarchical(c) && c != Collective::Barrier && bytes >= kHierarchicalMin) {
+  if (nested && c == Collective::AllGather) {
+    if (bytes >= kHierarchicalGatherMin && bytes <= kHierarchicalGatherMax) {
+      return Algo::Hierarchical;
+    }
+  } else if (nested && has_hierarchical(c) && c != Collective::Barrier &&
+             bytes >= kHierarchicalMin) {
     return Algo::Hierarchical;
   }
   switch (c) {

@@ -65,6 +65,11 @@ bool shm_pays(Collective c, std::uint64_t bytes, int ranks);
 // spans hosts with several ranks on some (measured with claimed hosts on one VM: below it the
 // extra steps cost more than the fewer messages across hosts save; docs/performance.md).
 inline constexpr std::uint64_t kHierarchicalMin = 1 << 20;
+// all_gather's window (its result's bytes): hierarchical from 512 B up to 4 MiB, where it ran
+// 1.2-2.4x faster than the flat rule's algorithm; at 16 MiB the padded leaders' exchange and the
+// host's broadcast of the whole result cost more (0.91-0.93x; docs/performance.md).
+inline constexpr std::uint64_t kHierarchicalGatherMin = 512;
+inline constexpr std::uint64_t kHierarchicalGatherMax = 4 << 20;
 
 // `shared`: the communicator has a shared segment and the collective's buffers may use it.
 // `nested`: the communicator spans hosts and some host has several ranks (Hosts::nested), and

@@ -138,9 +138,10 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
                                          : &coll::binomial_broadcast;
       break;
     case Collective::AllGather:
-      run = algo == Algo::Shm     ? &coll::shm_all_gather
-            : algo == Algo::Bruck ? &coll::bruck_all_gather
-                                  : &coll::ring_all_gather;
+      run = algo == Algo::Shm            ? &coll::shm_all_gather
+            : algo == Algo::Hierarchical ? &coll::hierarchical_all_gather
+            : algo == Algo::Bruck        ? &coll::bruck_all_gather
+                                         : &coll::ring_all_gather;
       break;
     case Collective::ReduceScatter:
       run = algo == Algo::Shm ? &coll::shm_reduce_scatter : &coll::ring_reduce_scatter;

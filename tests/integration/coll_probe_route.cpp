@@ -89,10 +89,11 @@ void scenario_route(Context& c) {
               static_cast<unsigned long long>(moved));
 }
 
-// The route of the hierarchical collectives on COLL_PROBE_HOSTS=k hosts (rank r on host r % k,
-// so ranks 0..k-1 lead their hosts): a rank that leads no host moves its bytes through its
-// host's segment only (its engine sends next to nothing), a leader sends its host's share to
-// the other leaders. all_reduce, reduce and broadcast to and from a rank that leads no host.
+// The route of the hierarchical collectives (all_reduce, reduce, broadcast, all_gather, barrier) on
+// COLL_PROBE_HOSTS=k hosts (rank r on host r % k, so ranks 0..k-1 lead their hosts): a rank that
+// leads no host moves its bytes through its host's segment only (its engine sends next to nothing),
+// a leader sends its host's share to the other leaders. all_reduce, reduce and broadcast to and
+// from a rank that leads no host.
 void scenario_hierarchical_route(Context& c) {
   Communicator& comm = c.comm;
   const int n = c.size;
@@ -127,6 +128,16 @@ void scenario_hierarchical_route(Context& c) {
   std::vector<std::int32_t> block(kCount, c.rank == root ? 4242 : c.rank);
   run(comm.broadcast(block.data(), out.data(), kCount, DataType::Int32, root), "broadcast");
   check(out[0] == 4242 && out[kCount - 1] == 4242, "broadcast from rank " + std::to_string(root));
+  // all_gather of 1 MiB in all (the rule's window for it): every block at its rank.
+  const std::uint64_t per = kCount / static_cast<std::uint64_t>(n);
+  std::vector<std::int32_t> mine(per, c.rank + 100);
+  std::fill(out.begin(), out.end(), -1);
+  run(comm.all_gather(mine.data(), out.data(), per, DataType::Int32), "all_gather");
+  for (int r = 0; r < n; ++r) {
+    const std::uint64_t at = static_cast<std::uint64_t>(r) * per;
+    check(out[at] == r + 100 && out[at + per - 1] == r + 100,
+          "all_gather: the block of rank " + std::to_string(r));
+  }
   run(comm.barrier(), "barrier");
   const std::uint64_t moved = bytes_sent_on_every_transport(comm) - before;
   if (leader) {

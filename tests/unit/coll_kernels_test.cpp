@@ -245,18 +245,28 @@ TEST(AlgorithmRule, SmallAllReduceDoublesLargeRingsAndOverridesWin) {
   }
   EXPECT_EQ(choose(Collective::AllReduce, none, 8, 4, false, true), Algo::RecursiveDoubling);
   EXPECT_EQ(choose(Collective::Barrier, none, 0, 4, false, true), Algo::Dissemination);
-  EXPECT_EQ(choose(Collective::AllGather, none, 1024, 4, false, true), Algo::Bruck);
+  // all_gather: hierarchical inside its window only.
+  EXPECT_EQ(choose(Collective::AllGather, none, kHierarchicalGatherMin - 1, 4, false, true),
+            Algo::Bruck);
+  EXPECT_EQ(choose(Collective::AllGather, none, kHierarchicalGatherMin, 4, false, true),
+            Algo::Hierarchical);
+  EXPECT_EQ(choose(Collective::AllGather, none, kHierarchicalGatherMax, 4, false, true),
+            Algo::Hierarchical);
+  EXPECT_EQ(choose(Collective::AllGather, none, kHierarchicalGatherMax + 1, 4, false, true),
+            Algo::Ring);
+  EXPECT_EQ(choose(Collective::AllGather, none, 1024, 4, false, false), Algo::Bruck);
   EXPECT_EQ(choose(Collective::ReduceScatter, none, 1024, 4, false, true), Algo::Ring);
   auto hier = parse_algo("hierarchical");
   ASSERT_TRUE(hier.ok());
   EXPECT_EQ(choose(Collective::AllReduce, *hier, 8, 4, false), Algo::Hierarchical);
-  EXPECT_EQ(choose(Collective::AllGather, *hier, 1024, 4, false), Algo::Bruck);
+  EXPECT_EQ(choose(Collective::AllGather, *hier, 1024, 4, false), Algo::Hierarchical);
+  EXPECT_EQ(choose(Collective::ReduceScatter, *hier, 1024, 4, false), Algo::Ring);
   auto ring_only = parse_algo("all_reduce=ring");
   ASSERT_TRUE(ring_only.ok());
   EXPECT_EQ(choose(Collective::AllReduce, *ring_only, 8, 4, false, true), Algo::Ring);
-  auto no_hier = parse_algo("all_gather=hierarchical");
+  auto no_hier = parse_algo("reduce_scatter=hierarchical");
   ASSERT_FALSE(no_hier.ok());
-  EXPECT_NE(no_hier.status().message().find("all_gather has no algorithm 'hierarchical'"),
+  EXPECT_NE(no_hier.status().message().find("reduce_scatter has no algorithm 'hierarchical'"),
             std::string::npos)
       << no_hier.status().message();
   auto shm = parse_algo("shm");
