@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A hierarchical collective (all_reduce, broadcast, reduce or all_gather) against the flat algorithms, with one machine standing in for
+# A hierarchical collective (all_reduce, broadcast, reduce, all_gather or reduce_scatter) against the flat algorithms, with one machine standing in for
 # several hosts: rank r claims host r % HOSTS (ORBITE_HOSTID), so the ranks of a "host" share a
 # segment and talk to the other "hosts" over tcp. Open MPI over tcp only (--mca btl self,tcp:
 # every rank as if on its own host) runs in the same rounds as a reference.
@@ -8,7 +8,8 @@
 #
 # Prints, per size, the medians over the rounds (us per collective, out of place and in place)
 # of: hierarchical (forced), the two flat algorithms forced (all_reduce: recursive doubling and
-# ring; broadcast and reduce: binomial and chain; all_gather: bruck and ring), Open MPI; and the ratios flat-rule /
+# ring; broadcast and reduce: binomial and chain; all_gather: bruck and ring; reduce_scatter: ring
+# alone, shown twice), Open MPI; and the ratios flat-rule /
 # hierarchical (the flat rule: the first flat algorithm up to 64 KiB, the second above) and
 # MPI / hierarchical (> 1: hierarchical is faster).
 set -euo pipefail
@@ -33,7 +34,9 @@ case "$coll" in
   all_reduce) flat=(recursive_doubling ring) ;;
   broadcast | reduce) flat=(binomial chain) ;;
   all_gather) flat=(bruck ring) ;;
-  *) echo "compare-hosts: --coll is all_reduce, broadcast, reduce or all_gather" >&2; exit 2 ;;
+  reduce_scatter) flat=(ring) ;;
+  *) echo "compare-hosts: --coll is all_reduce, broadcast, reduce, all_gather or reduce_scatter" >&2
+     exit 2 ;;
 esac
 build=${ORBITE_BUILD_DIR:-build}
 ninja -C "$build" orbite-run "${coll}_perf" "mpi_${coll}_perf" > /dev/null
@@ -55,7 +58,7 @@ for round in $(seq "$rounds"); do
   done
   echo "compare-hosts: round $round done" >&2
 done
-python3 - "$out" "$ranks" "$hosts" "$coll" "${flat[@]}" <<'EOF'
+python3 - "$out" "$ranks" "$hosts" "$coll" "${flat[0]}" "${flat[-1]}" <<'EOF'
 import statistics, sys
 path, ranks, hosts, coll, small, large = sys.argv[1:7]
 data, cur = {}, None

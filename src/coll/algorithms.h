@@ -108,6 +108,7 @@ Task hierarchical_all_reduce(Ctx& c, Args a);
 Task hierarchical_reduce(Ctx& c, Args a);
 Task hierarchical_broadcast(Ctx& c, Args a);
 Task hierarchical_all_gather(Ctx& c, Args a);
+Task hierarchical_reduce_scatter(Ctx& c, Args a);
 Task hierarchical_barrier(Ctx& c, Args a);
 
 // Element offset of part k of `count` split into n balanced parts.

@@ -1,5 +1,5 @@
 // Hierarchical collectives for communicators spanning hosts (all_reduce, reduce, broadcast,
-// all_gather, barrier): a step among the ranks of each
+// all_gather, reduce_scatter, barrier): a step among the ranks of each
 // host (through the host's shared segment, or over messages where the host has none), a step
 // among one leader per host over messages (the algorithm the rule picks for that many ranks),
 // and a step inside each host again. Inside a host the data moves through memory; only the
@@ -248,6 +248,61 @@ Task hierarchical_all_gather(Ctx& c, Args a) {
   whole.count = a.count * static_cast<std::uint64_t>(c.size());
   co_await broadcast_step(*g.local, whole, a.out, 0, segment);
   if (!c.error().ok()) co_return;
+  if (a.area) a.area->release();
+}
+
+// The host's inputs reduced at its leader (all n blocks), the leaders' reduce_scatter of whole
+// hosts (each host's blocks, in its members' order, padded with zeros to the largest host's
+// count), then each host's result broadcast inside it and every rank keeping its own block.
+// The input is read in full before the output is written (in place, it lies inside the input).
+Task hierarchical_reduce_scatter(Ctx& c, Args a) {
+  if (a.area) co_await shm_turn(c, *a.area);
+  const ReduceOp op = a.op;
+  a.op = step_op(op);
+  const Hosts& hosts = *a.hosts;
+  const std::uint64_t block = a.count * size_of(a.type);
+  const auto n = static_cast<std::uint64_t>(c.size());
+  const bool segment = a.area != nullptr;
+  Groups g = groups_of(c, hosts);
+  std::size_t widest = 0;
+  for (const auto& m : hosts.members) widest = std::max(widest, m.size());
+  const auto width = static_cast<std::uint64_t>(widest);
+  // The host's sums of every block (on its leader), then this host's blocks of the result.
+  std::byte* sums = g.leaders ? c.scratch(std::max<std::uint64_t>(n * block, 1)) : nullptr;
+  std::byte* mine = c.scratch(std::max<std::uint64_t>(width * block, 1));
+  Args whole = a;
+  whole.count = a.count * n;
+  co_await reduce_step(*g.local, whole, a.in, sums, 0, segment);
+  if (!c.error().ok()) co_return;
+  if (g.leaders) {
+    const auto host_count = static_cast<std::uint64_t>(hosts.members.size());
+    std::byte* by_host = c.scratch(std::max<std::uint64_t>(host_count * width * block, 1));
+    std::fill_n(by_host, host_count * width * block, std::byte{0});
+    for (std::size_t h = 0; h < hosts.members.size(); ++h) {
+      const auto& members = hosts.members[h];
+      for (std::size_t j = 0; j < members.size(); ++j) {
+        copy_bytes(by_host + (static_cast<std::uint64_t>(h) * width + j) * block,
+                   sums + static_cast<std::uint64_t>(members[j]) * block, block);
+      }
+    }
+    if (g.leaders->size() == 1) {
+      copy_bytes(mine, by_host, width * block);
+    } else {
+      Args across = a;
+      across.in = by_host;
+      across.out = mine;
+      across.count = width * a.count;
+      co_await ring_reduce_scatter(*g.leaders, across);
+      if (!c.error().ok()) co_return;
+    }
+  }
+  Args host_part = a;
+  host_part.count = width * a.count;
+  co_await broadcast_step(*g.local, host_part, mine, 0, segment);
+  if (!c.error().ok()) co_return;
+  const auto local = static_cast<std::uint64_t>(g.local->rank());
+  copy_bytes(a.out, mine + local * block, block);
+  if (op == ReduceOp::Avg) divide(a.type, a.out, a.count, c.size());
   if (a.area) a.area->release();
 }
 

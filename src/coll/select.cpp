@@ -27,7 +27,7 @@ std::vector<Algo> algorithms_of(Collective c) {
     case Collective::Reduce:
     case Collective::Broadcast: return {Algo::Binomial, Algo::Chain, Algo::Shm, Algo::Hierarchical};
     case Collective::AllGather: return {Algo::Ring, Algo::Bruck, Algo::Shm, Algo::Hierarchical};
-    case Collective::ReduceScatter: return {Algo::Ring, Algo::Shm};
+    case Collective::ReduceScatter: return {Algo::Ring, Algo::Shm, Algo::Hierarchical};
     case Collective::AllToAll: return {Algo::Pairwise};
     case Collective::Gather:
     case Collective::Scatter: return {Algo::Linear};
@@ -144,8 +144,8 @@ Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ran
             bool nested) {
   if (auto forced = choice.forced[static_cast<std::size_t>(c)]) return *forced;
   if (shared && shm_pays(c, bytes, ranks)) return Algo::Shm;
-  if (nested && c == Collective::AllGather) {
-    if (bytes >= kHierarchicalGatherMin && bytes <= kHierarchicalGatherMax) {
+  if (nested && (c == Collective::AllGather || c == Collective::ReduceScatter)) {
+    if (bytes >= kHierarchicalBlocksMin && bytes <= kHierarchicalBlocksMax) {
       return Algo::Hierarchical;
     }
   } else if (nested && has_hierarchical(c) && c != Collective::Barrier &&

@@ -65,11 +65,12 @@ bool shm_pays(Collective c, std::uint64_t bytes, int ranks);
 // spans hosts with several ranks on some (measured with claimed hosts on one VM: below it the
 // extra steps cost more than the fewer messages across hosts save; docs/performance.md).
 inline constexpr std::uint64_t kHierarchicalMin = 1 << 20;
-// all_gather's window (its result's bytes): hierarchical from 512 B up to 4 MiB, where it ran
-// 1.2-2.4x faster than the flat rule's algorithm; at 16 MiB the padded leaders' exchange and the
-// host's broadcast of the whole result cost more (0.91-0.93x; docs/performance.md).
-inline constexpr std::uint64_t kHierarchicalGatherMin = 512;
-inline constexpr std::uint64_t kHierarchicalGatherMax = 4 << 20;
+// all_gather's and reduce_scatter's window (the result's or the input's bytes, the larger
+// buffer): hierarchical from 512 B up to 4 MiB, where it ran 1.2-2.4x (all_gather) and 1.8-3.0x
+// (reduce_scatter) faster than the flat rule's algorithm; at 16 MiB the padded leaders' exchange
+// and the whole vectors moved inside the host cost more (0.91-0.93x, 0.68x; docs/performance.md).
+inline constexpr std::uint64_t kHierarchicalBlocksMin = 512;
+inline constexpr std::uint64_t kHierarchicalBlocksMax = 4 << 20;
 
 // `shared`: the communicator has a shared segment and the collective's buffers may use it.
 // `nested`: the communicator spans hosts and some host has several ranks (Hosts::nested), and

@@ -144,7 +144,9 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
                                          : &coll::ring_all_gather;
       break;
     case Collective::ReduceScatter:
-      run = algo == Algo::Shm ? &coll::shm_reduce_scatter : &coll::ring_reduce_scatter;
+      run = algo == Algo::Shm            ? &coll::shm_reduce_scatter
+            : algo == Algo::Hierarchical ? &coll::hierarchical_reduce_scatter
+                                         : &coll::ring_reduce_scatter;
       break;
     case Collective::AllToAll: run = &coll::pairwise_all_to_all; break;
     case Collective::Gather: run = &coll::linear_gather; break;

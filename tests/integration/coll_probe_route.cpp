@@ -138,6 +138,16 @@ void scenario_hierarchical_route(Context& c) {
     check(out[at] == r + 100 && out[at + per - 1] == r + 100,
           "all_gather: the block of rank " + std::to_string(r));
   }
+  // reduce_scatter of 1 MiB of input: rank r keeps the sum of everyone's block r.
+  std::vector<std::int32_t> result(per, -1);
+  run(comm.reduce_scatter(in.data(), result.data(), per, DataType::Int32, ReduceOp::Sum),
+      "reduce_scatter");
+  for (const std::uint64_t i : {std::uint64_t{0}, per - 1}) {
+    const std::uint64_t at = static_cast<std::uint64_t>(c.rank) * per + i;
+    const std::int64_t want = static_cast<std::int64_t>(at % 1000) * n + rank_sum;
+    check(result[i] == want, "reduce_scatter: element " + std::to_string(i) + " is " +
+                                 std::to_string(result[i]) + ", expected " + std::to_string(want));
+  }
   run(comm.barrier(), "barrier");
   const std::uint64_t moved = bytes_sent_on_every_transport(comm) - before;
   if (leader) {

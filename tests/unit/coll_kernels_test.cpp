@@ -245,28 +245,31 @@ TEST(AlgorithmRule, SmallAllReduceDoublesLargeRingsAndOverridesWin) {
   }
   EXPECT_EQ(choose(Collective::AllReduce, none, 8, 4, false, true), Algo::RecursiveDoubling);
   EXPECT_EQ(choose(Collective::Barrier, none, 0, 4, false, true), Algo::Dissemination);
-  // all_gather: hierarchical inside its window only.
-  EXPECT_EQ(choose(Collective::AllGather, none, kHierarchicalGatherMin - 1, 4, false, true),
-            Algo::Bruck);
-  EXPECT_EQ(choose(Collective::AllGather, none, kHierarchicalGatherMin, 4, false, true),
-            Algo::Hierarchical);
-  EXPECT_EQ(choose(Collective::AllGather, none, kHierarchicalGatherMax, 4, false, true),
-            Algo::Hierarchical);
-  EXPECT_EQ(choose(Collective::AllGather, none, kHierarchicalGatherMax + 1, 4, false, true),
-            Algo::Ring);
+  // all_gather and reduce_scatter: hierarchical inside their window only.
+  for (Collective c : {Collective::AllGather, Collective::ReduceScatter}) {
+    EXPECT_NE(choose(c, none, kHierarchicalBlocksMin - 1, 4, false, true), Algo::Hierarchical)
+        << to_string(c);
+    EXPECT_EQ(choose(c, none, kHierarchicalBlocksMin, 4, false, true), Algo::Hierarchical)
+        << to_string(c);
+    EXPECT_EQ(choose(c, none, kHierarchicalBlocksMax, 4, false, true), Algo::Hierarchical)
+        << to_string(c);
+    EXPECT_EQ(choose(c, none, kHierarchicalBlocksMax + 1, 4, false, true), Algo::Ring)
+        << to_string(c);
+  }
   EXPECT_EQ(choose(Collective::AllGather, none, 1024, 4, false, false), Algo::Bruck);
-  EXPECT_EQ(choose(Collective::ReduceScatter, none, 1024, 4, false, true), Algo::Ring);
+  EXPECT_EQ(choose(Collective::ReduceScatter, none, 1024, 4, false, false), Algo::Ring);
   auto hier = parse_algo("hierarchical");
   ASSERT_TRUE(hier.ok());
   EXPECT_EQ(choose(Collective::AllReduce, *hier, 8, 4, false), Algo::Hierarchical);
   EXPECT_EQ(choose(Collective::AllGather, *hier, 1024, 4, false), Algo::Hierarchical);
-  EXPECT_EQ(choose(Collective::ReduceScatter, *hier, 1024, 4, false), Algo::Ring);
+  EXPECT_EQ(choose(Collective::ReduceScatter, *hier, 1024, 4, false), Algo::Hierarchical);
+  EXPECT_EQ(choose(Collective::AllToAll, *hier, 1024, 4, false), Algo::Pairwise);
   auto ring_only = parse_algo("all_reduce=ring");
   ASSERT_TRUE(ring_only.ok());
   EXPECT_EQ(choose(Collective::AllReduce, *ring_only, 8, 4, false, true), Algo::Ring);
-  auto no_hier = parse_algo("reduce_scatter=hierarchical");
+  auto no_hier = parse_algo("all_to_all=hierarchical");
   ASSERT_FALSE(no_hier.ok());
-  EXPECT_NE(no_hier.status().message().find("reduce_scatter has no algorithm 'hierarchical'"),
+  EXPECT_NE(no_hier.status().message().find("all_to_all has no algorithm 'hierarchical'"),
             std::string::npos)
       << no_hier.status().message();
   auto shm = parse_algo("shm");
