@@ -106,6 +106,18 @@ Task local_barrier(Ctx& local, const Args& a) {
   }
 }
 
+// The leaders' host-major layout of per-rank blocks: host h's member j at index h * width + j
+// (width: the largest host's rank count). Calls f(rank, index) for every rank.
+template <class F>
+void for_each_host_block(const Hosts& hosts, std::uint64_t width, F f) {
+  for (std::size_t h = 0; h < hosts.members.size(); ++h) {
+    const auto& members = hosts.members[h];
+    for (std::size_t j = 0; j < members.size(); ++j) {
+      f(static_cast<std::uint64_t>(members[j]), static_cast<std::uint64_t>(h) * width + j);
+    }
+  }
+}
+
 // Avg combines sums in every step and divides once at the end, by the communicator's size (each
 // step dividing by its own group's size would weigh hosts unequally).
 ReduceOp step_op(ReduceOp op) {
@@ -236,13 +248,9 @@ Task hierarchical_all_gather(Ctx& c, Args a) {
       co_await ring_all_gather(*g.leaders, across);
     }
     if (!c.error().ok()) co_return;
-    for (std::size_t h = 0; h < hosts.members.size(); ++h) {
-      const auto& members = hosts.members[h];
-      for (std::size_t j = 0; j < members.size(); ++j) {
-        copy_bytes(a.out + static_cast<std::uint64_t>(members[j]) * block,
-                   all_hosts + (static_cast<std::uint64_t>(h) * width + j) * block, block);
-      }
-    }
+    for_each_host_block(hosts, width, [&](std::uint64_t rank, std::uint64_t at) {
+      copy_bytes(a.out + rank * block, all_hosts + at * block, block);
+    });
   }
   Args whole = a;
   whole.count = a.count * static_cast<std::uint64_t>(c.size());
@@ -278,13 +286,9 @@ Task hierarchical_reduce_scatter(Ctx& c, Args a) {
     const auto host_count = static_cast<std::uint64_t>(hosts.members.size());
     std::byte* by_host = c.scratch(std::max<std::uint64_t>(host_count * width * block, 1));
     std::fill_n(by_host, host_count * width * block, std::byte{0});
-    for (std::size_t h = 0; h < hosts.members.size(); ++h) {
-      const auto& members = hosts.members[h];
-      for (std::size_t j = 0; j < members.size(); ++j) {
-        copy_bytes(by_host + (static_cast<std::uint64_t>(h) * width + j) * block,
-                   sums + static_cast<std::uint64_t>(members[j]) * block, block);
-      }
-    }
+    for_each_host_block(hosts, width, [&](std::uint64_t rank, std::uint64_t at) {
+      copy_bytes(by_host + at * block, sums + rank * block, block);
+    });
     if (g.leaders->size() == 1) {
       copy_bytes(mine, by_host, width * block);
     } else {
