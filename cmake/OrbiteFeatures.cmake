@@ -41,7 +41,10 @@ endif()
 set(ORBITE_SANITIZE "" CACHE STRING "Sanitizers to build with (address;undefined or thread)")
 if(ORBITE_SANITIZE)
   list(JOIN ORBITE_SANITIZE "," _orbite_san)
-  add_compile_options(-fsanitize=${_orbite_san} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  # -O1 as the sanitizers' own documentation advises: a Debug build's -O0 made TSan's and ASan's
+  # multi-process tests two to three times slower (CI time), and -O1 keeps the stacks readable.
+  add_compile_options(-O1 -fsanitize=${_orbite_san} -fno-omit-frame-pointer
+    -fno-sanitize-recover=all)
   add_link_options(-fsanitize=${_orbite_san})
 endif()
 

@@ -25,20 +25,23 @@ set_target_properties(orbite_stub_ibverbs PROPERTIES
   OUTPUT_NAME ibverbs SOVERSION 1 VERSION 1
   LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests/stub-ibverbs)
 
-orbite_add_gtest(rdma_test
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/rdma_test.cpp
-  LABELS "integration;rdma"
-  TIMEOUT 900)
-target_compile_definitions(rdma_test PRIVATE
-  ORBITE_RDMA_PROBE="$<TARGET_FILE:orbite-rdma-probe>"
-  ORBITE_RDMA_LOADER_PROBE="$<TARGET_FILE:orbite-rdma-loader-probe>"
-  ORBITE_RUN_BIN="$<TARGET_FILE:orbite-run>"
-  ORBITE_SOFTVERBS_DIR="$<TARGET_FILE_DIR:softverbs>"
-  ORBITE_SOFTVERBS_CONFIGS="${PROJECT_SOURCE_DIR}/softverbs/configs"
-  ORBITE_STUB_IBVERBS="$<TARGET_FILE:orbite_stub_ibverbs>"
-  ORBITE_SANITIZED=$<BOOL:${ORBITE_SANITIZE}>)
-add_dependencies(rdma_test orbite-rdma-probe orbite-rdma-loader-probe orbite-run softverbs
-  orbite_stub_ibverbs)
-# Each case runs two or three processes with a lane, a monitor and a softverbs NIC thread each:
-# on a 2-core machine they run alone.
+# rdma_test: the data path; rdma_setup_test: the loader, the capability checks and the MR cache.
+foreach(_rdma_gtest rdma_test rdma_setup_test)
+  orbite_add_gtest(${_rdma_gtest}
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/${_rdma_gtest}.cpp
+    LABELS "integration;rdma"
+    TIMEOUT 900)
+  target_compile_definitions(${_rdma_gtest} PRIVATE
+    ORBITE_RDMA_PROBE="$<TARGET_FILE:orbite-rdma-probe>"
+    ORBITE_RDMA_LOADER_PROBE="$<TARGET_FILE:orbite-rdma-loader-probe>"
+    ORBITE_RUN_BIN="$<TARGET_FILE:orbite-run>"
+    ORBITE_SOFTVERBS_DIR="$<TARGET_FILE_DIR:softverbs>"
+    ORBITE_SOFTVERBS_CONFIGS="${PROJECT_SOURCE_DIR}/softverbs/configs"
+    ORBITE_STUB_IBVERBS="$<TARGET_FILE:orbite_stub_ibverbs>"
+    ORBITE_SANITIZED=$<BOOL:${ORBITE_SANITIZE}>)
+  add_dependencies(${_rdma_gtest} orbite-rdma-probe orbite-rdma-loader-probe orbite-run softverbs
+    orbite_stub_ibverbs)
+endforeach()
+# Each data-path case runs two or three processes with a lane, a monitor and a softverbs NIC
+# thread each: on a 2-core machine they run alone.
 set_tests_properties(rdma_test PROPERTIES RUN_SERIAL TRUE)

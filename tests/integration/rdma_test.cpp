@@ -1,8 +1,8 @@
 // The RDMA transport between real processes on softverbs (design test plan, docs/rdma.md): each
 // case runs orbite-rdma-probe under orbite-run (or its ranks directly, when one is killed) with
 // LD_LIBRARY_PATH at softverbs. The probe checks bytes, guards, errors and the route itself;
-// this test requires every rank's PASS and no FAIL. The loader and capability cases run
-// orbite-rdma-loader-probe, one process each (the first load of the verbs library wins).
+// this test requires every rank's PASS and no FAIL. The loader, the capability checks and the MR
+// cache are in rdma_setup_test.cpp.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -17,64 +17,12 @@
 
 #include "../support/direct_ranks.h"
 #include "../support/subprocess.h"
+#include "rdma_test_support.h"
 
 namespace orbite {
 namespace {
 
-using namespace std::chrono_literals;
-using testing::count_of;
-using testing::Outcome;
-
-std::map<std::string, std::string> softverbs_env(std::map<std::string, std::string> extra = {}) {
-  extra.insert({"LD_LIBRARY_PATH", ORBITE_SOFTVERBS_DIR});
-  // A default config: one soft_0 on 127.0.0.1 (unless a case names a file).
-  extra.insert({"SOFTVERBS_CONFIG", ""});
-  extra.insert({"ORBITE_RDMA_ENABLE", "on"});
-  return extra;
-}
-
-std::string pass_line(int rank, const std::string& scenario) {
-  return "rank " + std::to_string(rank) + ": PASS " + scenario + "\n";
-}
-
-Outcome run_ranks(const std::string& scenario, const std::map<std::string, std::string>& env,
-                  int ranks = 2, std::chrono::seconds bound = 180s) {
-  const std::vector<std::string> args = {
-      ORBITE_RUN_BIN,    "-n",        std::to_string(ranks),
-      "--tag-output",    "--timeout", std::to_string((bound - 15s).count()),
-      "--kill-grace",    "3",         "--",
-      ORBITE_RDMA_PROBE, scenario};
-  return testing::run_program(args, bound, softverbs_env(env));
-}
-
-// Two ranks of the probe, each reading its own softverbs config, DIR/rank<N>.json (ORBITE_RANK
-// picks it), so that the two ends of a rail can differ.
-Outcome run_per_rank_configs(const std::string& dir, const std::string& scenario,
-                             const std::map<std::string, std::string>& env) {
-  const std::vector<std::string> args = {
-      ORBITE_RUN_BIN,
-      "-n",
-      "2",
-      "--tag-output",
-      "--timeout",
-      "165",
-      "--kill-grace",
-      "3",
-      "--",
-      "/bin/sh",
-      "-c",
-      "SOFTVERBS_CONFIG=" + dir + "/rank$ORBITE_RANK.json exec " ORBITE_RDMA_PROBE " " + scenario};
-  return testing::run_program(args, 180s, softverbs_env(env));
-}
-
-void expect_pass(const Outcome& o, const std::string& scenario, int ranks = 2) {
-  const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
-  EXPECT_EQ(o.status, 0) << scenario << shown;
-  EXPECT_EQ(count_of(o.out, ": FAIL "), 0U) << shown;
-  for (int r = 0; r < ranks; ++r) {
-    EXPECT_EQ(count_of(o.out, pass_line(r, scenario)), 1U) << "rank " << r << shown;
-  }
-}
+using namespace rdma_test;
 
 // ---- put/get bytes, signal interval, event-driven progress, READ depths --------------------
 // The full sweep runs once; the variants run the probe's short one (RDMA_TEST_BYTES_SHORT).
@@ -324,63 +272,6 @@ INSTANTIATE_TEST_SUITE_P(Phases, RdmaKilled,
                                            "kill_source_mid_payload", "kill_requester_mid_payload",
                                            "kill_requester_before_receipt"));
 
-// ---- the loader and the capability checks ------------------------------------------------------
-
-Outcome loader(const std::map<std::string, std::string>& env, std::vector<std::string> args = {}) {
-  std::vector<std::string> argv = {ORBITE_RDMA_LOADER_PROBE};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return testing::run_program(argv, 60s, env);
-}
-
-TEST(RdmaLoader, AMissingLibraryIsUnavailableNamingIt) {
-  Outcome o = loader(
-      {{"ORBITE_IBVERBS_LIBRARY", "/nonexistent/libibverbs.so.1"}, {"ORBITE_RDMA_ENABLE", "on"}});
-  EXPECT_NE(o.out.find("create: Unavailable"), std::string::npos) << o.out << o.err;
-  EXPECT_NE(o.out.find("libibverbs.so.1 could not be loaded from '/nonexistent/libibverbs.so.1'"),
-            std::string::npos)
-      << o.out;
-  // With auto the engine is created without RDMA, saying why.
-  o = loader({{"ORBITE_IBVERBS_LIBRARY", "/nonexistent/libibverbs.so.1"}});
-  EXPECT_NE(o.out.find("create: ok\nrdma: not installed: libibverbs.so.1 could not be loaded"),
-            std::string::npos)
-      << o.out;
-}
-
-TEST(RdmaLoader, ALibraryWithoutARequiredExportNamesIt) {
-  Outcome o =
-      loader({{"ORBITE_IBVERBS_LIBRARY", ORBITE_STUB_IBVERBS}, {"ORBITE_RDMA_ENABLE", "on"}});
-  EXPECT_NE(o.out.find("create: Unavailable"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("lacks the required export ibv_create_qp"), std::string::npos) << o.out;
-}
-
-TEST(RdmaLoader, DebiansLibraryWithoutADeviceSaysSo) {
-  // No LD_LIBRARY_PATH: rdma-core's own library, and this machine has no RDMA device.
-  Outcome o = loader({{"LD_LIBRARY_PATH", ""}, {"ORBITE_RDMA_ENABLE", "on"}});
-  EXPECT_NE(o.out.find("create: Unavailable"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("no RDMA devices"), std::string::npos) << o.out;
-  o = loader({{"LD_LIBRARY_PATH", ""}});
-  EXPECT_NE(o.out.find("create: ok\nrdma: not installed"), std::string::npos) << o.out;
-}
-
-TEST(RdmaLoader, OffNeverLoadsTheLibrary) {
-  Outcome o = loader({{"LD_LIBRARY_PATH", ORBITE_SOFTVERBS_DIR}, {"ORBITE_RDMA_ENABLE", "off"}});
-  EXPECT_NE(o.out.find("create: ok\nrdma: not installed: rdma.enable is off"), std::string::npos)
-      << o.out;
-  EXPECT_NE(o.out.find("mapped: no"), std::string::npos) << o.out;
-  // And auto on softverbs does load it (so the check above can fail).
-  o = loader({{"LD_LIBRARY_PATH", ORBITE_SOFTVERBS_DIR}, {"SOFTVERBS_CONFIG", ""}});
-  EXPECT_NE(o.out.find("rdma: installed"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("mapped: yes"), std::string::npos) << o.out;
-}
-
-TEST(RdmaLoader, TheFirstLoadInAProcessWins) {
-  // A second engine naming another library fails even with rdma.enable = auto.
-  Outcome o = loader({{"LD_LIBRARY_PATH", ORBITE_SOFTVERBS_DIR}, {"SOFTVERBS_CONFIG", ""}},
-                     {"second", "/elsewhere/libibverbs.so.1"});
-  EXPECT_NE(o.out.find("second: Configuration"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("the first load in a process wins"), std::string::npos) << o.out;
-}
-
 // ---- two rails: the DeviceSelector in the data path ---------------------------------------
 
 class RdmaRails : public ::testing::Test {
@@ -605,101 +496,6 @@ TEST_F(RdmaDirectPeer, APausedDirectPeerLeavesTheSpreadToTheActiveOnes) {
   expect_pass(o, "rails");
   EXPECT_EQ(count_of(o.err, ": soft_1 -> soft_1, "), 0U) << o.err.substr(0, 4000);
   EXPECT_GT(count_of(o.err, ": soft_1 -> soft_2, "), 0U) << o.err.substr(0, 4000);
-}
-
-// ---- the MR cache of engine-owned memory (the collectives' scratch) ----------------------
-
-std::map<std::string, std::string> mr_cache_env(const std::string& expect,
-                                                const std::string& budget_bytes = "") {
-  // 4 KiB frames keep the slabs' sizes below (rdma.eager_limit sizes the frame slots).
-  std::map<std::string, std::string> env = {{"ORBITE_COLL_TRANSPORT", "rdma"},
-                                            {"ORBITE_RDMA_EAGER_LIMIT", "4KiB"},
-                                            {"MR_CACHE_EXPECT", expect}};
-  if (!budget_bytes.empty()) env["ORBITE_RDMA_MAX_CACHED_MR_BYTES"] = budget_bytes;
-  return env;
-}
-
-TEST(RdmaMrCache, CollectiveScratchStaysRegisteredAcrossCollectives) {
-  expect_pass(run_ranks("mr_cache", mr_cache_env("kept")), "mr_cache");
-}
-
-TEST(RdmaMrCache, OnTwoRailsOnFourRanksEachRangeHasACopyPerContext) {
-  auto env = mr_cache_env("kept");
-  env["SOFTVERBS_CONFIG"] = ORBITE_SOFTVERBS_CONFIGS "/two-rails.json";
-  expect_pass(run_ranks("mr_cache", env, 4), "mr_cache", 4);
-}
-
-// The lanes' slot slabs (a 64-slot receipt chunk and a 64-slot frame chunk of 4 KiB frames on one
-// context, 16,384 + 265,216 bytes) are charged first; the scratch blocks are 4 MiB and 16 KiB. The
-// budget holds the slabs and the larger block with 8 KiB to spare, so either block evicts the
-// other.
-TEST(RdmaMrCache, ABudgetHoldingOneRangeEvictsTheOtherAtEachSwitch) {
-  constexpr std::uint64_t kBudget = 281600 + 4 * 1024 * 1024 + 8192;
-  expect_pass(run_ranks("mr_cache", mr_cache_env("evict", std::to_string(kBudget))), "mr_cache");
-}
-
-TEST(RdmaMrCache, ARangeOverTheBudgetIsRegisteredPerRequestInstead) {
-  expect_pass(run_ranks("mr_cache", mr_cache_env("refused", "512KiB")), "mr_cache");
-}
-
-TEST(RdmaMrCache, ABudgetWithoutRoomForTheSlotSlabsFailsTheCollectiveNamingIt) {
-  const Outcome o = run_ranks("mr_cache", mr_cache_env("slabs_refused", "4096"));
-  expect_pass(o, "mr_cache");
-  EXPECT_NE(o.out.find("slot slab: a slab of"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("does not fit rdma.max_cached_mr_bytes = 4096"), std::string::npos) << o.out;
-}
-
-class RdmaCapability : public ::testing::Test {
- protected:
-  // soft_0 with `fault`, soft_1 healthy.
-  std::map<std::string, std::string> config(const std::string& fault, bool second) {
-    const std::string path = dir_.path() + "/softverbs.json";
-    std::ofstream f(path);
-    f << R"({"devices": [{"bind": "127.0.0.1", "faults": [")" << fault << R"("]})"
-      << (second ? R"(, {"bind": "127.0.0.2"})" : "") << "]}";
-    return {{"LD_LIBRARY_PATH", ORBITE_SOFTVERBS_DIR}, {"SOFTVERBS_CONFIG", path}};
-  }
-  testing::TempDir dir_;
-};
-
-TEST_F(RdmaCapability, AProviderWithoutType2BWindowsIsRefusedNamingIt) {
-  auto env = config("disable mw", false);
-  env["ORBITE_RDMA_ENABLE"] = "on";
-  Outcome o = loader(env);
-  EXPECT_NE(o.out.find("create: Unavailable"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("Type-2B memory windows"), std::string::npos) << o.out;
-}
-
-TEST_F(RdmaCapability, AProviderWithoutSendWithInvalidateIsRefusedNamingIt) {
-  auto env = config("disable send_inv", false);
-  env["ORBITE_RDMA_ENABLE"] = "on";
-  Outcome o = loader(env);
-  EXPECT_NE(o.out.find("create: Unavailable"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("SEND_WITH_INV"), std::string::npos) << o.out;
-}
-
-TEST_F(RdmaCapability, AHealthyDeviceBesideARefusedOneIsUsedAndNumberingHolds) {
-  Outcome o = loader(config("disable mw", true));
-  EXPECT_NE(o.out.find("rdma: installed"), std::string::npos) << o.out;
-  // The refused device keeps its NIC ID: the healthy one is still NIC 1.
-  EXPECT_NE(o.out.find("context soft_0 (nic 0): inert: the provider lacks Type-2B memory windows"),
-            std::string::npos)
-      << o.out;
-  EXPECT_NE(o.out.find("context soft_1 (nic 1): active"), std::string::npos) << o.out;
-}
-
-TEST_F(RdmaCapability, APinnedDeviceNeverFallsBack) {
-  auto env = config("disable mw", true);
-  env["ORBITE_RDMA_DEVICE"] = "soft_0";
-  env["ORBITE_RDMA_ENABLE"] = "on";
-  Outcome o = loader(env);
-  EXPECT_NE(o.out.find("create: Unavailable"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("soft_0: inert"), std::string::npos) << o.out;
-  env["ORBITE_RDMA_DEVICE"] = "soft_7";
-  o = loader(env);
-  EXPECT_NE(o.out.find("rdma.device 'soft_7' is not among the permitted RDMA devices"),
-            std::string::npos)
-      << o.out;
 }
 
 }  // namespace
