@@ -11,11 +11,15 @@
 namespace {
 
 constexpr const char* kUsage = R"(usage: orbite-store [--listen host:port] [--max-value-bytes N]
+                    [--max-connections N] [--max-table-bytes N]
 
 Runs a bootstrap store server until SIGINT or SIGTERM. Prints the address it listens on.
 
   --listen host:port     where to listen (default 127.0.0.1:29400; port 0 picks a free port)
   --max-value-bytes N    largest value accepted (default 64MiB; suffixes KiB, MiB, GiB)
+  --max-connections N    connections open at once, 1..1048576 (default 4096); raise it, and the
+                         descriptor limit (ulimit -n), for jobs of more ranks
+  --max-table-bytes N    keys and values held at once (default 1GiB, at least 1KiB)
 
 Environment:
   ORBITE_STORE_TOKEN     shared secret every client must present (recommended off loopback)
@@ -48,6 +52,28 @@ int main(int argc, char** argv) {
         return 2;
       }
       options.max_value_bytes = *bytes;
+    } else if (arg == "--max-table-bytes") {
+      const char* v = value();
+      // 0 stands for "not a byte count", which the bound refuses too.
+      const std::uint64_t bytes =
+          (v != nullptr ? orbite::parse_bytes(v) : std::nullopt).value_or(0);
+      if (bytes < 1024) {
+        std::fprintf(stderr, "orbite-store: --max-table-bytes needs at least 1KiB, got '%s'\n",
+                     v != nullptr ? v : "");
+        return 2;
+      }
+      options.max_table_bytes = bytes;
+    } else if (arg == "--max-connections") {
+      const char* v = value();
+      const std::uint64_t count =
+          (v != nullptr ? orbite::parse_uint64(v) : std::nullopt).value_or(0);
+      if (count == 0 || count > (1U << 20)) {
+        std::fprintf(stderr,
+                     "orbite-store: --max-connections needs a count in 1..1048576, got '%s'\n",
+                     v != nullptr ? v : "");
+        return 2;
+      }
+      options.max_connections = static_cast<std::uint32_t>(count);
     } else {
       std::fprintf(stderr, "orbite-store: unknown option '%s' (see --help)\n", arg.c_str());
       return 2;

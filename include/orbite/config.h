@@ -173,6 +173,9 @@ struct TcpConfig {
   bool keepalive = true;
   // Bound for establishing a connection to a peer.
   Duration connect_timeout = std::chrono::seconds(30);
+  // Accepted control connections still to send their Hello, at once; beyond it the listener
+  // rests and new connections wait in the kernel's backlog.
+  std::uint32_t max_pending_handshakes = 1024;
   // Bound for declaring a silent peer dead (ConnectionLost).
   Duration peer_timeout = std::chrono::seconds(10);
   // Socket buffer sizes; 0 keeps the kernel's default (and its autotuning).

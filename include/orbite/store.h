@@ -69,8 +69,15 @@ struct TcpStoreServerOptions {
   std::string token;
   // Largest frame (key + value + header) accepted; larger frames close the connection.
   std::uint64_t max_value_bytes = 64 * kMiB;
-  // A frame that does not complete within this bound closes its connection.
+  // A frame that does not complete within this bound closes its connection, and so does a
+  // connection that has not completed its hello within it of being accepted.
   Duration frame_timeout = std::chrono::seconds(30);
+  // Connections open at once, authenticated or not (1..1048576); one more is accepted and closed
+  // at once, so that it does not wait in the backlog.
+  std::uint32_t max_connections = 4096;
+  // Keys and values held at once (at least 1 KiB); a set, add or compare_set that would pass it
+  // is answered ResourceExhausted and changes nothing.
+  std::uint64_t max_table_bytes = 1 * kGiB;
 };
 
 // The store server: one thread, nonblocking sockets. A malformed, oversized, unauthenticated or
@@ -93,6 +100,9 @@ class ORBITE_API TcpStoreServer {
     std::uint64_t rejected_frames = 0;  // malformed, oversized or stalled
     std::uint64_t refused_auth = 0;
     std::uint64_t requests_served = 0;
+    std::uint64_t refused_connections = 0;  // over max_connections
+    std::uint64_t accept_pauses = 0;        // the listener paused: out of file descriptors
+    std::uint64_t refused_waits = 0;        // over the parked requests allowed per connection
   };
   [[nodiscard]] Stats stats() const;
 

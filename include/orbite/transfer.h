@@ -212,6 +212,9 @@ struct EngineStats {
   std::uint64_t unexpected_bytes_peak = 0;
   // Worker passes that found nothing to do, and sleeps on epoll/eventfd.
   std::uint64_t worker_idle_sleeps = 0;
+  // Times the control listener rested: accept found no file descriptor, or
+  // tcp.max_pending_handshakes connections were still to send their Hello.
+  std::uint64_t control_listener_rests = 0;
   // The staging pool (device memory, and host memory a transport carries staged): chunks lent so
   // far, the most lent at once, chunks kept for good (a copy that could not be proven finished),
   // and the bytes of the slabs made (bounded by rdma.max_staging_bytes).

@@ -18,12 +18,13 @@ InProcessStore::InProcessStore() : state_(std::make_unique<State>()) {}
 InProcessStore::~InProcessStore() = default;
 
 Status InProcessStore::set(std::string_view key, std::string_view value) {
+  Status out;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    state_->table.set(key, std::string(value));
+    out = state_->table.set(key, std::string(value));
   }
   state_->changed.notify_all();
-  return {};
+  return out;
 }
 
 Result<std::string> InProcessStore::get(std::string_view key, Duration timeout) {
@@ -77,7 +78,7 @@ Result<std::int64_t> InProcessStore::add(std::string_view key, std::int64_t delt
 
 Result<std::string> InProcessStore::compare_set(std::string_view key, std::string_view expected,
                                                 std::string_view desired) {
-  std::string out;
+  Result<std::string> out = std::string();
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     out = state_->table.compare_set(key, expected, desired);

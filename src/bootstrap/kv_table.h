@@ -17,7 +17,23 @@ namespace orbite {
 
 class KvTable {
  public:
-  void set(std::string_view key, std::string value) { map_[std::string(key)] = std::move(value); }
+  // `max_bytes` bounds the keys and values held together; a write that would pass it is refused
+  // (ResourceExhausted naming the limit) and changes nothing.
+  explicit KvTable(std::uint64_t max_bytes = std::numeric_limits<std::uint64_t>::max())
+      : max_bytes_(max_bytes) {}
+
+  Status set(std::string_view key, std::string value) {
+    auto it = map_.find(std::string(key));
+    const std::uint64_t held = it == map_.end() ? 0 : key.size() + it->second.size();
+    ORBITE_RETURN_IF_ERROR(room_for(key, held, key.size() + value.size()));
+    bytes_ = bytes_ - held + key.size() + value.size();
+    if (it == map_.end()) {
+      map_.emplace(std::string(key), std::move(value));
+    } else {
+      it->second = std::move(value);
+    }
+    return {};
+  }
 
   [[nodiscard]] const std::string* find(std::string_view key) const {
     auto it = map_.find(std::string(key));
@@ -26,7 +42,8 @@ class KvTable {
   [[nodiscard]] bool contains(std::string_view key) const { return find(key) != nullptr; }
 
   Result<std::int64_t> add(std::string_view key, std::int64_t delta) {
-    std::string& slot = map_[std::string(key)];
+    const std::string* existing = find(key);
+    const std::string slot = existing != nullptr ? *existing : std::string();
     std::int64_t current = 0;
     if (!slot.empty()) {
       auto parsed = parse_int64(slot);
@@ -44,27 +61,45 @@ class KvTable {
           "store counter " + quote(key) + " would overflow adding " + std::to_string(delta));
     }
     current += delta;
-    slot = std::to_string(current);
+    ORBITE_RETURN_IF_ERROR(set(key, std::to_string(current)));
     return current;
   }
 
   // Returns the value held after the operation ("" when the key stays absent).
-  std::string compare_set(std::string_view key, std::string_view expected,
-                          std::string_view desired) {
-    auto it = map_.find(std::string(key));
-    if (it == map_.end()) {
-      if (!expected.empty()) return std::string();
-      map_.emplace(std::string(key), std::string(desired));
-      return std::string(desired);
+  Result<std::string> compare_set(std::string_view key, std::string_view expected,
+                                  std::string_view desired) {
+    const std::string* held = find(key);
+    if (held == nullptr ? !expected.empty() : *held != expected) {
+      return held == nullptr ? std::string() : *held;
     }
-    if (it->second == expected) it->second = std::string(desired);
-    return it->second;
+    ORBITE_RETURN_IF_ERROR(set(key, std::string(desired)));
+    return std::string(desired);
   }
 
-  bool erase(std::string_view key) { return map_.erase(std::string(key)) > 0; }
+  bool erase(std::string_view key) {
+    auto it = map_.find(std::string(key));
+    if (it == map_.end()) return false;
+    bytes_ -= key.size() + it->second.size();
+    map_.erase(it);
+    return true;
+  }
+
+  // Bytes of keys and values held now.
+  [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
 
  private:
+  Status room_for(std::string_view key, std::uint64_t held, std::uint64_t wanted) const {
+    if (wanted <= held || bytes_ - held + wanted <= max_bytes_) return {};
+    return Status::error(Errc::ResourceExhausted,
+                         "store key " + quote(key) + ": " + std::to_string(wanted) +
+                             " bytes of key and value do not fit: the table holds " +
+                             std::to_string(bytes_) + " of its max_table_bytes " +
+                             std::to_string(max_bytes_));
+  }
+
   std::unordered_map<std::string, std::string> map_;
+  std::uint64_t max_bytes_;
+  std::uint64_t bytes_ = 0;  // keys and values in map_
 };
 
 }  // namespace orbite

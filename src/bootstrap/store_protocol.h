@@ -25,6 +25,10 @@ inline constexpr size_t kMaxKeyBytes = 4096;
 inline constexpr size_t kMaxKeysPerRequest = 65536;
 // Room for keys and framing on top of the configured value limit.
 inline constexpr size_t kFrameOverhead = 64 * 1024;
+// The largest payload a connection may announce before its hello succeeded: a hello (the token,
+// a length-prefixed string of at most kMaxKeyBytes). Anything larger is refused at its header,
+// so that an unauthenticated peer cannot make the server allocate a value-sized buffer.
+inline constexpr size_t kMaxHelloPayload = 4 + kMaxKeyBytes;
 
 enum class Op : std::uint8_t {
   Hello = 1,

@@ -11,8 +11,10 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -37,6 +39,11 @@ constexpr std::uint64_t kWakeId = 1;
 constexpr std::uint64_t kFirstConnId = 2;
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kReadsPerWakeup = 64;
+// Requests (get/wait) one connection may have parked at once; a client of ours has one.
+constexpr std::uint32_t kMaxParkedPerConnection = 1024;
+// How long the listener rests after accept ran out of file descriptors: level-triggered, it
+// would report the pending connection again at once and spin the server thread.
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 
 bool constant_time_equal(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -56,9 +63,18 @@ struct Connection {
   bool want_write = false;  // EPOLLOUT is registered
   bool authenticated = false;
   bool close_after_flush = false;
+  std::uint32_t parked = 0;  // waiters of this connection in Impl::waiters
+  // Until the hello succeeds, the connection must complete one within the frame timeout.
+  Clock::time_point accepted_at;
   // When the first byte of the frame now being received arrived (for the stall bound).
   std::optional<Clock::time_point> frame_started;
 };
+
+// A refused header's reason; before the hello, saying that the limit is the hello's.
+std::string unauthenticated_reason(const Connection& c, const Status& refused) {
+  if (c.authenticated) return std::string(refused.message());
+  return std::string(refused.message()) + " (before its hello a connection may send only a hello)";
+}
 
 struct Waiter {
   std::uint64_t conn = 0;
@@ -81,10 +97,13 @@ struct TcpStoreServer::Impl {
   std::thread thread;
 
   // Owned by the server thread.
-  KvTable table;
+  KvTable table;  // bounded by options.max_table_bytes (set in start())
   std::unordered_map<std::uint64_t, Connection> conns;
   std::list<Waiter> waiters;
   std::uint64_t next_conn_id = kFirstConnId;
+  // Set while the listener is out of the epoll set after accept found no file descriptor.
+  std::optional<Clock::time_point> listen_resume;
+  Clock::time_point last_exhaustion_log{};
 
   // Shared with callers of stats()/wait_for_connections_at_most()/stop().
   mutable std::mutex mu;
@@ -94,6 +113,10 @@ struct TcpStoreServer::Impl {
   bool stopped = false;
 
   size_t max_payload() const { return options.max_value_bytes + sp::kFrameOverhead; }
+  // What a connection may announce in a header: a hello until it has authenticated.
+  static size_t frame_limit(const Connection& c, size_t max_payload) {
+    return c.authenticated ? max_payload : sp::kMaxHelloPayload;
+  }
 
   void bump(std::uint64_t Stats::*field, std::int64_t delta = 1) {
     std::lock_guard<std::mutex> lock(mu);
@@ -103,6 +126,9 @@ struct TcpStoreServer::Impl {
 
   void run();
   void accept_all();
+  void pause_listener(std::string_view why);
+  void resume_listener();
+  void park(Waiter waiter);
   void on_readable(std::uint64_t id);
   bool process_frames(std::uint64_t id);  // false when the connection was closed
   void flush(std::uint64_t id);
@@ -110,6 +136,7 @@ struct TcpStoreServer::Impl {
   void handle(std::uint64_t id, const sp::Header& header, std::string_view payload);
   void reply(std::uint64_t id, std::string frame);
   void serve_waiters();
+  std::vector<Waiter> take_waiters(const std::function<bool(const Waiter&)>& pick);
   void expire(Clock::time_point now);
   int next_timeout_ms(Clock::time_point now) const;
   bool waiter_ready(const Waiter& w) const;
@@ -140,7 +167,9 @@ void TcpStoreServer::Impl::run() {
         if (conns.count(id) != 0 && (events[i].events & EPOLLOUT)) flush(id);
       }
     }
-    expire(Clock::now());
+    const Clock::time_point now = Clock::now();
+    if (listen_resume && now >= *listen_resume) resume_listener();
+    expire(now);
   }
   std::vector<std::uint64_t> ids;
   for (auto& [id, conn] : conns) ids.push_back(id);
@@ -157,7 +186,9 @@ int TcpStoreServer::Impl::next_timeout_ms(Clock::time_point now) const {
     if (c.frame_started) {
       next = std::min(next, *c.frame_started + options.frame_timeout);
     }
+    if (!c.authenticated) next = std::min(next, c.accepted_at + options.frame_timeout);
   }
+  if (listen_resume) next = std::min(next, *listen_resume);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
   return static_cast<int>(std::clamp<std::int64_t>(ms + 1, 0, 1000));
 }
@@ -166,13 +197,25 @@ void TcpStoreServer::Impl::accept_all() {
   while (true) {
     auto accepted = net::accept_nonblocking(listen_fd.get());
     if (!accepted.ok()) {
-      ORBITE_LOG(Warn, Bootstrap) << "store server: " << accepted.status().message();
+      if (accepted.status().code() == Errc::ResourceExhausted) {
+        pause_listener(accepted.status().message());
+      } else {
+        ORBITE_LOG(Warn, Bootstrap) << "store server: " << accepted.status().message();
+      }
       return;
     }
     if (!accepted->valid()) return;
+    if (conns.size() >= options.max_connections) {
+      // Closed at once (the Fd's destructor) rather than left in the backlog unanswered.
+      ORBITE_LOG(Warn, Bootstrap) << "store server: refusing a connection: "
+                                  << options.max_connections << " are open (max_connections)";
+      bump(&Stats::refused_connections);
+      continue;
+    }
     std::uint64_t id = next_conn_id++;
     Connection conn;
     conn.fd = std::move(*accepted);
+    conn.accepted_at = Clock::now();
     auto peer = [&]() -> std::string {
       sockaddr_storage ss{};
       socklen_t len = sizeof(ss);
@@ -198,6 +241,38 @@ void TcpStoreServer::Impl::accept_all() {
     stats.connections_open++;
     cv.notify_all();
   }
+}
+
+void TcpStoreServer::Impl::pause_listener(std::string_view why) {
+  if (epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, listen_fd.get(), nullptr) != 0) {
+    ORBITE_LOG(Error, Bootstrap) << "store server: cannot pause the listener: "
+                                 << std::strerror(errno);
+    return;
+  }
+  const Clock::time_point now = Clock::now();
+  listen_resume = now + kAcceptPause;
+  bump(&Stats::accept_pauses);
+  // Once a second at most: a job that exhausts the descriptors would otherwise fill the log.
+  if (now - last_exhaustion_log >= std::chrono::seconds(1)) {
+    last_exhaustion_log = now;
+    ORBITE_LOG(Warn, Bootstrap) << "store server: " << why << "; " << conns.size()
+                                << " connections open; accepting again in " << to_ms(kAcceptPause)
+                                << " ms";
+  }
+}
+
+void TcpStoreServer::Impl::resume_listener() {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenId;
+  if (epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, listen_fd.get(), &ev) != 0) {
+    ORBITE_LOG(Error, Bootstrap) << "store server: cannot watch the listener again: "
+                                 << std::strerror(errno) << "; retrying in " << to_ms(kAcceptPause)
+                                 << " ms";
+    listen_resume = Clock::now() + kAcceptPause;
+    return;
+  }
+  listen_resume.reset();
 }
 
 void TcpStoreServer::Impl::close_conn(std::uint64_t id, std::string_view reason, bool rejected) {
@@ -231,9 +306,9 @@ void TcpStoreServer::Impl::on_readable(std::uint64_t id) {
     size_t want = kReadChunk;
     if (c.in.size() >= sp::kHeaderBytes) {
       // Validate a header as soon as it is complete, before reading the payload it promises.
-      auto header = sp::decode_header(c.in, max_payload());
+      auto header = sp::decode_header(c.in, frame_limit(c, max_payload()));
       if (!header.ok()) {
-        close_conn(id, header.status().message(), true);
+        close_conn(id, unauthenticated_reason(c, header.status()), true);
         return;
       }
       size_t total = sp::kHeaderBytes + header->payload_len;
@@ -262,9 +337,9 @@ bool TcpStoreServer::Impl::process_frames(std::uint64_t id) {
   while (true) {
     std::string_view pending = std::string_view(c.in).substr(consumed);
     if (pending.size() < sp::kHeaderBytes) break;
-    auto header = sp::decode_header(pending, max_payload());
+    auto header = sp::decode_header(pending, frame_limit(c, max_payload()));
     if (!header.ok()) {
-      close_conn(id, header.status().message(), true);
+      close_conn(id, unauthenticated_reason(c, header.status()), true);
       return false;
     }
     if (pending.size() < sp::kHeaderBytes + header->payload_len) break;
@@ -366,7 +441,10 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, const sp::Header& header,
   switch (req.op) {
     case sp::Op::Hello: break;
     case sp::Op::Set:
-      table.set(req.key, std::move(req.value));
+      if (Status st = table.set(req.key, std::move(req.value)); !st.ok()) {
+        reply(id, sp::encode_error_reply(rid, header.op, st.code(), st.message()));
+        return;
+      }
       changed = true;
       break;
     case sp::Op::Get:
@@ -381,8 +459,14 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, const sp::Header& header,
       waiter.deadline = Clock::now() + std::chrono::milliseconds(capped);
       if (waiter_ready(waiter)) {
         answer_waiter(waiter);
+      } else if (c.parked >= kMaxParkedPerConnection) {
+        bump(&Stats::refused_waits);
+        reply(id, sp::encode_error_reply(rid, header.op, Errc::ResourceExhausted,
+                                         "this connection already has " +
+                                             std::to_string(kMaxParkedPerConnection) +
+                                             " get/wait requests waiting for keys"));
       } else {
-        waiters.push_back(std::move(waiter));
+        park(std::move(waiter));
       }
       return;
     }
@@ -401,10 +485,17 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, const sp::Header& header,
       changed = true;
       break;
     }
-    case sp::Op::CompareSet:
-      w.put_bytes(table.compare_set(req.key, req.value, req.desired));
+    case sp::Op::CompareSet: {
+      auto held = table.compare_set(req.key, req.value, req.desired);
+      if (!held.ok()) {
+        reply(id, sp::encode_error_reply(rid, header.op, held.status().code(),
+                                         held.status().message()));
+        return;
+      }
+      w.put_bytes(*held);
       changed = true;
       break;
+    }
     case sp::Op::Erase: w.put<std::uint8_t>(table.erase(req.key) ? 1 : 0); break;
   }
   reply(id, sp::encode_ok_reply(rid, header.op, result));
@@ -425,26 +516,36 @@ void TcpStoreServer::Impl::answer_waiter(const Waiter& w) {
   reply(w.conn, sp::encode_ok_reply(w.request_id, static_cast<std::uint8_t>(w.op), result));
 }
 
-void TcpStoreServer::Impl::serve_waiters() {
+void TcpStoreServer::Impl::park(Waiter waiter) {
+  conns.at(waiter.conn).parked++;
+  waiters.push_back(std::move(waiter));
+}
+
+// Both take the waiters they answer out of the list before replying: a reply can close its
+// connection (a client not reading), which drops that connection's other waiters from the list.
+std::vector<Waiter> TcpStoreServer::Impl::take_waiters(
+    const std::function<bool(const Waiter&)>& pick) {
+  std::vector<Waiter> taken;
   for (auto it = waiters.begin(); it != waiters.end();) {
-    if (waiter_ready(*it)) {
-      Waiter w = std::move(*it);
-      it = waiters.erase(it);
-      answer_waiter(w);
-    } else {
+    if (!pick(*it)) {
       ++it;
+      continue;
     }
+    conns.at(it->conn).parked--;
+    taken.push_back(std::move(*it));
+    it = waiters.erase(it);
+  }
+  return taken;
+}
+
+void TcpStoreServer::Impl::serve_waiters() {
+  for (const Waiter& w : take_waiters([this](const Waiter& w) { return waiter_ready(w); })) {
+    answer_waiter(w);
   }
 }
 
 void TcpStoreServer::Impl::expire(Clock::time_point now) {
-  for (auto it = waiters.begin(); it != waiters.end();) {
-    if (it->deadline > now) {
-      ++it;
-      continue;
-    }
-    Waiter w = std::move(*it);
-    it = waiters.erase(it);
+  for (const Waiter& w : take_waiters([now](const Waiter& w) { return w.deadline <= now; })) {
     std::string missing;
     int shown = 0;
     for (const auto& k : w.keys) {
@@ -458,14 +559,24 @@ void TcpStoreServer::Impl::expire(Clock::time_point now) {
               "store keys not set within " + std::to_string(w.timeout_ms) + " ms: " + missing));
   }
   std::vector<std::uint64_t> stalled;
+  std::vector<std::uint64_t> silent;
   for (const auto& [id, c] : conns) {
-    if (c.frame_started && now - *c.frame_started >= options.frame_timeout) stalled.push_back(id);
+    if (c.frame_started && now - *c.frame_started >= options.frame_timeout) {
+      stalled.push_back(id);
+    } else if (!c.authenticated && now - c.accepted_at >= options.frame_timeout) {
+      silent.push_back(id);
+    }
   }
   for (auto id : stalled) {
     close_conn(id,
                "frame not completed within " + std::to_string(to_ms(options.frame_timeout)) +
                    " ms (truncated frame?)",
                true);
+  }
+  for (auto id : silent) {
+    close_conn(
+        id, "no hello within " + std::to_string(to_ms(options.frame_timeout)) + " ms of connecting",
+        true);
   }
 }
 
@@ -485,9 +596,20 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(
   if (options.frame_timeout <= Duration::zero()) {
     return Status::error(Errc::InvalidArgument, "store frame_timeout must be positive");
   }
+  if (options.max_table_bytes < 1 * kKiB) {
+    return Status::error(Errc::InvalidArgument, "store max_table_bytes " +
+                                                    std::to_string(options.max_table_bytes) +
+                                                    " must be at least 1024");
+  }
+  if (options.max_connections == 0 || options.max_connections > (1U << 20)) {
+    return Status::error(Errc::InvalidArgument, "store max_connections " +
+                                                    std::to_string(options.max_connections) +
+                                                    " must be in 1..1048576");
+  }
   ORBITE_ASSIGN_OR_RETURN(net::HostPort where, net::parse_host_port(options.listen));
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->table = KvTable(options.max_table_bytes);
   ORBITE_ASSIGN_OR_RETURN(impl->listen_fd, net::listen_tcp(where));
   ORBITE_ASSIGN_OR_RETURN(net::HostPort bound, net::local_endpoint(impl->listen_fd.get()));
   impl->port = bound.port;
@@ -504,9 +626,14 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kListenId;
-  epoll_ctl(impl->epoll_fd.get(), EPOLL_CTL_ADD, impl->listen_fd.get(), &ev);
+  const bool watched =
+      epoll_ctl(impl->epoll_fd.get(), EPOLL_CTL_ADD, impl->listen_fd.get(), &ev) == 0;
   ev.data.u64 = kWakeId;
-  epoll_ctl(impl->epoll_fd.get(), EPOLL_CTL_ADD, impl->wake_fd.get(), &ev);
+  if (!watched || epoll_ctl(impl->epoll_fd.get(), EPOLL_CTL_ADD, impl->wake_fd.get(), &ev) != 0) {
+    return Status::error(
+        Errc::ResourceExhausted,
+        std::string("store server: cannot watch its sockets: ") + std::strerror(errno));
+  }
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->run(); });
   ORBITE_LOG(Info, Bootstrap) << "store server listening on " << impl->address

@@ -226,6 +226,10 @@ void visit_tcp(V& v, C& t) {
   v.field("keepalive", t.keepalive, std::monostate{}, "Enable TCP keepalive on data sockets.");
   v.field("connect_timeout", t.connect_timeout, Dur{std::chrono::milliseconds(1), kForever},
           "Bound for establishing a connection to a peer.");
+  v.field("max_pending_handshakes", t.max_pending_handshakes, UInt{1, 65536},
+          "Accepted control connections still to send their Hello, at once (each has "
+          "tcp.connect_timeout to do so); beyond it the listener rests and new connections wait "
+          "in the kernel's backlog.");
   v.field("peer_timeout", t.peer_timeout, Dur{std::chrono::milliseconds(1), kForever},
           "Bound for declaring a silent peer dead (ConnectionLost).");
   v.field("send_buffer_bytes", t.send_buffer_bytes, Bytes{0, 1ULL << 31},

@@ -155,7 +155,12 @@ Result<Fd> accept_nonblocking(int listen_fd) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
       return Fd();
     }
-    return Status::error(Errc::Unavailable, "accept failed: " + errno_text(errno));
+    // Out of descriptors or kernel memory: the caller backs off rather than retrying at once
+    // (the pending connection stays in the backlog and the listener stays readable).
+    const bool exhausted =
+        errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM;
+    return Status::error(exhausted ? Errc::ResourceExhausted : Errc::Unavailable,
+                         "accept failed: " + errno_text(errno));
   }
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -23,7 +23,7 @@ using detail::drop;
 struct Counters : detail::CompletionCounters {
   std::atomic<std::uint64_t> bytes_sent{0}, bytes_received{0}, eager{0}, rendezvous{0},
       single_copy_bytes{0}, peers_connected{0}, peers_lost{0}, protocol_errors{0},
-      unexpected_bytes{0}, unexpected_peak{0};
+      unexpected_bytes{0}, unexpected_peak{0}, listener_rests{0};
   std::array<TransportCounters, kTransportCount> transport;
 
   TransportCounters& of(TransportId id) { return transport[static_cast<std::size_t>(id)]; }

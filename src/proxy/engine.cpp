@@ -484,6 +484,7 @@ EngineStats TransferEngine::stats() const {
     s.unexpected_bytes += get(c.unexpected_bytes);
     s.unexpected_bytes_peak += get(c.unexpected_peak);
     s.worker_idle_sleeps += get(lane->idle_sleeps);
+    s.control_listener_rests += get(c.listener_rests);
     for (std::size_t i = 0; i < p2p::kTransportCount; ++i) {
       const p2p::TransportCounters& t = c.transport[i];
       TransportStats& out = s.transports[static_cast<std::size_t>(

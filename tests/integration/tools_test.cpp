@@ -291,6 +291,35 @@ TEST(OrbiteStore, ServesAuthenticatedClientsUntilSigterm) {
   EXPECT_EQ((*client)->set("k", "w").code(), Errc::ConnectionLost);
 }
 
+TEST(OrbiteStore, MaxConnectionsIsAppliedAndABadCountIsRefusedNamingIt) {
+  for (const char* bad : {"0", "1048577", "many"}) {
+    Outcome o = run_program({kBin + "/orbite-store", "--max-connections", bad});
+    EXPECT_EQ(o.status, 2) << bad;
+    EXPECT_NE(
+        o.err.find("--max-connections needs a count in 1..1048576, got '" + std::string(bad) + "'"),
+        std::string::npos)
+        << o.err;
+  }
+  // With a cap of one, a second client's connection is closed at once.
+  testing::Child store(
+      {kBin + "/orbite-store", "--listen", "127.0.0.1:0", "--max-connections", "1"});
+  std::string address = start_store(store);
+  ASSERT_FALSE(address.empty());
+  TcpStoreClientOptions options;
+  options.address = address;
+  options.connect_timeout = 5s;
+  auto first = TcpStoreClient::connect(options);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  auto second = TcpStoreClient::connect(options);
+  EXPECT_FALSE(second.ok());
+  EXPECT_TRUE((*first)->set("k", "v").ok());
+  ASSERT_EQ(::kill(store.pid(), SIGTERM), 0);
+  EXPECT_EQ(store.wait(20s), 0) << store.err();
+  EXPECT_NE(store.err().find("refusing a connection: 1 are open (max_connections)"),
+            std::string::npos)
+      << store.err();
+}
+
 TEST(Hello, FourRanksUnderOrbiteRun) {
   Outcome o = run_program({kBin + "/orbite-run", "-n", "4", "--tag-output", "--", kHello}, 60s);
   ASSERT_EQ(o.status, 0) << o.out << o.err;

@@ -6,12 +6,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <orbite/transfer.h>
 
 #include "../support/config_test_helpers.h"
+#include "../support/descriptors.h"
 #include "common/host_identity.h"
 #include "engine_test_support.h"
 #include "p2p/frame.h"
@@ -398,6 +401,63 @@ INSTANTIATE_TEST_SUITE_P(Modes, EngineFaultTest,
                                            Mode{ProgressMode::Polling, 3},
                                            Mode{ProgressMode::EventDriven, 3}),
                          testing::mode_name);
+
+// Issue 27, finding 3: the control listener's two faults. Connections beyond
+// tcp.max_pending_handshakes wait in the kernel's backlog instead of being accepted, and are
+// taken once the silent ones go.
+TEST(EngineControlListener, HandshakesBeyondTheCapWaitInTheBacklogUntilSilentOnesGo) {
+  EngineConfig c = testing::loopback_config(testing::Mode{});
+  c.tcp.max_pending_handshakes = 2;
+  auto a = make_engine(c);
+  ASSERT_TRUE(a);
+  std::vector<std::unique_ptr<FakePeer>> silent;
+  for (int i = 0; i < 2; ++i) silent.push_back(std::make_unique<FakePeer>(a->control_address()));
+  FakePeer third(a->control_address());
+  ASSERT_TRUE(third.connected());
+  const Deadline rested = Deadline::after(kWait);
+  while (a->stats().control_listener_rests == 0 && !rested.expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(a->stats().control_listener_rests, 1U);
+  Result<p2p::Handshake> ack = Status::error(Errc::Internal, "not answered");
+  std::thread hello([&] { ack = third.hello(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(a->stats().peers_connected, 0U) << "the third Hello was read while two were pending";
+  silent.clear();
+  hello.join();
+  ASSERT_TRUE(ack.ok()) << ack.status().to_string();
+  EXPECT_EQ(ack->engine_id, a->id());
+  EXPECT_EQ(a->stats().peers_connected, 1U);
+  EXPECT_TRUE(a->close(kWait).ok());
+}
+
+// Out of file descriptors, the listener rests 100 ms at a time instead of spinning the lane,
+// and the waiting connection is taken once descriptors are free.
+TEST(EngineControlListener, OutOfDescriptorsTheListenerRestsAndRecovers) {
+  auto a = make_engine(testing::loopback_config(testing::Mode{ProgressMode::EventDriven, 1}));
+  ASSERT_TRUE(a);
+  auto where = net::parse_host_port(a->control_address());
+  ASSERT_TRUE(where.ok());
+  int waiting = -1;
+  {
+    testing::DescriptorsExhausted exhausted;
+    exhausted.free_one();
+    waiting = testing::connect_loopback(where->port);
+    ASSERT_GE(waiting, 0) << std::strerror(errno);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    // About ten rests in that second; a listener reported again at once makes thousands.
+    EXPECT_GE(a->stats().control_listener_rests, 1U);
+    EXPECT_LE(a->stats().control_listener_rests, 30U);
+  }
+  net::Fd held(waiting);
+  FakePeer fake(a->control_address());
+  ASSERT_TRUE(fake.connected());
+  auto ack = fake.hello();
+  ASSERT_TRUE(ack.ok()) << ack.status().to_string();
+  EXPECT_EQ(a->stats().peers_connected, 1U);
+  held.reset();  // a pending accept keeps close() draining until its connect_timeout
+  EXPECT_TRUE(a->close(kWait).ok());
+}
 
 // Issue 24: a field whose feature is not built is refused by name when the engine starts (with
 // RDMA off it concerns nothing, so nothing refuses it).

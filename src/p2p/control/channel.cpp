@@ -1,5 +1,6 @@
 #include "p2p/control/channel.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -11,6 +12,9 @@ namespace orbite::p2p {
 
 using detail::PeerLink;
 using Clock = std::chrono::steady_clock;
+
+// How long the listener rests after accept found no file descriptor.
+constexpr auto kListenerRest = std::chrono::milliseconds(100);
 
 class ControlPlane::ListenWatch final : public Watcher {
  public:
@@ -179,8 +183,21 @@ void ControlPlane::on_reply(PeerLink& link, const FrameHeader& h, std::string_vi
 
 void ControlPlane::accept_ready() {
   for (;;) {
+    if (pending_.size() >= config_.tcp.max_pending_handshakes) {
+      // Rest only if a connection is waiting: the next one to arrive wakes us again.
+      pollfd waiting{listen_fd_, POLLIN, 0};
+      if (::poll(&waiting, 1, 0) > 0) {
+        rest_listener(Clock::now(), std::to_string(pending_.size()) +
+                                        " accepted connections are still to send their Hello "
+                                        "(tcp.max_pending_handshakes)");
+      }
+      return;
+    }
     auto fd = net::accept_nonblocking(listen_fd_);
     if (!fd.ok()) {
+      if (fd.status().code() == Errc::ResourceExhausted) {
+        return rest_listener(Clock::now() + kListenerRest, fd.status().message());
+      }
       ORBITE_LOG(Warn, Tcp) << "accept on the control listener failed: " << fd.status().message();
       return;
     }
@@ -201,7 +218,34 @@ void ControlPlane::accept_ready() {
   }
 }
 
+void ControlPlane::rest_listener(Clock::time_point until, std::string_view why) {
+  poller_.remove(listen_fd_);
+  listener_resting_ = true;
+  listener_rests_until_ = until;
+  bump(counters_.listener_rests);
+  // Once a second at most: a job short of descriptors would otherwise fill the log.
+  const auto now = Clock::now();
+  if (now - last_rest_log_ >= std::chrono::seconds(1)) {
+    last_rest_log_ = now;
+    ORBITE_LOG(Warn, Tcp) << "control listener resting: " << why;
+  }
+}
+
+void ControlPlane::wake_listener() {
+  if (!listener_resting_ || Clock::now() < listener_rests_until_ ||
+      pending_.size() >= config_.tcp.max_pending_handshakes) {
+    return;
+  }
+  if (Status st = poller_.add(listen_fd_, EPOLLIN, listen_watch_.get()); !st.ok()) {
+    ORBITE_LOG(Warn, Tcp) << "control listener: " << st.message() << "; trying again";
+    listener_rests_until_ = Clock::now() + kListenerRest;
+    return;
+  }
+  listener_resting_ = false;
+}
+
 int ControlPlane::progress() {
+  wake_listener();
   if (pending_.empty()) return 0;
   const std::size_t before = pending_.size();
   read_pending();

@@ -15,7 +15,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "common/clock.h"
 
 #include "p2p/control/handshake.h"
 #include "p2p/counters.h"
@@ -62,7 +65,8 @@ class ControlPlane final : public StreamOwner, public ControlSender {
   void connect(detail::PeerLink& link);
   // Reads pending accepts; returns work done.
   int progress();
-  [[nodiscard]] bool busy() const { return !pending_.empty(); }
+  // A resting listener keeps the lane waking (at most 100 ms apart) to take it back.
+  [[nodiscard]] bool busy() const { return !pending_.empty() || listener_resting_; }
   // Bye on every control connection that can take one now, then the pending accepts go.
   void say_bye(detail::PeerLink& link);
   void shutdown();
@@ -83,6 +87,11 @@ class ControlPlane final : public StreamOwner, public ControlSender {
   class ListenWatch;
   class PendingAccept;
   void accept_ready();
+  // Takes the listener out of the poller: until `until` (accept found no descriptor) and until
+  // fewer than tcp.max_pending_handshakes accepts wait for their Hello. Level-triggered, it
+  // would otherwise be reported again at once and spin the lane.
+  void rest_listener(Clock::time_point until, std::string_view why);
+  void wake_listener();
   void read_pending();
   void on_reply(detail::PeerLink& link, const FrameHeader& h, std::string_view body);
   bool reply(int fd, FrameType type, const Handshake* hs);
@@ -98,6 +107,9 @@ class ControlPlane final : public StreamOwner, public ControlSender {
   std::function<void(Accepted)> route_;
   std::vector<std::unique_ptr<PendingAccept>> pending_;
   bool pending_ready_ = false;
+  bool listener_resting_ = false;
+  Clock::time_point listener_rests_until_{};
+  Clock::time_point last_rest_log_{};
 };
 
 }  // namespace orbite::p2p
