@@ -2,11 +2,18 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 
 #include <memory>
 #include <string>
 
 #include <orbite/store.h>
+
+#include "common/clock.h"
+#include "common/net.h"
 
 namespace orbite::testing {
 
@@ -30,6 +37,22 @@ inline Result<std::shared_ptr<TcpStoreClient>> connect_client(const TcpStoreServ
   options.token = std::move(token);
   options.connect_timeout = std::chrono::seconds(5);
   return TcpStoreClient::connect(options);
+}
+
+// Reads what the server sends until it closes the connection (true) or `bound` passes (false);
+// appends what arrived to `received` when given.
+inline bool closed_by_server(const net::Fd& fd, Duration bound = std::chrono::seconds(5),
+                             std::string* received = nullptr) {
+  Deadline deadline = Deadline::after(bound);
+  char buf[4096];
+  while (!deadline.expired()) {
+    pollfd p{fd.get(), POLLIN, 0};
+    if (::poll(&p, 1, deadline.poll_timeout_ms()) <= 0) continue;
+    ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
+    if (n > 0 && received != nullptr) received->append(buf, static_cast<size_t>(n));
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
+  }
+  return false;
 }
 
 }  // namespace orbite::testing

@@ -41,17 +41,8 @@ class StoreAbuse : public ::testing::Test {
             .ok());
   }
 
-  // Reads until the server closes the connection (true) or the bound passes (false).
   static bool closed_by_server(const net::Fd& fd, Duration bound = 5s) {
-    Deadline deadline = Deadline::after(bound);
-    char buf[4096];
-    while (!deadline.expired()) {
-      pollfd p{fd.get(), POLLIN, 0};
-      if (::poll(&p, 1, deadline.poll_timeout_ms()) <= 0) continue;
-      ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
-    }
-    return false;
+    return testing::closed_by_server(fd, bound);
   }
 
   static std::string hello(const std::string& token) {

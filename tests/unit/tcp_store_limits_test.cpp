@@ -47,18 +47,20 @@ void send_bytes(const net::Fd& fd, const std::string& bytes) {
       net::write_all(fd.get(), std::as_bytes(std::span(bytes)), Deadline::after(5s), "test").ok());
 }
 
-// Reads what the server sends until it closes the connection (true) or `bound` passes (false).
-bool closed_by_server(const net::Fd& fd, Duration bound, std::string* received = nullptr) {
+using testing::closed_by_server;
+
+// Appends what the server sends to `answer` until it holds `text`, the connection closes or
+// `bound` passes.
+void read_until(const net::Fd& fd, std::string& answer, const std::string& text, Duration bound) {
   Deadline deadline = Deadline::after(bound);
-  char buf[4096];
-  while (!deadline.expired()) {
+  while (answer.find(text) == std::string::npos && !deadline.expired()) {
     pollfd p{fd.get(), POLLIN, 0};
     if (::poll(&p, 1, deadline.poll_timeout_ms()) <= 0) continue;
-    ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
-    if (n > 0 && received != nullptr) received->append(buf, static_cast<size_t>(n));
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
+    char buf[4096];
+    const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
+    if (n <= 0) return;
+    answer.append(buf, static_cast<size_t>(n));
   }
-  return false;
 }
 
 // The server counts a rejected frame just after it closed the socket: waits for the count.
@@ -170,30 +172,14 @@ TEST(StoreLimits, AClientParksAtMost1024RequestsAndTheNextIsRefusedNamingTheLimi
   send_bytes(fd, burst);
   const std::string expected = "already has 1024 get/wait requests waiting for keys";
   std::string answer;
-  Deadline deadline = Deadline::after(10s);
-  while (answer.find(expected) == std::string::npos && !deadline.expired()) {
-    pollfd p{fd.get(), POLLIN, 0};
-    if (::poll(&p, 1, deadline.poll_timeout_ms()) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    answer.append(buf, static_cast<size_t>(n));
-  }
+  read_until(fd, answer, expected, 10s);
   EXPECT_NE(answer.find(expected), std::string::npos);
   EXPECT_EQ(server->stats().refused_waits, 1U);
   // The parked ones are still answered when their key appears.
   auto client = testing::connect_client(*server, "tok");
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE((*client)->set("never-0", "now").ok());
-  Deadline until = Deadline::after(10s);
-  while (answer.find("now") == std::string::npos && !until.expired()) {
-    pollfd p{fd.get(), POLLIN, 0};
-    if (::poll(&p, 1, until.poll_timeout_ms()) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    answer.append(buf, static_cast<size_t>(n));
-  }
+  read_until(fd, answer, "now", 10s);
   EXPECT_NE(answer.find("now"), std::string::npos);
 }
 
