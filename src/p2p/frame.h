@@ -16,9 +16,10 @@ namespace orbite::p2p {
 
 // Version 2: the handshake carries a list of {transport id, connect blob} (and joins), and tcp
 // data travels on streams of its own. Version 3: staging (StageOpen ... Exposed) and the exposed
-// rendezvous (an Rts with a payload). Version 4: the exposure word's kExposedDevice bit. A peer
-// of another version fails the handshake.
-inline constexpr std::uint8_t kFrameVersion = 4;
+// rendezvous (an Rts with a payload). Version 4: the exposure word's kExposedDevice bit. Version
+// 5: the shm connect blob's proof nonce (p2p/shm/peer_proof.h). A peer of another version fails
+// the handshake.
+inline constexpr std::uint8_t kFrameVersion = 5;
 inline constexpr std::size_t kFrameHeaderBytes = 48;
 // The largest payload one frame may carry: bulk data is chunked into frames of at most this size.
 inline constexpr std::uint32_t kMaxFramePayload = 16u << 20;

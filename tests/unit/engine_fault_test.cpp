@@ -355,6 +355,80 @@ TEST_P(EngineFaultTest, UnmatchedRendezvousAnnouncementsAreBounded) {
   expect_a_serves_b(40);
 }
 
+// Issue 27, finding 5: unexpected eager messages are bounded by count as well as by bytes. Each
+// one costs its header (p2p::kFrameHeaderBytes) against the credit, so a peer sending zero-byte
+// messages that no receive matches is held to eager_credit_bytes / 48 of them: all of those are
+// queued, and one more fails that peer's link, naming the credit.
+TEST_P(EngineFaultTest, UnexpectedZeroByteMessagesAreBoundedByCount) {
+  auto fake = connected_fake();
+  ASSERT_NE(fake, nullptr);
+  const auto errors = a_->stats().protocol_errors;
+  Request get = get_from_fake(*fake);
+  ASSERT_TRUE(get.valid());
+  const std::uint64_t fit = a_->config().eager_credit_bytes / p2p::kFrameHeaderBytes;
+  auto eager = [](std::uint64_t seq) {
+    FrameHeader h;
+    h.type = FrameType::Eager;
+    h.id = 1000 + seq;
+    h.a = p2p::pack_comm_tag(0, 5);  // a tag no receive is posted for
+    h.b = seq;
+    h.c = 0;
+    return FakePeer::frame(h);
+  };
+  std::string frames;
+  frames.reserve(fit * p2p::kFrameHeaderBytes);
+  for (std::uint64_t seq = 0; seq < fit; ++seq) frames += eager(seq);
+  const auto received = [&] { return a_->stats().of(Transport::Tcp).frames_received; };
+  const auto before = received();
+  ASSERT_TRUE(fake->send_bytes(frames).ok());
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (received() < before + fit && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(received(), before + fit);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the last one's checks ran
+  EXPECT_FALSE(get.done()) << "the link failed within the credit: "
+                           << (get.status() ? get.status()->to_string() : "");
+  EXPECT_EQ(a_->stats().protocol_errors, errors);
+
+  ASSERT_TRUE(fake->send_bytes(eager(fit)).ok());
+  Status st = get.wait(kWait);
+  EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
+  EXPECT_CONTAINS(st.message(),
+                  "over the credit of " + std::to_string(a_->config().eager_credit_bytes));
+  EXPECT_EQ(a_->stats().protocol_errors, errors + 1);
+  expect_a_serves_b(41);
+}
+
+// Messages that arrive ahead of a gap in the sequence wait for it, at most 65536 of them per link:
+// a peer that never fills the gap (here: sequence 0 never comes) fails its link at the next one.
+TEST_P(EngineFaultTest, MessagesHeldAheadOfASequenceGapAreBounded) {
+  auto fake = connected_fake();
+  ASSERT_NE(fake, nullptr);
+  const auto errors = a_->stats().protocol_errors;
+  Request get = get_from_fake(*fake);
+  ASSERT_TRUE(get.valid());
+  constexpr std::uint64_t kHeld = 65536;
+  std::string frames;
+  frames.reserve((kHeld + 1) * p2p::kFrameHeaderBytes);
+  for (std::uint64_t seq = 1; seq <= kHeld + 1; ++seq) {
+    FrameHeader h;
+    h.type = FrameType::Rts;
+    h.id = 1000 + seq;
+    h.a = p2p::pack_comm_tag(0, 5);
+    h.b = seq;
+    h.c = 64;
+    frames += FakePeer::frame(h);
+  }
+  ASSERT_TRUE(fake->send_bytes(frames).ok());
+  Status st = get.wait(kWait);
+  EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
+  EXPECT_CONTAINS(st.message(),
+                  "message sequence " + std::to_string(kHeld + 1) + " while expecting 0");
+  EXPECT_EQ(a_->stats().protocol_errors, errors + 1);
+  expect_a_serves_b(42);
+}
+
 TEST_P(EngineFaultTest, ClosedEngineCancelsNewWork) {
   Guarded dst(64);
   MemoryRegion dst_r = must_register(*b_, dst.data(), 64);

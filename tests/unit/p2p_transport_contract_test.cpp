@@ -22,6 +22,7 @@
 #include "p2p/poller.h"
 #include "p2p/shm/shm_transport.h"
 #include "p2p/tcp/tcp_transport.h"
+#include "p2p_recorder.h"
 
 #if ORBITE_WITH_RDMA && defined(ORBITE_SOFTVERBS_DIR) && defined(ORBITE_CONTRACT_RDMA_ONLY)
 #include <cstdlib>
@@ -38,59 +39,8 @@ namespace {
 using detail::PeerLink;
 using detail::SendItem;
 using detail::Sink;
-
-struct Arrived {
-  FrameType type;
-  std::uint64_t id;
-  std::string payload;
-};
-
-// The protocol's side of the contract, recorded. Data frames land in `direct` when it is set.
-class Recorder final : public FrameHandler, public ControlSender {
- public:
-  Result<Sink> begin_frame(PeerLink&, const FrameHeader& h, PeerEndpoint&) override {
-    Sink s;
-    if (h.type == FrameType::Data && direct != nullptr) {
-      s.kind = Sink::Direct;
-      s.dst = direct + h.b;
-    }
-    return s;
-  }
-  void end_frame(PeerLink&, const FrameHeader& h, PeerEndpoint&, Sink& sink,
-                 std::string&& body) override {
-    arrived.push_back(Arrived{h.type, h.id, sink.kind == Sink::Direct ? "" : std::move(body)});
-  }
-  void frame_written(PeerEndpoint&, SendItem& item) override {
-    ++written;
-    if (item.pinned != nullptr) item.pinned->unpin();
-  }
-  void endpoint_failed(PeerLink&, const Status& why) override { failures.push_back(why); }
-  void protocol_error(PeerLink&, const std::string& what) override {
-    failures.push_back(Status::error(Errc::Protocol, what));
-  }
-  Result<ReceiveTarget> rendezvous_target(detail::PeerLink&, std::uint64_t, std::uint64_t,
-                                          std::uint64_t) override {
-    return Status::error(Errc::Unavailable, "no rendezvous in the contract suite");
-  }
-  void rendezvous_done(detail::PeerLink&, std::uint64_t, std::uint64_t, const Status&) override {}
-  std::string take_buffer() override { return {}; }
-  void give_buffer(std::string&&) override {}
-  void send_control(PeerLink&, const FrameHeader& h, std::string body) override {
-    controls.push_back(h.type);
-    // The peer's protocol would hand a transport's own control message to its lane.
-    if (h.type == FrameType::TransportControl && to_peer != nullptr) {
-      to_peer->emplace_back(h.b, std::move(body));
-    }
-  }
-
-  std::vector<Arrived> arrived;
-  std::vector<Status> failures;
-  std::vector<FrameType> controls;
-  std::uint64_t written = 0;
-  std::byte* direct = nullptr;
-  // Where this side's TransportControl messages go: the other side's inbox (rdma only).
-  std::deque<std::pair<std::uint64_t, std::string>>* to_peer = nullptr;
-};
+using testing::Arrived;
+using testing::Recorder;
 
 // One side: its lane transport, its link to the other side, and what its protocol saw.
 struct Side {

@@ -22,17 +22,23 @@ constexpr std::size_t kMaxRingName = 255;
 
 std::atomic<std::uint64_t> g_ring_counter{0};
 
-std::string encode_blob(const ShmRing& ring) {
+// The connect blob: the ring its sender reads, then the number of the sender's proof socket and
+// the nonce with which the receiver proves its process there (peer_proof.h).
+std::string encode_blob(const ShmRing& ring, std::uint32_t proof_index, std::string_view nonce) {
   std::string out;
   wire::Writer w(out);
   w.put<std::uint64_t>(ring.capacity());
   w.put_bytes(ring.name());
+  w.put<std::uint32_t>(proof_index);
+  w.put_bytes(nonce);
   return out;
 }
 
 struct RingName {
   std::string name;
   std::uint64_t bytes = 0;
+  std::uint32_t proof_index = 0;
+  std::string nonce;
 };
 
 Result<RingName> decode_blob(std::string_view blob) {
@@ -40,8 +46,10 @@ Result<RingName> decode_blob(std::string_view blob) {
   RingName out;
   out.bytes = r.get<std::uint64_t>();
   out.name = std::string(r.get_bytes(kMaxRingName));
+  out.proof_index = r.get<std::uint32_t>();
+  out.nonce = std::string(r.get_bytes(kProofNonceBytes));
   if (!r.done() || !out.name.starts_with("/orbite-") || out.bytes < 4096 ||
-      (out.bytes & (out.bytes - 1)) != 0) {
+      (out.bytes & (out.bytes - 1)) != 0 || out.nonce.size() != kProofNonceBytes) {
     return Status::error(Errc::Protocol, "shm connect blob of " + std::to_string(blob.size()) +
                                              " bytes is invalid (ring '" + out.name + "', " +
                                              std::to_string(out.bytes) + " bytes)");
@@ -103,16 +111,31 @@ bool ShmEndpoint::send_now(const FrameHeader& h, std::span<const iovec> payload)
   return true;
 }
 
+// Single copy reaches the process the kernel named when the peer proved itself (peer_proof.h),
+// never the pid its Hello claims.
+Result<pid_t> ShmEndpoint::proven_peer() const {
+  const pid_t pid = lane_.proven_pid(link_);
+  if (pid == 0) {
+    return Status::error(Errc::Unavailable,
+                         "peer " + short_id(link_.ep.id) + " (claiming pid " +
+                             std::to_string(link_.ep.pid) +
+                             ") has not proven its process: no single copy with it");
+  }
+  return pid;
+}
+
 Status ShmEndpoint::read_peer(std::byte* local, std::uint64_t remote, std::uint64_t len) {
-  return vm_read(link_.ep.pid, local, remote, len);
+  ORBITE_ASSIGN_OR_RETURN(pid_t pid, proven_peer());
+  return vm_read(pid, local, remote, len);
 }
 
 Status ShmEndpoint::write_peer(const std::byte* local, std::uint64_t remote, std::uint64_t len) {
-  return vm_write(link_.ep.pid, local, remote, len);
+  ORBITE_ASSIGN_OR_RETURN(pid_t pid, proven_peer());
+  return vm_write(pid, local, remote, len);
 }
 
 bool ShmEndpoint::one_sided_usable() const {
-  return lane_.config().shm.single_copy && vm_copy_usable();
+  return lane_.config().shm.single_copy && vm_copy_usable() && lane_.proven_pid(link_) != 0;
 }
 
 void ShmEndpoint::doorbell() {
@@ -194,6 +217,12 @@ void ShmEndpoint::end_sleep() {
 ShmLane::ShmLane(const EngineConfig& config, const detail::Identity& self, FrameHandler& handler,
                  ControlSender& control)
     : config_(config), self_(self), handler_(handler), control_(control) {
+  if (config.shm.enable && config.shm.single_copy) {
+    if (Status st = proofs_.open(self.id); !st.ok()) {
+      ORBITE_LOG(Warn, Shm) << "no peer can prove its process to this engine (" << st.message()
+                            << "): no single copy; shared memory uses two copies";
+    }
+  }
   caps_.id = TransportId::Shm;
   caps_.reach = kReachSelf | kReachSameHost;
   caps_.one_sided = true;
@@ -227,7 +256,7 @@ std::optional<std::string> ShmLane::offer(PeerLink& link) {
     return std::nullopt;
   }
   auto owned = std::make_unique<ShmRing>(std::move(*ring));
-  std::string blob = encode_blob(*owned);
+  std::string blob = encode_blob(*owned, proofs_.index(), proofs_.issue(&link));
   offered_[&link] = std::move(owned);
   return blob;
 }
@@ -250,7 +279,8 @@ Result<std::string> ShmLane::accept(PeerLink& link, std::string_view blob) {
     return theirs.status();
   }
   auto rx = std::make_unique<ShmRing>(std::move(*own));
-  std::string mine = encode_blob(*rx);
+  std::string mine = encode_blob(*rx, proofs_.index(), proofs_.issue(&link));
+  prove_to(link, peer->proof_index, peer->nonce);
   attach(link, std::move(rx), std::make_unique<ShmRing>(std::move(*theirs)));
   return mine;
 }
@@ -261,7 +291,10 @@ Status ShmLane::complete(PeerLink& link, std::optional<std::string_view> blob) {
   std::unique_ptr<ShmRing> own = std::move(it->second);
   offered_.erase(it);
   own->unlink_name();
-  if (!blob) return {};  // the peer declined shared memory: TCP only
+  if (!blob) {  // the peer declined shared memory: TCP only
+    proofs_.forget(&link);
+    return {};
+  }
   ORBITE_ASSIGN_OR_RETURN(RingName peer, decode_blob(*blob));
   auto theirs = ShmRing::open(peer.name, peer.bytes);
   // Both sides have mapped both rings now (or never will): the names can go.
@@ -269,8 +302,22 @@ Status ShmLane::complete(PeerLink& link, std::optional<std::string_view> blob) {
     ORBITE_LOG(Debug, Shm) << "shm_unlink(" << peer.name << "): " << std::strerror(errno);
   }
   if (!theirs.ok()) return theirs.status();
+  // Before any frame of ours can ask the peer for a single copy (peer_proof.h: ordering).
+  prove_to(link, peer.proof_index, peer.nonce);
   attach(link, std::move(own), std::make_unique<ShmRing>(std::move(*theirs)));
   return {};
+}
+
+void ShmLane::prove_to(const PeerLink& link, std::uint32_t index, std::string_view nonce) {
+  if (!config_.shm.single_copy) return;
+  if (Status st = PeerProofs::prove(link.ep.id, index, nonce); !st.ok()) {
+    ORBITE_LOG(Debug, Shm) << "no proof of this process to peer " << short_id(link.ep.id) << " ("
+                           << st.message() << "): it will not use single copy with us";
+  }
+}
+
+pid_t ShmLane::proven_pid(const PeerLink& link) {
+  return proofs_.proven(&link);
 }
 
 Status ShmLane::open_self(PeerLink& link) {
@@ -280,6 +327,7 @@ Status ShmLane::open_self(PeerLink& link) {
                                               std::to_string(g_ring_counter++),
                                           config_.shm.ring_bytes));
   ring.unlink_name();
+  proofs_.mark_self(&link);
   attach(link, std::make_unique<ShmRing>(std::move(ring)), nullptr);
   return {};
 }
@@ -324,6 +372,7 @@ bool ShmLane::busy() const {
 
 void ShmLane::forget(PeerLink& link) {
   offered_.erase(&link);
+  proofs_.forget(&link);
 }
 
 void ShmLane::shutdown(const Status&) {

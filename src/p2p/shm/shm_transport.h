@@ -1,8 +1,10 @@
 // The shm transport: one shared-memory ring per direction per same-host peer (each side creates
 // the ring it reads and names it in its connect blob; both names are unlinked once both sides
 // mapped them), a loopback ring for this engine itself, and single copy: one-sided access to the
-// peer's memory with process_vm_readv/writev. Rings cannot wake a sleeper: a consumer about to
-// sleep raises a flag, and the producer that sees it sends a Doorbell on the control channel.
+// peer's memory with process_vm_readv/writev, in the process the kernel named when the peer
+// proved itself (peer_proof.h), never the pid it claims. Rings cannot wake a sleeper: a consumer
+// about to sleep raises a flag, and the producer that sees it sends a Doorbell on the control
+// channel.
 #pragma once
 
 #include <orbite/config.h>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "p2p/peer.h"
+#include "p2p/shm/peer_proof.h"
 #include "p2p/shm/shm_ring.h"
 #include "p2p/transport.h"
 
@@ -48,6 +51,7 @@ class ShmEndpoint final : public PeerEndpoint {
   int flush();
   int poll();
   void doorbell();
+  [[nodiscard]] Result<pid_t> proven_peer() const;
 
   ShmLane& lane_;
   detail::PeerLink& link_;
@@ -81,10 +85,15 @@ class ShmLane final : public LaneTransport {
   FrameHandler& handler() { return handler_; }
   ControlSender& control() { return control_; }
   const EngineConfig& config() const { return config_; }
+  // The peer's process as the kernel named it when it proved itself; 0 until it has.
+  pid_t proven_pid(const detail::PeerLink& link);
+  // Connections and refusals on the proof socket (tests and diagnostics).
+  const PeerProofs& proofs() const { return proofs_; }
 
  private:
   Result<ShmRing> create_ring(const detail::PeerLink& link);
   void attach(detail::PeerLink& link, std::unique_ptr<ShmRing> rx, std::unique_ptr<ShmRing> tx);
+  void prove_to(const detail::PeerLink& link, std::uint32_t index, std::string_view nonce);
 
   const EngineConfig& config_;
   const detail::Identity& self_;
@@ -95,6 +104,8 @@ class ShmLane final : public LaneTransport {
   std::vector<ShmEndpoint*> active_;
   // Rings this side created for a Hello, until the peer's answer arrives.
   std::unordered_map<const detail::PeerLink*, std::unique_ptr<ShmRing>> offered_;
+  // The proof socket and each link's nonce and proven pid (keyed by the link).
+  PeerProofs proofs_;
 };
 
 }  // namespace orbite::p2p
