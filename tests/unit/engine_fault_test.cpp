@@ -328,6 +328,24 @@ TEST_P(EngineFaultTest, BadTransportControlFailsThatPeerOnly) {
   }
 }
 
+// Frames of `type` with sequences first..last on a tag no receive is posted for, each announcing
+// `length` bytes (an Eager frame's length is its payload: 0 here).
+std::string unmatched_frames(FrameType type, std::uint64_t first, std::uint64_t last,
+                             std::uint64_t length) {
+  std::string frames;
+  frames.reserve((last - first + 1) * p2p::kFrameHeaderBytes);
+  for (std::uint64_t seq = first; seq <= last; ++seq) {
+    FrameHeader h;
+    h.type = type;
+    h.id = 1000 + seq;
+    h.a = p2p::pack_comm_tag(0, 5);
+    h.b = seq;
+    h.c = length;
+    frames += FakePeer::frame(h);
+  }
+  return frames;
+}
+
 // Issue 24, defect 7: rendezvous announcements that no receive matches were queued without a
 // count limit. One past p2p::kMaxUnexpectedRts fails that peer's link, naming the limit.
 TEST_P(EngineFaultTest, UnmatchedRendezvousAnnouncementsAreBounded) {
@@ -336,17 +354,7 @@ TEST_P(EngineFaultTest, UnmatchedRendezvousAnnouncementsAreBounded) {
   const auto errors = a_->stats().protocol_errors;
   Request get = get_from_fake(*fake);
   ASSERT_TRUE(get.valid());
-  std::string frames;
-  frames.reserve((p2p::kMaxUnexpectedRts + 1) * p2p::kFrameHeaderBytes);
-  for (std::uint64_t seq = 0; seq <= p2p::kMaxUnexpectedRts; ++seq) {
-    FrameHeader h;
-    h.type = FrameType::Rts;
-    h.id = 1000 + seq;
-    h.a = p2p::pack_comm_tag(0, 5);  // a tag no receive is posted for
-    h.b = seq;
-    h.c = 1 << 20;
-    frames += FakePeer::frame(h);
-  }
+  const std::string frames = unmatched_frames(FrameType::Rts, 0, p2p::kMaxUnexpectedRts, 1 << 20);
   ASSERT_TRUE(fake->send_bytes(frames).ok());
   Status st = get.wait(kWait);
   EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
@@ -366,18 +374,7 @@ TEST_P(EngineFaultTest, UnexpectedZeroByteMessagesAreBoundedByCount) {
   Request get = get_from_fake(*fake);
   ASSERT_TRUE(get.valid());
   const std::uint64_t fit = a_->config().eager_credit_bytes / p2p::kFrameHeaderBytes;
-  auto eager = [](std::uint64_t seq) {
-    FrameHeader h;
-    h.type = FrameType::Eager;
-    h.id = 1000 + seq;
-    h.a = p2p::pack_comm_tag(0, 5);  // a tag no receive is posted for
-    h.b = seq;
-    h.c = 0;
-    return FakePeer::frame(h);
-  };
-  std::string frames;
-  frames.reserve(fit * p2p::kFrameHeaderBytes);
-  for (std::uint64_t seq = 0; seq < fit; ++seq) frames += eager(seq);
+  const std::string frames = unmatched_frames(FrameType::Eager, 0, fit - 1, 0);
   const auto received = [&] { return a_->stats().of(Transport::Tcp).frames_received; };
   const auto before = received();
   ASSERT_TRUE(fake->send_bytes(frames).ok());
@@ -391,7 +388,7 @@ TEST_P(EngineFaultTest, UnexpectedZeroByteMessagesAreBoundedByCount) {
                            << (get.status() ? get.status()->to_string() : "");
   EXPECT_EQ(a_->stats().protocol_errors, errors);
 
-  ASSERT_TRUE(fake->send_bytes(eager(fit)).ok());
+  ASSERT_TRUE(fake->send_bytes(unmatched_frames(FrameType::Eager, fit, fit, 0)).ok());
   Status st = get.wait(kWait);
   EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
   EXPECT_CONTAINS(st.message(),
@@ -409,18 +406,7 @@ TEST_P(EngineFaultTest, MessagesHeldAheadOfASequenceGapAreBounded) {
   Request get = get_from_fake(*fake);
   ASSERT_TRUE(get.valid());
   constexpr std::uint64_t kHeld = 65536;
-  std::string frames;
-  frames.reserve((kHeld + 1) * p2p::kFrameHeaderBytes);
-  for (std::uint64_t seq = 1; seq <= kHeld + 1; ++seq) {
-    FrameHeader h;
-    h.type = FrameType::Rts;
-    h.id = 1000 + seq;
-    h.a = p2p::pack_comm_tag(0, 5);
-    h.b = seq;
-    h.c = 64;
-    frames += FakePeer::frame(h);
-  }
-  ASSERT_TRUE(fake->send_bytes(frames).ok());
+  ASSERT_TRUE(fake->send_bytes(unmatched_frames(FrameType::Rts, 1, kHeld + 1, 64)).ok());
   Status st = get.wait(kWait);
   EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
   EXPECT_CONTAINS(st.message(),
