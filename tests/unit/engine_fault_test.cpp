@@ -101,6 +101,17 @@ class EngineFaultTest : public ::testing::TestWithParam<Mode> {
   }
 
   // A put from A to B still works, byte for byte.
+  // `get` (from get_from_fake) ends ConnectionLost naming `named`, that link's one protocol
+  // error, and A goes on serving B.
+  void expect_fake_failed(Request& get, std::uint64_t errors_before, const std::string& named,
+                          std::uint64_t seed) {
+    Status st = get.wait(kWait);
+    EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
+    EXPECT_CONTAINS(st.message(), named);
+    EXPECT_EQ(a_->stats().protocol_errors, errors_before + 1);
+    expect_a_serves_b(seed);
+  }
+
   void expect_a_serves_b(std::uint64_t seed) {
     Guarded src(5000), dst(5000);
     src.fill(seed);
@@ -356,11 +367,8 @@ TEST_P(EngineFaultTest, UnmatchedRendezvousAnnouncementsAreBounded) {
   ASSERT_TRUE(get.valid());
   const std::string frames = unmatched_frames(FrameType::Rts, 0, p2p::kMaxUnexpectedRts, 1 << 20);
   ASSERT_TRUE(fake->send_bytes(frames).ok());
-  Status st = get.wait(kWait);
-  EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
-  EXPECT_CONTAINS(st.message(), "more than 65536 rendezvous announcements (Rts) wait for receives");
-  EXPECT_EQ(a_->stats().protocol_errors, errors + 1);
-  expect_a_serves_b(40);
+  expect_fake_failed(get, errors,
+                     "more than 65536 rendezvous announcements (Rts) wait for receives", 40);
 }
 
 // Issue 27, finding 5: unexpected eager messages are bounded by count as well as by bytes. Each
@@ -389,12 +397,8 @@ TEST_P(EngineFaultTest, UnexpectedZeroByteMessagesAreBoundedByCount) {
   EXPECT_EQ(a_->stats().protocol_errors, errors);
 
   ASSERT_TRUE(fake->send_bytes(unmatched_frames(FrameType::Eager, fit, fit, 0)).ok());
-  Status st = get.wait(kWait);
-  EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
-  EXPECT_CONTAINS(st.message(),
-                  "over the credit of " + std::to_string(a_->config().eager_credit_bytes));
-  EXPECT_EQ(a_->stats().protocol_errors, errors + 1);
-  expect_a_serves_b(41);
+  expect_fake_failed(get, errors,
+                     "over the credit of " + std::to_string(a_->config().eager_credit_bytes), 41);
 }
 
 // Messages that arrive ahead of a gap in the sequence wait for it, at most 65536 of them per link:
@@ -407,12 +411,8 @@ TEST_P(EngineFaultTest, MessagesHeldAheadOfASequenceGapAreBounded) {
   ASSERT_TRUE(get.valid());
   constexpr std::uint64_t kHeld = 65536;
   ASSERT_TRUE(fake->send_bytes(unmatched_frames(FrameType::Rts, 1, kHeld + 1, 64)).ok());
-  Status st = get.wait(kWait);
-  EXPECT_EQ(st.code(), Errc::ConnectionLost) << st.to_string();
-  EXPECT_CONTAINS(st.message(),
-                  "message sequence " + std::to_string(kHeld + 1) + " while expecting 0");
-  EXPECT_EQ(a_->stats().protocol_errors, errors + 1);
-  expect_a_serves_b(42);
+  expect_fake_failed(get, errors,
+                     "message sequence " + std::to_string(kHeld + 1) + " while expecting 0", 42);
 }
 
 TEST_P(EngineFaultTest, ClosedEngineCancelsNewWork) {
