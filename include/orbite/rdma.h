@@ -121,6 +121,18 @@ struct RdmaStats {
   std::uint64_t nic_tables_received = 0;
   // Message QPs rebuilt on another rail because theirs paused (with no frame in flight).
   std::uint64_t message_qp_moves = 0;
+  // Rail health, the circuit breaker per (peer connection, local NIC, remote NIC): payload errors
+  // counted (lifetime), pairs whose breaker is open now (paused: no slice but a half-open trial),
+  // trials admitted, trials whose receipt reopened their pair, pauses (by the threshold or a
+  // failed trial), pairs tracked now (of rdma.max_rail_pairs), and errors of pairs the full table
+  // could not track (ResourceExhausted).
+  std::uint64_t rail_errors = 0;
+  std::uint64_t rail_open_pairs = 0;
+  std::uint64_t rail_probes = 0;
+  std::uint64_t rail_recoveries = 0;
+  std::uint64_t rail_pauses = 0;
+  std::uint64_t rail_pairs = 0;
+  std::uint64_t rail_pairs_refused = 0;
   // Budgets in use now (creating, closing and retained resources included).
   std::uint64_t endpoints_in_use = 0;  // of rdma.max_endpoints
   std::uint64_t grants_in_use = 0;     // of rdma.max_grants
@@ -152,6 +164,11 @@ struct NicLoad {
   std::uint64_t posted_bytes = 0;      // posted payload not yet completed
   std::uint64_t completed_bytes = 0;   // payload completed successfully, lifetime
   std::uint64_t allocated_bytes = 0;   // bytes the selection gave it, lifetime
+  // Rail health of the pairs with this local NIC: payload errors (lifetime), half-open trials
+  // admitted (lifetime), and pairs paused now (their circuit breaker open).
+  std::uint64_t rail_errors = 0;
+  std::uint64_t rail_probes = 0;
+  std::uint64_t rail_open_pairs = 0;
   // Payload bytes posted to it, lifetime, by the scheduler tier the parent was in (Priority index).
   std::array<std::uint64_t, 3> posted_by_tier{};
   // Payload bytes posted to it and not yet completed, by tier: what rdma.post_queue_target bounds

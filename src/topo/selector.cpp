@@ -521,18 +521,6 @@ void DeviceSelector::on_completed(int nic, std::uint64_t bytes, bool ok, TimePoi
   meter.complete(bytes, ok, now);
 }
 
-void DeviceSelector::note_rail_error(int nic) {
-  if (!known(nic)) return;
-  std::lock_guard lock(mu_);
-  ++rail_errors_[static_cast<std::size_t>(nic)];
-}
-
-void DeviceSelector::set_open_pairs(int nic, std::uint32_t pairs) {
-  if (!known(nic)) return;
-  std::lock_guard lock(mu_);
-  open_pairs_[static_cast<std::size_t>(nic)] = pairs;
-}
-
 void DeviceSelector::transmit(std::span<NicTransmit> out) const {
   std::lock_guard lock(mu_);
   for (std::size_t i = 0; i < out.size(); ++i) {
@@ -562,9 +550,7 @@ std::vector<NicLoadStats> DeviceSelector::nic_load_stats() const {
     s.selection_Bps = selection_Bps_[i];
     s.charged_bytes = charged_[i];
     s.allocated_bytes = allocated_[i];
-    s.rail_errors = rail_errors_[i];
     s.probes = probes_[i];
-    s.open_pairs = open_pairs_[i];
     Meter& meter = (*meters_)[i];
     std::lock_guard meter_lock(meter.mu);
     s.transmit_Bps = meter.transmit_Bps;

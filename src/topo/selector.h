@@ -67,9 +67,7 @@ struct NicLoadStats {
   std::uint64_t posted_bytes = 0;     // posted payload debt outstanding
   std::uint64_t completed_bytes = 0;  // successful payload bytes, lifetime
   std::uint64_t allocated_bytes = 0;  // bytes assigned by selection, lifetime, both modes
-  std::uint64_t rail_errors = 0;
   std::uint64_t probes = 0;  // probe parents that gave it at least one slice
-  std::uint32_t open_pairs = 0;
 };
 
 // What the RDMA scheduler reads of a NIC per dispatch (DeadlineMlu admission and arbitration).
@@ -159,8 +157,6 @@ class DeviceSelector {
   void on_posted(int nic, std::uint64_t bytes, TimePoint now);
   void on_completed(int nic, std::uint64_t bytes, bool ok, TimePoint now);
 
-  void note_rail_error(int nic);
-  void set_open_pairs(int nic, std::uint32_t pairs);
 
   [[nodiscard]] std::size_t nic_count() const { return nic_count_; }
   // A consistent snapshot (never half a parent) of every inventory NIC. Allocates.
@@ -208,8 +204,6 @@ class DeviceSelector {
   std::array<double, kMaxNics> effective_gbps_{};
   std::array<std::uint64_t, kMaxNics> allocated_{};
   std::array<std::uint64_t, kMaxNics> probes_{};
-  std::array<std::uint64_t, kMaxNics> rail_errors_{};
-  std::array<std::uint32_t, kMaxNics> open_pairs_{};
 
   // Transmit meters, each under its own lock so the post/completion path never waits on
   // selection. Lock order: mu_ before a meter's lock.

@@ -80,6 +80,8 @@ void scenario_rdma_rails(RdmaContext& r);
 void scenario_rdma_port_down(RdmaContext& r);
 void scenario_rdma_peer_port_down(RdmaContext& r);
 void scenario_rdma_forged_nic_table(RdmaContext& r);
+// Rail health's circuit breaker (rdma_probe_rail_health.cpp).
+void scenario_rdma_rail_health(RdmaContext& r);
 // The MR cache of the collectives' scratch (rdma_probe_cache.cpp).
 void scenario_rdma_mr_cache(RdmaContext& r);
 // NUMA placement of the rails (rdma_probe_numa.cpp).

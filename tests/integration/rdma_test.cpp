@@ -380,6 +380,21 @@ TEST_F(RdmaRails, APeersPausedNicReachesUsInItsNicTableAndOurRailsMapAroundIt) {
   EXPECT_EQ(count_of(o.out, "rank 1: peer_port_down ok\n"), 1U) << o.out;
 }
 
+// Rail health: two injected error completions pause rank 0's soft_0 pair, parents avoid it, the
+// first after the cooldown is its half-open trial and reopens it, a failed trial doubles the
+// cooldown, and with both pairs paused a put fails before its payload.
+TEST_F(RdmaRails, RailErrorsPauseThePairAndAHalfOpenTrialReopensIt) {
+  auto env = rails(100, 100);
+  env["ORBITE_RDMA_RAIL_ERROR_THRESHOLD"] = "2";
+  env["ORBITE_RDMA_RAIL_COOLDOWN"] = "1s";
+  env["ORBITE_RDMA_RAIL_PROBE_INTERVAL"] = "0s";
+  Outcome o = run_ranks("rail_health", env);
+  expect_pass(o, "rail_health");
+  EXPECT_EQ(count_of(o.out, "rank 0: rail_health ok\n"), 1U) << o.out;
+  EXPECT_EQ(count_of(o.out, "rank 1: rail_health ok\n"), 1U) << o.out;
+  EXPECT_NE(o.out.find("paused by rail health"), std::string::npos) << o.out;
+}
+
 TEST_F(RdmaRails, AForgedNicTableIsAProtocolErrorThatFailsTheLink) {
   Outcome o = run_ranks("forged_nic_table", rails(100, 100));
   expect_pass(o, "forged_nic_table");

@@ -202,5 +202,55 @@ TEST(RailHealth, ThePeersNewConnectionStartsWithFreshPairs) {
   EXPECT_EQ(h.stats().pairs, 0U);
 }
 
+// The owner a parent holds: dropped unposted it gives the turn back, dropped after a post it only
+// ends the trial (the next waits the probe interval), and a verdict ends it exactly once.
+TEST(RailTrial, DroppedUnpostedGivesTheTurnBackAndPostedWaitsTheInterval) {
+  RdmaConfig cfg = defaults();
+  cfg.rail_probe_interval = 5s;
+  RailHealth h(cfg);
+  trip(h);
+  auto a = h.admit(kPair, t0 + 30s);
+  ASSERT_EQ(a.verdict, V::Trial);
+  { RailTrial unposted(h, kPair, a.trial); }
+  a = h.admit(kPair, t0 + 31s);
+  ASSERT_EQ(a.verdict, V::Trial) << "an unposted trial's turn came back";
+  {
+    RailTrial posted(h, kPair, a.trial);
+    posted.posted();
+    RailTrial moved(std::move(posted));  // the owner moves; the trial ends once, with `moved`
+    EXPECT_FALSE(posted.running());      // NOLINT(bugprone-use-after-move): checked on purpose
+    EXPECT_TRUE(moved.running());
+  }
+  EXPECT_EQ(h.admit(kPair, t0 + 32s).verdict, V::Paused) << "abandoned after a post: 5 s to wait";
+  EXPECT_FALSE(h.usable(kPair)) << "an abandoned trial proves nothing";
+  a = h.admit(kPair, t0 + 36s);
+  ASSERT_EQ(a.verdict, V::Trial);
+  RailTrial t(h, kPair, a.trial);
+  t.posted();
+  t.succeeded();
+  EXPECT_FALSE(t.running());
+  EXPECT_TRUE(h.usable(kPair));
+  EXPECT_EQ(h.stats().recoveries, 1U);
+  EXPECT_EQ(h.stats().probes, 3U);
+  EXPECT_EQ(h.nic(kPair.local_nic).probes, 3U);
+}
+
+TEST(RailTrial, AFailedTrialRecordsOneErrorWithItsToken) {
+  RdmaConfig cfg = defaults();
+  cfg.rail_probe_interval = 0s;
+  RailHealth h(cfg);
+  trip(h);
+  auto a = h.admit(kPair, t0 + 30s);
+  ASSERT_EQ(a.verdict, V::Trial);
+  RailTrial t(h, kPair, a.trial);
+  t.posted();
+  ASSERT_TRUE(t.failed(t0 + 30s).ok());
+  EXPECT_FALSE(t.running());
+  t.end();  // nothing more: the verdict was given
+  EXPECT_EQ(h.stats().errors, 4U);
+  EXPECT_EQ(h.admit(kPair, t0 + 89s).verdict, V::Paused) << "the cooldown doubled to 60 s";
+  EXPECT_EQ(h.admit(kPair, t0 + 90s).verdict, V::Trial);
+}
+
 }  // namespace
 }  // namespace orbite::rdma

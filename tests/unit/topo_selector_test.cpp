@@ -574,8 +574,6 @@ TEST(Selector, ConcurrentSelectionsBalanceTheirCharges) {
     for (int i = 0; !stop.load(); ++i) {
       s->set_healthy(1 + i % 7, i % 2 == 0);  // NIC 0 stays healthy
       s->set_link_rate(1 + i % 7, i % 3 == 0 ? 200.0 : 400.0);
-      s->note_rail_error(i % 8);
-      s->set_open_pairs(i % 8, static_cast<std::uint32_t>(i));
       (void)s->nic_load_stats();
       std::this_thread::yield();
     }

@@ -142,7 +142,8 @@ RdmaEngine::RdmaEngine(const EngineConfig& config, const IbvApi& api, Discovery 
       grants_("max_grants", config.rdma.max_grants),
       direct_bytes_("max_direct_bytes", config.rdma.max_direct_bytes),
       granted_bytes_("max_direct_bytes (granted ranges)", config.rdma.max_direct_bytes),
-      selector_(std::move(selector)) {
+      selector_(std::move(selector)),
+      rail_health_(config.rdma) {
   std::random_device rd;
   incarnation_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   ORBITE_LOG(Info, Rdma) << "RDMA installed from " << api.path << ": " << contexts_.summary();
@@ -328,6 +329,14 @@ RdmaStats RdmaEngine::stats() const {
   s.direct_bytes_in_use = direct_bytes_.used();
   s.granted_bytes_in_use = granted_bytes_.used();
   s.receipt_slots_in_use = r(c.receipt_slots_in_use);
+  const RailHealth::Stats rail = rail_health_.stats();
+  s.rail_errors = rail.errors;
+  s.rail_open_pairs = rail.paused;
+  s.rail_probes = rail.probes;
+  s.rail_recoveries = rail.recoveries;
+  s.rail_pauses = rail.pauses;
+  s.rail_pairs = rail.pairs;
+  s.rail_pairs_refused = rail.refused;
   for (std::size_t t = 0; t < kTiers; ++t) {
     s.tiers[t] = {r(c.tiers[t].queued), r(c.tiers[t].posted), r(c.tiers[t].promoted),
                   r(c.tiers[t].dropped), r(c.tiers[t].slot_waits)};

@@ -17,6 +17,7 @@
 #include "p2p/endpoint.h"
 #include "p2p/rdma/context.h"
 #include "p2p/rdma/gdr.h"
+#include "p2p/rdma/rail_health.h"
 #include "p2p/rdma/scheduler.h"
 #include "p2p/rdma/shared_slots.h"
 #include "p2p/rdma/wire.h"
@@ -177,6 +178,10 @@ class RdmaEngine {
   }
   // Per NIC: both estimates, rates, charged/posted/completed/allocated bytes. Allocates.
   std::vector<topo::NicLoadStats> nic_load_stats() const { return selector_->nic_load_stats(); }
+  // Rail health: the circuit breaker per (peer epoch, local NIC, remote NIC) that the requesters'
+  // slice planning consults and their rail errors and trials feed. Thread-safe (a leaf lock).
+  RailHealth& rail_health() { return rail_health_; }
+  const RailHealth& rail_health() const { return rail_health_; }
   // rdma.shared_quota_shm_path's slots, or null (scheduling local). Set once at install.
   const SharedSlots* shared_slots() const { return shared_slots_.get(); }
   void set_shared_slots(std::unique_ptr<SharedSlots> slots) { shared_slots_ = std::move(slots); }
@@ -226,6 +231,7 @@ class RdmaEngine {
   // row unless a priority matrix says otherwise.
   std::unique_ptr<topo::DeviceSelector> selector_;
   std::unique_ptr<SharedSlots> shared_slots_;  // its publisher thread ends with the engine
+  RailHealth rail_health_;
   // Serializes refresh_port (a query and its state change). Order: a lane's mutex (a rail error
   // in payload.cpp) or the monitor → health_mu_ → the selector's mu_ → a meter's mu.
   std::mutex health_mu_;

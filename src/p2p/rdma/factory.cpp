@@ -67,6 +67,10 @@ void RdmaDomain::report(p2p::TransportReport& out) const {
     l.posted_bytes = n.posted_bytes;
     l.completed_bytes = n.completed_bytes;
     l.allocated_bytes = n.allocated_bytes;
+    const RailHealth::NicCounts rail = engine_->rail_health().nic(n.id);
+    l.rail_errors = rail.errors;
+    l.rail_probes = rail.probes;
+    l.rail_open_pairs = rail.paused;
     if (n.id >= 0 && static_cast<std::size_t>(n.id) < kMaxNics) {
       const auto& tiers = engine_->counters().nic_tier_posted[static_cast<std::size_t>(n.id)];
       const auto& outstanding =

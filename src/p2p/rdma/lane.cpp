@@ -589,6 +589,8 @@ void RdmaLane::fail_peer(PeerRdma& peer, const Status& why) {
     if (qp(h) != nullptr && qps_.peer(h) == &peer) retire_qp(h);
   }
   requester_.link_failed(peer, why);
+  // A later connection to the peer starts with fresh pairs.
+  engine_->rail_health().forget_epoch(peer.my_link_incarnation);
 }
 
 void RdmaLane::forget(PeerLink& link) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "p2p/rdma/engine.h"
+#include "p2p/rdma/rail_health.h"
 #include "p2p/rdma/scheduler.h"
 #include "p2p/rdma/slicing.h"
 #include "p2p/rdma/wire.h"
@@ -91,6 +92,10 @@ struct Parent {
   topo::DeviceLease lease;
   std::uint64_t grant = 0, grant_generation = 0, grant_nonce = 0;
   Charge direct;  // its requester loan of max_direct_bytes, from admission until it reports
+  // The half-open trial of a paused rail pair this parent is (every slice on that pair's NIC),
+  // from planning until its verdict or its report: a positive receipt on the pair reopens it, a
+  // rail error on it fails the trial.
+  RailTrial trial;
   // Its request's priority and deadline (kNoDeadline: none; a rendezvous has none here, since its
   // receiver already matched it): the scheduler's inputs, and the GrantRequest's.
   Priority priority = Priority::High;

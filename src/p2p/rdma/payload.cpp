@@ -155,9 +155,11 @@ bool Requester::post_slices(PeerRdma& peer, Parent& p, std::size_t si, Qp& q, st
     }
   }
   note_posted(s, wr_scratch_.data(), accepted);
+  if (accepted > 0 && p.trial.running() && p.trial.pair() == pair_of(peer, s)) p.trial.posted();
   s.posted = static_cast<std::uint8_t>(s.posted + accepted);
   p.wrs_outstanding += accepted;
   if (rc != 0) {
+    note_rail_error(peer, p, s);
     slot_broken(peer, q);
     fail_parent(peer, p,
                 verbs::errno_status(Errc::ConnectionLost,
@@ -253,6 +255,7 @@ void Requester::post_receipt(PeerRdma& peer, Parent& p, Segment& s, bool release
     } else {
       ++p.wrs_outstanding;  // its completion (or flush) gives the slot back
     }
+    note_rail_error(peer, p, s);
     slot_broken(peer, *q);
     return fail_parent(peer, p,
                        verbs::errno_status(Errc::ConnectionLost,
@@ -286,6 +289,7 @@ void Requester::on_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const i
       for (std::size_t c = 0; c < contexts.size(); ++c) {
         if (contexts[c].get() == q.ctx) engine_->refresh_port(c);
       }
+      note_rail_error(peer, p, s);
     }
     slot_broken(peer, q);
     const std::string what = r.kind == WrKind::Receipt ? "the receipt" : "a payload WR";
@@ -308,6 +312,10 @@ void Requester::on_wr(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const i
     }
   } else if (r.kind == WrKind::Receipt) {
     s.receipt_done = true;
+    // A positive receipt: the pair carried the segment end to end.
+    if (!s.released && p.trial.running() && p.trial.pair() == pair_of(peer, s)) {
+      p.trial.succeeded();
+    }
     replay_rkey_ = s.rkey;
     add(s.released ? engine_->counters().receipts_released : engine_->counters().receipts_sent);
   }

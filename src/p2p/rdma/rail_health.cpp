@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace orbite::rdma {
 
@@ -21,11 +22,13 @@ RailHealth::RailHealth(const RdmaConfig& cfg)
       max_pairs_(std::max<std::uint32_t>(cfg.max_rail_pairs, 1)) {}
 
 bool RailHealth::usable(const RailPair& pair) const {
+  std::lock_guard lock(mu_);
   auto it = pairs_.find(pair);
   return it == pairs_.end() || !it->second.paused;
 }
 
 RailHealth::Admission RailHealth::admit(const RailPair& pair, Clock::time_point now) {
+  std::lock_guard lock(mu_);
   auto it = pairs_.find(pair);
   if (it == pairs_.end()) return Admission{};  // healthy; it is recorded by its first error
   Entry& e = it->second;
@@ -61,6 +64,7 @@ void RailHealth::pause(const RailPair& pair, Entry& e, Clock::time_point now,
 }
 
 Status RailHealth::record_error(const RailPair& pair, Clock::time_point now, std::uint64_t trial) {
+  std::lock_guard lock(mu_);
   auto it = pairs_.find(pair);
   if (it == pairs_.end()) {
     if (!make_room(now)) {
@@ -92,6 +96,7 @@ Status RailHealth::record_error(const RailPair& pair, Clock::time_point now, std
 }
 
 void RailHealth::trial_succeeded(const RailPair& pair, std::uint64_t trial) {
+  std::lock_guard lock(mu_);
   auto it = pairs_.find(pair);
   if (it == pairs_.end()) return;
   Entry& e = it->second;
@@ -106,6 +111,7 @@ void RailHealth::trial_succeeded(const RailPair& pair, std::uint64_t trial) {
 }
 
 void RailHealth::trial_cancelled(const RailPair& pair, std::uint64_t trial) {
+  std::lock_guard lock(mu_);
   auto it = pairs_.find(pair);
   if (it == pairs_.end()) return;
   Entry& e = it->second;
@@ -115,7 +121,16 @@ void RailHealth::trial_cancelled(const RailPair& pair, std::uint64_t trial) {
   e.last_trial = Clock::time_point{};
 }
 
+void RailHealth::trial_abandoned(const RailPair& pair, std::uint64_t trial) {
+  std::lock_guard lock(mu_);
+  auto it = pairs_.find(pair);
+  if (it == pairs_.end()) return;
+  Entry& e = it->second;
+  if (e.trial_running && trial == e.trial) e.trial_running = false;  // last_trial stays
+}
+
 void RailHealth::forget_epoch(std::uint64_t peer_epoch) {
+  std::lock_guard lock(mu_);
   for (auto it = pairs_.begin(); it != pairs_.end();) {
     if (it->first.peer_epoch != peer_epoch) {
       ++it;
@@ -143,14 +158,47 @@ bool RailHealth::make_room(Clock::time_point now) {
 }
 
 RailHealth::Stats RailHealth::stats() const {
+  std::lock_guard lock(mu_);
   Stats s = stats_;
   s.pairs = pairs_.size();
   return s;
 }
 
 RailHealth::NicCounts RailHealth::nic(int local_nic) const {
+  std::lock_guard lock(mu_);
   auto it = nics_.find(local_nic);
   return it == nics_.end() ? NicCounts{} : it->second;
+}
+
+RailTrial& RailTrial::operator=(RailTrial&& o) noexcept {
+  if (this != &o) {
+    end();
+    health_ = std::exchange(o.health_, nullptr);
+    pair_ = o.pair_;
+    token_ = o.token_;
+    posted_ = o.posted_;
+  }
+  return *this;
+}
+
+void RailTrial::succeeded() {
+  if (health_ == nullptr) return;
+  std::exchange(health_, nullptr)->trial_succeeded(pair_, token_);
+}
+
+Status RailTrial::failed(RailHealth::Clock::time_point now) {
+  if (health_ == nullptr) return {};
+  return std::exchange(health_, nullptr)->record_error(pair_, now, token_);
+}
+
+void RailTrial::end() {
+  if (health_ == nullptr) return;
+  RailHealth* h = std::exchange(health_, nullptr);
+  if (posted_) {
+    h->trial_abandoned(pair_, token_);
+  } else {
+    h->trial_cancelled(pair_, token_);
+  }
 }
 
 }  // namespace orbite::rdma

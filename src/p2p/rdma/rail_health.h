@@ -11,8 +11,9 @@
 // every pair is paused, on trial or counting errors, the new one is refused (ResourceExhausted)
 // and the ones it would have displaced are kept.
 //
-// Not thread-safe: its owner serializes the calls (and states the lock order where it declares
-// the table). Time is passed in, so the rules are tested without sleeping.
+// Thread-safe: one table per engine (RdmaEngine::rail_health), shared by its lanes. Its mutex is a
+// leaf (a lane's mutex → it; nothing is taken under it). Time is passed in, so the rules are
+// tested without sleeping.
 #pragma once
 
 #include <orbite/config.h>
@@ -22,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -86,8 +88,13 @@ class RailHealth {
   // The trial's positive receipt: the pair reopens, its cooldown back to rdma.rail_cooldown. A
   // token that is not the pair's current trial changes nothing.
   void trial_succeeded(const RailPair& pair, std::uint64_t trial);
-  // The trial's slice was never posted: the next `admit` after the probe interval may try again.
+  // The trial's slice was never posted: its turn goes back, so the next `admit` may try again
+  // without waiting rdma.rail_probe_interval.
   void trial_cancelled(const RailPair& pair, std::uint64_t trial);
+  // The trial was posted but ended without a verdict on the pair (its parent failed for another
+  // reason: an authority error, the peer's grant refused): the pair stays paused and the next
+  // trial waits rdma.rail_probe_interval after this one.
+  void trial_abandoned(const RailPair& pair, std::uint64_t trial);
   // The peer's connection ended: its pairs go.
   void forget_epoch(std::uint64_t peer_epoch);
 
@@ -104,11 +111,13 @@ class RailHealth {
     bool trial_running = false;
     std::uint64_t trial = 0;  // the current trial's token
   };
+  // Under mu_.
   void trim(Entry& e, Clock::time_point now) const;
   void pause(const RailPair& pair, Entry& e, Clock::time_point now, Clock::duration cooldown);
   // Room for one more pair; false when every held pair must be kept.
   bool make_room(Clock::time_point now);
 
+  mutable std::mutex mu_;  // a leaf; guards everything below the constants
   const std::uint32_t threshold_;
   const Clock::duration window_;
   const Clock::duration cooldown_;
@@ -118,6 +127,39 @@ class RailHealth {
   std::uint64_t next_trial_ = 1;
   Stats stats_;
   std::unordered_map<int, NicCounts> nics_;
+};
+
+// One half-open trial a parent carries, as a move-only owner: it ends exactly once, by a verdict
+// (`succeeded`, `failed`) or, when dropped without one, as cancelled (never posted) or abandoned
+// (posted). Touched by its lane's thread only; the table it names outlives it (the engine's).
+class RailTrial {
+ public:
+  RailTrial() = default;
+  RailTrial(RailHealth& health, const RailPair& pair, std::uint64_t token)
+      : health_(&health), pair_(pair), token_(token) {}
+  RailTrial(RailTrial&& o) noexcept { *this = std::move(o); }
+  RailTrial& operator=(RailTrial&& o) noexcept;
+  RailTrial(const RailTrial&) = delete;
+  RailTrial& operator=(const RailTrial&) = delete;
+  ~RailTrial() { end(); }
+
+  [[nodiscard]] bool running() const { return health_ != nullptr; }
+  [[nodiscard]] const RailPair& pair() const { return pair_; }
+  [[nodiscard]] std::uint64_t token() const { return token_; }
+  // A payload WR of the trial's pair was accepted by the HCA.
+  void posted() { posted_ = true; }
+  // The pair's positive receipt: it reopens.
+  void succeeded();
+  // A rail error on the pair: the trial failed (the cooldown doubles). Returns record_error's.
+  Status failed(RailHealth::Clock::time_point now);
+  // No verdict: cancelled if nothing of it was posted, else abandoned.
+  void end();
+
+ private:
+  RailHealth* health_ = nullptr;  // null: no trial, or it has ended
+  RailPair pair_;
+  std::uint64_t token_ = 0;
+  bool posted_ = false;
 };
 
 }  // namespace orbite::rdma

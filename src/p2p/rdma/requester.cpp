@@ -56,6 +56,7 @@ Status Requester::plan_segments(PeerRdma& peer, Parent& p, const MrSet& local) {
   req.location = topo::selection_location(local.location(), cfg_.preferred_numa_node);
   req.mask = cfg_.device_mask.value_or(~0ULL);
   req.compatible = lane_.compatible_nics(peer);
+  ORBITE_RETURN_IF_ERROR(apply_rail_health(peer, p, req));
   if (p.job->private_path && slices > 1) {
     // A private grant is one segment on one QP pair, so its slices share one NIC: the one a
     // single selection of the parent picks.
@@ -120,6 +121,67 @@ Status Requester::plan_segments(PeerRdma& peer, Parent& p, const MrSet& local) {
     first = end;
   }
   return {};
+}
+
+Status Requester::apply_rail_health(PeerRdma& peer, Parent& p, topo::SelectionRequest& req) {
+  const std::uint64_t allowed = req.mask & req.compatible;
+  if (allowed == 0) return {};  // the selection names what is missing
+  RailHealth& health = engine_->rail_health();
+  const auto& contexts = engine_->contexts();
+  const auto now = Clock::now();
+  std::uint64_t healthy = 0;
+  std::string paused;
+  for (std::size_t c = 0; c < contexts.size(); ++c) {
+    const int nic = contexts[c]->nic_id;
+    if (nic < 0 || nic >= static_cast<int>(kMaxNics) || ((allowed >> nic) & 1) == 0) continue;
+    auto array = lane_.array_to(peer, c);
+    if (!array.ok()) continue;  // no rail there: the selection's errors say so
+    const RailPair pair{peer.my_link_incarnation, nic, peer.arrays[*array].remote_nic};
+    if (health.usable(pair)) {
+      healthy |= 1ULL << nic;
+      continue;
+    }
+    // Looking up stops at `usable`: only a parent that will be planned on it arms a trial.
+    if (!p.trial.running()) {
+      const RailHealth::Admission a = health.admit(pair, now);
+      if (a.verdict == RailHealth::Verdict::Trial) p.trial = RailTrial(health, pair, a.trial);
+    }
+    const NicRecord* remote = peer.nic(pair.remote_nic);
+    paused += (paused.empty() ? "" : ", ") + contexts[c]->name + " -> " +
+              (remote != nullptr ? remote->name : "NIC " + std::to_string(pair.remote_nic));
+  }
+  if (p.trial.running()) {
+    // The whole parent is the trial: its verdict is the pair's alone.
+    req.mask = 1ULL << p.trial.pair().local_nic;
+    ORBITE_LOG(Info, Rdma) << "parent " << p.id << " is the half-open trial of a paused rail to peer "
+                           << p2p::short_id(peer.link->ep.id);
+    return {};
+  }
+  if (healthy == 0 && !paused.empty()) {
+    return Status::error(Errc::Unavailable,
+                         "every RDMA rail to peer " + p2p::short_id(peer.link->ep.id) +
+                             " this request may use is paused by rail health (" + paused +
+                             "; rdma.rail_error_threshold errors inside rdma.rail_error_window, "
+                             "until rdma.rail_cooldown admits a trial) (nothing moved)");
+  }
+  if (!paused.empty()) req.mask = healthy;
+  return {};
+}
+
+RailPair Requester::pair_of(const PeerRdma& peer, const Segment& s) {
+  return RailPair{peer.my_link_incarnation, s.nic, peer.arrays[s.array].remote_nic};
+}
+
+void Requester::note_rail_error(PeerRdma& peer, Parent& p, const Segment& s) {
+  if (peer.failed) return;  // its pairs were forgotten with its connection
+  const RailPair pair = pair_of(peer, s);
+  const auto now = Clock::now();
+  const Status st = p.trial.running() && p.trial.pair() == pair
+                        ? p.trial.failed(now)
+                        : engine_->rail_health().record_error(pair, now);
+  if (!st.ok()) {
+    ORBITE_LOG(Warn, Rdma) << st.message();
+  }
 }
 
 Status Requester::register_send_buffer(p2p::RmaOp& op, RmaJob& job) {
@@ -516,6 +578,7 @@ void Requester::report(Parent& p, const Status& st) {
   p.reported = true;
   p.lease.abandon();  // the charges of slices that never completed
   p.direct.reset();
+  p.trial.end();  // no verdict came: cancelled if nothing was posted, else abandoned
   RmaJob& job = *p.job;
   if (!st.ok()) {
     add(engine_->counters().parents_failed);

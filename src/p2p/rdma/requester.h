@@ -73,6 +73,15 @@ class Requester {
   Status register_send_buffer(p2p::RmaOp& op, RmaJob& job);
   // Cuts a parent's slices into segments by the lease's NIC runs (and QP slots).
   Status plan_segments(PeerRdma& peer, Parent& p, const MrSet& local);
+  // Rail health in the selection: paused pairs leave `req.mask`; a pair whose cooldown is over
+  // makes this parent its half-open trial (the mask that NIC alone). Unavailable when every
+  // allowed pair is paused and none may be tried (nothing moved).
+  Status apply_rail_health(PeerRdma& peer, Parent& p, topo::SelectionRequest& req);
+  // The rail pair a segment's slices travel: (the peer's connection, local NIC, remote NIC).
+  [[nodiscard]] static RailPair pair_of(const PeerRdma& peer, const Segment& s);
+  // A payload or receipt error on the segment's pair (not a flush, not an authority failure):
+  // one error for rail health, the parent's trial failed when it is that pair's.
+  void note_rail_error(PeerRdma& peer, Parent& p, const Segment& s);
   void connect_parent(PeerRdma& peer, Parent& p);
   // The private grant path: the parent's own QP (INIT) before its GrantRequest, connected to the
   // grant's QP on the Grant.
