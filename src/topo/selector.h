@@ -67,7 +67,7 @@ struct NicLoadStats {
   std::uint64_t posted_bytes = 0;     // posted payload debt outstanding
   std::uint64_t completed_bytes = 0;  // successful payload bytes, lifetime
   std::uint64_t allocated_bytes = 0;  // bytes assigned by selection, lifetime, both modes
-  std::uint64_t probes = 0;  // probe parents that gave it at least one slice
+  std::uint64_t probes = 0;           // probe parents that gave it at least one slice
 };
 
 // What the RDMA scheduler reads of a NIC per dispatch (DeadlineMlu admission and arbitration).
@@ -156,7 +156,6 @@ class DeviceSelector {
   // drive it; production passes SelectorClock::now().
   void on_posted(int nic, std::uint64_t bytes, TimePoint now);
   void on_completed(int nic, std::uint64_t bytes, bool ok, TimePoint now);
-
 
   [[nodiscard]] std::size_t nic_count() const { return nic_count_; }
   // A consistent snapshot (never half a parent) of every inventory NIC. Allocates.

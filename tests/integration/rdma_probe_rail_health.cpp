@@ -34,10 +34,10 @@ RailView view(TransferEngine& engine) {
 }
 
 std::string describe(const RailView& v) {
-  std::string out = "errors " + sz(v.stats.rail_errors) + " open " +
-                    sz(v.stats.rail_open_pairs) + " probes " + sz(v.stats.rail_probes) +
-                    " recoveries " + sz(v.stats.rail_recoveries) + " pauses " +
-                    sz(v.stats.rail_pauses) + " pairs " + sz(v.stats.rail_pairs);
+  std::string out = "errors " + sz(v.stats.rail_errors) + " open " + sz(v.stats.rail_open_pairs) +
+                    " probes " + sz(v.stats.rail_probes) + " recoveries " +
+                    sz(v.stats.rail_recoveries) + " pauses " + sz(v.stats.rail_pauses) + " pairs " +
+                    sz(v.stats.rail_pairs);
   for (const NicLoad& n : v.nics) {
     out += "; " + n.name + ": errors " + sz(n.rail_errors) + " probes " + sz(n.rail_probes) +
            " open " + sz(n.rail_open_pairs) + " allocated " + sz(n.allocated_bytes);

@@ -153,7 +153,8 @@ Status Requester::apply_rail_health(PeerRdma& peer, Parent& p, topo::SelectionRe
   if (p.trial.running()) {
     // The whole parent is the trial: its verdict is the pair's alone.
     req.mask = 1ULL << p.trial.pair().local_nic;
-    ORBITE_LOG(Info, Rdma) << "parent " << p.id << " is the half-open trial of a paused rail to peer "
+    ORBITE_LOG(Info, Rdma) << "parent " << p.id
+                           << " is the half-open trial of a paused rail to peer "
                            << p2p::short_id(peer.link->ep.id);
     return {};
   }
