@@ -10,7 +10,7 @@ set_target_properties(orbite-coll-probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PR
 orbite_add_gtest(coll_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/coll_test.cpp
   LABELS integration
-  TIMEOUT 1500)
+  TIMEOUT 1500 COST 200)
 target_compile_definitions(coll_test PRIVATE
   ORBITE_COLL_PROBE="$<TARGET_FILE:orbite-coll-probe>"
   ORBITE_RUN_BIN="$<TARGET_FILE:orbite-run>"

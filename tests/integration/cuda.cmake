@@ -18,7 +18,7 @@ add_dependencies(orbite-cuda-probe softcuda)
 orbite_add_gtest(cuda_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_test.cpp
   LABELS "integration;cuda"
-  TIMEOUT 600)
+  TIMEOUT 600 COST 110)
 target_compile_definitions(cuda_test PRIVATE
   ORBITE_CUDA_PROBE="$<TARGET_FILE:orbite-cuda-probe>"
   ORBITE_RUN_BIN="$<TARGET_FILE:orbite-run>"

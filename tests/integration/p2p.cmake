@@ -12,7 +12,7 @@ set_target_properties(orbite-p2p-probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PRO
 orbite_add_gtest(p2p_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/p2p_test.cpp
   LABELS integration
-  TIMEOUT 600)
+  TIMEOUT 600 COST 190)
 target_compile_definitions(p2p_test PRIVATE
   ORBITE_P2P_PROBE="$<TARGET_FILE:orbite-p2p-probe>"
   ORBITE_RUN_BIN="$<TARGET_FILE:orbite-run>"
