@@ -16,6 +16,7 @@ packages=(
   python3-pyverbs     # rdma-core's Python bindings: softverbs.pyverbs lists devices with them
   libopenmpi-dev openmpi-bin
   clang-format clang-tidy
+  clang-16 libclang-rt-16-dev  # libFuzzer (tests/fuzz): clang 14 lacks std::source_location
   libgloo-dev         # the Gloo all_reduce reference of the collective benchmarks
   python3-matplotlib  # scripts/plot.py
   libbenchmark-dev    # Google Benchmark (perf_tests/selector_bench)
