@@ -2,7 +2,8 @@
 // (its pair with the peer), so this is what rail health adds per parent and rail. Measured
 // beside its floor in the same run: one uncontended lock/unlock pair around the same hash lookup.
 //
-//   ninja -C build rail_health_bench && ./build/perf_tests/rail_health_bench --benchmark_min_time=0.2
+//   ninja -C build rail_health_bench && ./build/perf_tests/rail_health_bench
+//   --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
 #include <chrono>
