@@ -34,8 +34,3 @@ bool orbite::fuzz::accepts(const std::uint8_t* data, std::size_t size) {
   require(again->to_json() == json, "the configuration does not round-trip");
   return true;
 }
-
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  (void)orbite::fuzz::accepts(data, size);
-  return 0;
-}

@@ -115,8 +115,3 @@ bool orbite::fuzz::accepts(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return false;
   return run_one(data[0], std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
 }
-
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  (void)orbite::fuzz::accepts(data, size);
-  return 0;
-}

@@ -1,7 +1,8 @@
-// The contract of a fuzz target (tests/fuzz/*_fuzz.cpp): libFuzzer's entry point, and the seed
-// inputs the target knows to be valid (each built by the encoder it fuzzes the decoder of), which
-// replay_main.cpp writes into the corpus and replays. A target aborts on a broken invariant; a
-// rejected input is not a finding, only a crash, a sanitizer report or an abort is.
+// The contract of a fuzz target (tests/fuzz/*_fuzz.cpp): `accepts` (libFuzzer's entry point,
+// defined once in fuzz_support.cpp, calls it), and the seed inputs the target knows to be valid
+// (each built by the encoder it fuzzes the decoder of), which replay_main.cpp writes into the
+// corpus and replays. A target aborts on a broken invariant; a rejected input is not a finding,
+// only a crash, a sanitizer report or an abort is.
 #pragma once
 
 #include <cstddef>

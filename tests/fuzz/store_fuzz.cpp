@@ -75,8 +75,3 @@ bool accepts(const std::uint8_t* data, std::size_t size) {
 }
 
 }  // namespace orbite::fuzz
-
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  (void)orbite::fuzz::accepts(data, size);
-  return 0;
-}
