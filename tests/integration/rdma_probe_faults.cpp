@@ -93,6 +93,9 @@ void scenario_rdma_failed_post(RdmaContext& r) {
       const RdmaStats after = engine.rdma_stats();
       const std::uint64_t writes = after.completed_writes - before.completed_writes;
       if (fault.ends_with("at=2")) check(writes <= 2, fault + ": " + sz(writes) + " WRITEs ran");
+      // A failed post is one rail error of its pair (its accepted WRs flush: not counted again).
+      check(after.rail_errors == before.rail_errors + 1,
+            fault + ": " + sz(after.rail_errors - before.rail_errors) + " rail errors counted");
       check(eventually([&] { return engine.rdma_stats().direct_bytes_in_use == 0; }),
             fault + ": the loan was not returned");
       std::printf("rank 0: %s: %llu WRITEs, then %s\n", fault.c_str(),
