@@ -23,10 +23,16 @@ struct RdmaContextStats {
   std::string name;
   std::uint32_t port = 0;
   std::string state;  // "active", "paused", or "inert: <why>"
+  // Why a paused context's route is fenced (its port, its address, a fatal device event, or the
+  // QPs of the old route it waits for); "" when active.
+  std::string fence;
   std::uint32_t gid_index = 0;
-  int numa_node = -1;             // from sysfs; -1 when unknown
-  std::uint64_t events_read = 0;  // device async events the monitor consumed
-  std::uint64_t port_events = 0;  // of them, port events (each refreshed the context at once)
+  std::string gid;                     // the route's GID, hex groups
+  std::uint64_t route_generation = 0;  // advances on every fence and publication
+  std::uint32_t live_qps = 0;          // QPs on this device now, every lane's
+  int numa_node = -1;                  // from sysfs; -1 when unknown
+  std::uint64_t events_read = 0;       // device async events the monitor consumed
+  std::uint64_t port_events = 0;       // of them, port events (each refreshed the context at once)
 };
 
 // Counters of this engine's RDMA transport (all zero when it is not installed).
@@ -115,11 +121,21 @@ struct RdmaStats {
   // the refusal); a difference beyond the grants open now was retained (see retained).
   std::uint64_t private_grants = 0;
   std::uint64_t private_teardowns = 0;
+  // The monitor (docs/reliability.md, "Monitor recovery"): its scans, the route queries they and
+  // the device events made, routes fenced (port down, address changed or gone, fatal event) and
+  // routes published again (an active port, a valid address, every QP of the old route drained).
+  std::uint64_t monitor_ticks = 0;
+  std::uint64_t route_queries = 0;
+  std::uint64_t route_fences = 0;
+  std::uint64_t route_recoveries = 0;
+  // Payload QPs retired at both ends because their route was fenced (here or at the peer).
+  std::uint64_t route_qps_retired = 0;
   std::uint64_t budget_exhausted = 0;  // ResourceExhausted answers, any budget
   // NIC tables sent to peers after a context paused or resumed, and received from them.
   std::uint64_t nic_tables_sent = 0;
   std::uint64_t nic_tables_received = 0;
-  // Message QPs rebuilt on another rail because theirs paused (with no frame in flight).
+  // Message QPs moved off a paused or fenced rail once no frame was in flight (retired at both
+  // ends; the next frame builds one on an active rail).
   std::uint64_t message_qp_moves = 0;
   // Rail health, the circuit breaker per (peer connection, local NIC, remote NIC): payload errors
   // counted (lifetime), pairs whose breaker is open now (paused: no slice but a half-open trial),

@@ -13,6 +13,7 @@
 //   drop DEV QPN              disable|enable DEV mw|send_inv
 //   mw_strict DEV on|off      mw_index_limit DEV N (0: none)
 //   hold_flush DEV on|off     (send WRs flushed by a QP's move to ERR never complete)
+//   fatal DEV                 (IBV_EVENT_DEVICE_FATAL on every open context; nothing else)
 #include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -108,16 +109,16 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
   if (words.empty()) return "empty command";
   c->verb = words[0];
   static const char* const verbs[] = {
-      "port",      "gid",          "rate",       "delay",          "fail_wr",
-      "fail_post", "fail_destroy", "fail_dereg", "drop",           "show",
-      "disable",   "enable",       "mw_strict",  "mw_index_limit", "hold_flush"};
+      "port",       "gid",  "rate", "delay",   "fail_wr", "fail_post", "fail_destroy",
+      "fail_dereg", "drop", "show", "disable", "enable",  "mw_strict", "mw_index_limit",
+      "hold_flush", "fatal"};
   bool known = false;
   for (const char* v : verbs) known = known || c->verb == v;
   if (!known) {
     return "unknown command '" + c->verb +
            "' (port, gid, rate, delay, fail_wr, fail_post, fail_destroy, fail_dereg, drop, show, "
            "disable, enable, "
-           "mw_strict, mw_index_limit, hold_flush)";
+           "mw_strict, mw_index_limit, hold_flush, fatal)";
   }
   if (words.size() < 2) return c->verb + ": missing device";
   if (resolve) {
@@ -201,7 +202,7 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
       return "mw_index_limit: '" + a[0] + "' is not 0.." + std::to_string(kMwIndexCount) +
              " (0: no limit)";
     }
-  } else {  // show
+  } else {  // show, fatal
     if (auto e = want(0, 0, ""); !e.empty()) return e;
   }
   return "";
@@ -347,6 +348,8 @@ int execute_command(const std::string& command, std::string* reply) {
     (a[0] == "mw" ? st.mw_disabled : st.send_inv_disabled) = c.verb == "disable";
   } else if (c.verb == "hold_flush") {
     st.hold_flushes = a[0] == "on";
+  } else if (c.verb == "fatal") {
+    raise(st, IBV_EVENT_DEVICE_FATAL);
   } else if (c.verb == "mw_strict") {
     st.mw_strict = a[0] == "on";
   } else if (c.verb == "mw_index_limit") {

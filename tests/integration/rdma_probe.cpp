@@ -561,6 +561,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"numa", {scenario_rdma_numa, {}}},
       {"peer_port_down", {scenario_rdma_peer_port_down, {}}},
       {"rail_health", {scenario_rdma_rail_health, {}}},
+      {"route_recovery", {scenario_rdma_route_recovery, {}}},
       {"forged_nic_table", {scenario_rdma_forged_nic_table, {{1, "forge_nic_table"}}}},
       {"mr_cache", {scenario_rdma_mr_cache, {}}},
       {"error_cqe", {scenario_rdma_error_cqe, {}}},

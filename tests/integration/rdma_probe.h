@@ -41,6 +41,12 @@ Setup setup_region(RdmaContext& r, std::uint64_t length, std::uint64_t owner_see
 RemoteRegion share_descriptor(RdmaContext& r, const MemoryRegion* region, int owner, int step);
 
 // The descriptor with a u64 field (region id, generation or length) changed in its bytes.
+// `count` puts of `n` bytes from rank 0 into rank 1's region at offset `at`, each checked by
+// rank 1 before the next overwrites it; `step` numbers the signals (rdma_probe_rails.cpp).
+void checked_puts(RdmaContext& r, Region& mine, const RemoteRegion& remote, std::uint64_t at,
+                  std::uint64_t n, int count, std::uint64_t seed, const std::string& phase,
+                  int& step);
+
 // Polls `done` (the engine's stats) for up to kWait.
 bool eventually(const std::function<bool()>& done);
 
@@ -80,6 +86,8 @@ void scenario_rdma_rails(RdmaContext& r);
 void scenario_rdma_port_down(RdmaContext& r);
 void scenario_rdma_peer_port_down(RdmaContext& r);
 void scenario_rdma_forged_nic_table(RdmaContext& r);
+// The monitor's route fencing and recovery (rdma_probe_route.cpp).
+void scenario_rdma_route_recovery(RdmaContext& r);
 // Rail health's circuit breaker (rdma_probe_rail_health.cpp).
 void scenario_rdma_rail_health(RdmaContext& r);
 // The MR cache of the collectives' scratch (rdma_probe_cache.cpp).

@@ -34,8 +34,8 @@ void print_shares(int rank, const std::vector<NicLoad>& before, const std::vecto
   }
 }
 
-// `count` puts of `n` bytes from rank 0 into rank 1's region at offset `at`, each checked by
-// rank 1 before the next overwrites it; `step` numbers the signals.
+}  // namespace
+
 void checked_puts(RdmaContext& r, Region& mine, const RemoteRegion& remote, std::uint64_t at,
                   std::uint64_t n, int count, std::uint64_t seed, const std::string& phase,
                   int& step) {
@@ -55,8 +55,6 @@ void checked_puts(RdmaContext& r, Region& mine, const RemoteRegion& remote, std:
     barrier(r.c, phase + ": checked");  // before the next put overwrites the region
   }
 }
-
-}  // namespace
 
 // rails: put and get of 8,388,768 bytes (with rdma.block_size 1 MiB from the test: 8 slices) and
 // of 64 MiB at odd offsets, each checked over the whole of both regions, then the rails' shares.
@@ -196,6 +194,7 @@ void scenario_rdma_port_down(RdmaContext& r) {
   // PORT_ACTIVE on every open context of the device, a veth's link change included).
   auto port_events = [&] { return engine.rdma_stats().contexts.at(cut).port_events; };
   std::uint64_t events_seen = 0;
+  std::uint64_t recoveries_seen = 0;
   auto in_flight_then_down = [&](bool write) {
     if (r.c.rank != 0) return;
     events_seen = port_events();
@@ -211,6 +210,9 @@ void scenario_rdma_port_down(RdmaContext& r) {
           std::string(write ? "put" : "get") + " failed other than '" + expect +
               "': " + st.to_string());
     check(eventually([&] { return !loads(engine)[cut].healthy; }), "the cut rail is still healthy");
+    check(engine.rdma_stats().contexts.at(cut).fence.find("port left ACTIVE") != std::string::npos,
+          "the cut rail's fence: '" + engine.rdma_stats().contexts.at(cut).fence + "'");
+    recoveries_seen = engine.rdma_stats().route_recoveries;
     check(eventually([&] { return port_events() > events_seen; }),
           "the monitor consumed no port event of the cut rail (" + sz(port_events()) + ")");
     events_seen = port_events();
@@ -224,6 +226,10 @@ void scenario_rdma_port_down(RdmaContext& r) {
     if (r.c.rank == 0) {
       check(eventually([&] { return port_events() > events_seen; }),
             "the monitor consumed no port event when the rail came back");
+      // Resumed through the monitor's recovery: the old route's QPs drained first.
+      const RdmaStats s = engine.rdma_stats();
+      check(s.route_recoveries > recoveries_seen && s.contexts.at(cut).fence.empty(),
+            "the cut rail resumed without a route recovery (" + sz(s.route_recoveries) + ")");
     }
     barrier(r.c, "port up");
   };

@@ -395,6 +395,22 @@ TEST_F(RdmaRails, RailErrorsPauseThePairAndAHalfOpenTrialReopensIt) {
   EXPECT_NE(o.out.find("paused by rail health"), std::string::npos) << o.out;
 }
 
+// Monitor recovery: rank 1's soft_0 loses its pinned GID (index 1), so its route is fenced, its
+// QPs drain at both ends and it stays fenced without an address; the GID back publishes it and it
+// carries again; a fatal device event fences it for good (docs/reliability.md).
+TEST_F(RdmaRails, AFencedRouteDrainsAndIsPublishedAgainOnlyWithAValidAddress) {
+  const std::string path = dir_.path() + "/gids.json";
+  std::ofstream(path) << R"({"devices": [{"bind": "127.0.0.1", "gids": ["::ffff:127.0.0.1"]}, )"
+                      << R"({"bind": "127.0.0.2", "gids": ["::ffff:127.0.0.2"]}]})";
+  Outcome o = run_ranks("route_recovery", {{"SOFTVERBS_CONFIG", path},
+                                           {"ORBITE_RDMA_BLOCK_SIZE", "1MiB"},
+                                           {"ORBITE_RDMA_GID_INDEX", "1"},
+                                           {"ORBITE_RDMA_MONITOR_INTERVAL", "100ms"}});
+  expect_pass(o, "route_recovery");
+  EXPECT_EQ(count_of(o.out, "rank 0: route_recovery ok\n"), 1U) << o.out;
+  EXPECT_EQ(count_of(o.out, "rank 1: route_recovery ok\n"), 1U) << o.out;
+}
+
 TEST_F(RdmaRails, AForgedNicTableIsAProtocolErrorThatFailsTheLink) {
   Outcome o = run_ranks("forged_nic_table", rails(100, 100));
   expect_pass(o, "forged_nic_table");

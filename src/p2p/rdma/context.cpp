@@ -41,6 +41,26 @@ bool Context::destroy(std::string* why) {
   return true;
 }
 
+Route Context::route() const {
+  std::lock_guard lock(route_mu_);
+  return route_;
+}
+
+void Context::set_route(const Route& r) {
+  std::lock_guard lock(route_mu_);
+  route_ = r;
+}
+
+std::string Context::fence_reason() const {
+  std::lock_guard lock(route_mu_);
+  return fence_reason_;
+}
+
+void Context::set_fence_reason(std::string why) {
+  std::lock_guard lock(route_mu_);
+  fence_reason_ = std::move(why);
+}
+
 const char* Context::state_name() const {
   switch (state.load()) {
     case ContextState::Active: return "active";
@@ -134,18 +154,11 @@ bool choose_port(Context& c, std::uint32_t ports, const rdma::RdmaConfig& cfg,
     r.link_layer = pa.link_layer;
     r.state = pa.state;
     r.rate_gbps = topo::port_rate_gbps(pa.active_speed, pa.active_width);
-    bool gid_ok = false;
-    if (cfg.gid_index) {
-      gid_ok = api.query_gid(c.ctx, r.port, static_cast<int>(*cfg.gid_index), &r.gid) == 0 &&
-               !zero_gid(r.gid);
-      r.gid_index = static_cast<std::uint8_t>(*cfg.gid_index);
-    } else {
-      gid_ok = choose_gid(api, c.ctx, r.port, pa.gid_tbl_len, r);
-    }
+    const bool gid_ok = resolve_gid(api, c.ctx, r.port, pa.gid_tbl_len, cfg.gid_index, r);
     // InfiniBand routes by LID and needs no GID; RoCE needs one.
     if (!gid_ok && r.link_layer != IBV_LINK_LAYER_INFINIBAND) continue;
     if (found && pa.state != IBV_PORT_ACTIVE) continue;
-    c.route = r;
+    c.set_route(r);
     found = true;
     found_active = pa.state == IBV_PORT_ACTIVE;
   }
@@ -209,9 +222,22 @@ void open_context(Context& c, ibv_device* dev, const rdma::RdmaConfig& cfg,
   }
   c.keys = std::make_unique<KeyHistory>(cfg.max_window_key_indices);
   c.state = found_active ? ContextState::Active : ContextState::Paused;
+  if (!found_active) c.set_fence_reason("its port was not ACTIVE at discovery");
 }
 
 }  // namespace
+
+bool resolve_gid(const IbvApi& api, ibv_context* ctx, std::uint8_t port, int table_len,
+                 std::optional<std::uint32_t> pinned, Route& route) {
+  if (!pinned) return choose_gid(api, ctx, port, table_len, route);
+  ibv_gid gid{};
+  if (api.query_gid(ctx, port, static_cast<int>(*pinned), &gid) != 0 || zero_gid(gid)) {
+    return false;
+  }
+  route.gid = gid;
+  route.gid_index = static_cast<std::uint8_t>(*pinned);
+  return true;
+}
 
 Result<Discovery> discover_contexts(const IbvApi& api, const rdma::RdmaConfig& cfg) {
   int n = 0;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,8 +50,10 @@ struct Route {
 };
 
 // Lifetime: owned by the RdmaEngine, destroyed after every lane's CQs, QPs and windows on it.
-// Fields are fixed after discovery except `keys`, which key_mu guards, and `state`, which moves
-// between Active and Paused with the port (RdmaEngine::refresh_port) and is read by every lane.
+// Fields are fixed after discovery except `keys`, which key_mu guards, `state`, which moves
+// between Active and Paused with the port and its address (RdmaEngine::refresh_port) and is read
+// by every lane, and the route, which only the monitor replaces, while the context is Paused and
+// holds no QP (route(), a copy under route_mu_).
 class Context {
  public:
   Context(const IbvApi& api, int nic_id, std::string name);
@@ -72,10 +75,15 @@ class Context {
   // Device events read (all kinds) and port events among them; written by the monitor.
   std::atomic<std::uint64_t> events_read{0};
   std::atomic<std::uint64_t> port_events{0};
+  // QPs on this device, every lane's: created and not yet destroyed (a QP whose destroy failed
+  // stays counted for good). A fenced route is published again only once this is zero, so no QP
+  // built on the old address survives into the new one.
+  std::atomic<std::uint32_t> live_qps{0};
+  // A fatal device event: the context stays paused for good (its QPs drain; nothing resumes it).
+  std::atomic<bool> fatal{false};
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;
   DeviceLimits limits;
-  Route route;
 
   // Order: a lane's mutex → key_mu, a leaf; the engine's stats take it alone. A grant locks its
   // range (RangeLocks) before it admits window keys here: Lane → RangeLocks, then → key_mu.
@@ -86,6 +94,20 @@ class Context {
   [[nodiscard]] const char* state_name() const;
   // Destroys PD and device. False (and the handles kept) when one refuses: they are retained.
   bool destroy(std::string* why);
+
+  // The route lanes connect with. set_route: discovery, and the monitor publishing a fenced
+  // route again.
+  [[nodiscard]] Route route() const;
+  void set_route(const Route& r);
+  // Why the route is fenced now ("" when it is not): the engine's monitor sets it with the pause
+  // and clears it on publication.
+  [[nodiscard]] std::string fence_reason() const;
+  void set_fence_reason(std::string why);
+
+ private:
+  mutable std::mutex route_mu_;  // a leaf: guards route_ and fence_reason_
+  Route route_;
+  std::string fence_reason_;
 };
 
 struct Discovery {
@@ -98,6 +120,13 @@ struct Discovery {
 // Opens the permitted devices. Unavailable when the library reports no device ("no RDMA
 // devices") or the pinned device is absent.
 Result<Discovery> discover_contexts(const IbvApi& api, const rdma::RdmaConfig& config);
+
+// The GID a route on `port` uses now: the pinned index re-read (an unreadable or zero entry is no
+// address; a pin never falls back), or, unpinned, the best valid entry ranked as TENT ranks them
+// (RoCE v2 with an IPv4-mapped address, then RoCE v2, then any other non-zero entry). Sets
+// route.gid and route.gid_index; false when there is none.
+bool resolve_gid(const IbvApi& api, ibv_context* ctx, std::uint8_t port, int table_len,
+                 std::optional<std::uint32_t> pinned, Route& route);
 
 // 16 raw GID bytes as text ("::ffff:127.0.0.1" style is not attempted: hex groups).
 std::string gid_text(const ibv_gid& gid);

@@ -102,7 +102,7 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& conf
     if (inventory.nics.size() <= id) inventory.nics.resize(id + 1);
     topo::NicInfo& n = inventory.nics[id];
     n.name = c->name;
-    n.link_gbps = c->route.rate_gbps;
+    n.link_gbps = c->route().rate_gbps;
     n.numa = c->numa >= 0 ? c->numa
                           : topo::kUnknownNuma;  // the kernel's word, even for a node hwloc lacks
     n.seen_by_verbs = true;
@@ -118,7 +118,8 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& conf
   for (std::size_t i = 0; i < inventory.nics.size(); ++i)
     selector->set_healthy(static_cast<int>(i), false);
   for (const auto& c : found.contexts) {
-    if (c->route.rate_gbps > 0) selector->set_link_rate(c->nic_id, c->route.rate_gbps);
+    if (const double gbps = c->route().rate_gbps; gbps > 0)
+      selector->set_link_rate(c->nic_id, gbps);
     selector->set_healthy(c->nic_id, c->state == ContextState::Active);
   }
   std::unique_ptr<SharedSlots> slots;
@@ -151,33 +152,95 @@ RdmaEngine::RdmaEngine(const EngineConfig& config, const IbvApi& api, Discovery 
 
 RdmaEngine::~RdmaEngine() = default;
 
+namespace {
+
+// Whether the route's address still holds on an active port: InfiniBand routes by LID, RoCE by
+// the GID at the route's index (re-read: an entry that changed or went away fails).
+bool address_holds(const IbvApi& api, const Context& c, const Route& route,
+                   const ibv_port_attr& pa) {
+  if (route.link_layer == IBV_LINK_LAYER_INFINIBAND) return pa.lid == route.lid;
+  ibv_gid gid{};
+  if (api.query_gid(c.ctx, route.port, route.gid_index, &gid) != 0) return false;
+  return std::memcmp(gid.raw, route.gid.raw, sizeof(gid.raw)) == 0;
+}
+
+}  // namespace
+
 bool RdmaEngine::refresh_port(std::size_t context) {
   if (context >= contexts_.contexts.size()) return false;
   Context& c = *contexts_.contexts[context];
   if (!c.usable()) return false;
   std::lock_guard lock(health_mu_);
+  add(counters_.route_queries);
+  const Route was = c.route();
   ibv_port_attr pa{};
-  if (api_.query_port(c.ctx, c.route.port, &pa) != 0) return false;  // keeps the last state
-  const bool active = pa.state == IBV_PORT_ACTIVE;
+  if (api_.query_port(c.ctx, was.port, &pa) != 0) return false;  // keeps the last state
+  const bool port_active = pa.state == IBV_PORT_ACTIVE;
   // Every successful query of an active port refreshes its rate (a changed one re-seeds both
   // estimates; an unchanged one changes nothing).
-  if (active) {
+  if (port_active) {
     selector_->set_link_rate(c.nic_id, topo::port_rate_gbps(pa.active_speed, pa.active_width));
   }
-  const ContextState now = active ? ContextState::Active : ContextState::Paused;
-  if (c.state.load() == now) return false;
-  c.state = now;
+  if (c.state.load() == ContextState::Active) {
+    std::string why;
+    if (c.fatal.load()) {
+      why = "a fatal device event";
+    } else if (!port_active) {
+      why = "its port left ACTIVE";
+    } else if (!address_holds(api_, c, was, pa)) {
+      why = was.link_layer == IBV_LINK_LAYER_INFINIBAND ? "its LID changed"
+                                                        : "its GID changed or went away";
+    }
+    if (why.empty()) return false;
+    // Fenced: no new parent or message QP picks the context; the lanes retire its QPs once idle
+    // (RdmaLane::retire_fenced_qps), the peers theirs to it once the NicTable tells them.
+    c.state = ContextState::Paused;
+    c.set_fence_reason(why);
+    c.route_generation.fetch_add(1);
+    selector_->set_healthy(c.nic_id, false);
+    nic_epoch_.fetch_add(1, std::memory_order_acq_rel);
+    add(counters_.route_fences);
+    ORBITE_LOG(Warn, Rdma) << c.name << " port " << static_cast<int>(was.port) << ": " << why
+                           << "; the route is fenced (later transfers take the other rails) "
+                              "until its QPs have drained and a valid address is back";
+    return true;
+  }
+  // Paused: the route comes back only validated (an active port and an address: the pinned GID
+  // index re-read, or the GIDs ranked again) and with every QP of the old one destroyed.
+  if (c.fatal.load() || !port_active) return false;
+  Route next = was;
+  next.state = pa.state;
+  next.lid = pa.lid;
+  next.mtu = pa.active_mtu;
+  next.rate_gbps = topo::port_rate_gbps(pa.active_speed, pa.active_width);
+  const bool addressed =
+      resolve_gid(api_, c.ctx, was.port, pa.gid_tbl_len, config_.rdma.gid_index, next) ||
+      next.link_layer == IBV_LINK_LAYER_INFINIBAND;
+  if (!addressed) {
+    c.set_fence_reason("its port is ACTIVE but has no valid GID" +
+                       std::string(config_.rdma.gid_index ? " at the pinned index" : ""));
+    return false;
+  }
+  if (const std::uint32_t left = c.live_qps.load(); left != 0) {
+    c.set_fence_reason("waiting for " + std::to_string(left) + " QP(s) of the old route to drain");
+    return false;
+  }
+  c.set_route(next);
+  c.set_fence_reason("");
+  c.state = ContextState::Active;
   c.route_generation.fetch_add(1);
-  selector_->set_healthy(c.nic_id, active);
+  selector_->set_healthy(c.nic_id, true);
   nic_epoch_.fetch_add(1, std::memory_order_acq_rel);
-  ORBITE_LOG(Warn, Rdma) << c.name << " port " << static_cast<int>(c.route.port)
-                         << (active ? " is ACTIVE again: the context resumes"
-                                    : " left ACTIVE: the context pauses, later transfers take "
-                                      "the other rails");
+  add(counters_.route_recoveries);
+  ORBITE_LOG(Warn, Rdma) << c.name << " port " << static_cast<int>(was.port)
+                         << " is ACTIVE with a valid address again (GID index "
+                         << static_cast<int>(next.gid_index)
+                         << "): the route is published, the context resumes";
   return true;
 }
 
 void RdmaEngine::scan_ports() {
+  add(counters_.monitor_ticks);
   for (std::size_t i = 0; i < contexts_.contexts.size(); ++i) refresh_port(i);
 }
 
@@ -221,7 +284,9 @@ std::size_t RdmaEngine::drain_events() {
           break;
         case IBV_EVENT_DEVICE_FATAL:
           port_changed = true;
-          ORBITE_LOG(Error, Rdma) << c.name << ": fatal device event; its port is queried now";
+          c.fatal = true;
+          ORBITE_LOG(Error, Rdma) << c.name
+                                  << ": fatal device event; the context is fenced for good";
           break;
         default:
           ORBITE_LOG(Debug, Rdma) << c.name << ": device event " << static_cast<int>(e.event_type)
@@ -243,12 +308,13 @@ std::vector<NicRecord> RdmaEngine::nic_records() const {
     n.nic_id = static_cast<std::uint8_t>(c->nic_id);
     n.name = c->name;
     n.active = c->state == ContextState::Active ? 1 : 0;
-    n.port = c->route.port;
-    n.link_layer = c->route.link_layer;
-    n.mtu = static_cast<std::uint8_t>(c->route.mtu);
-    n.lid = c->route.lid;
-    n.gid_index = c->route.gid_index;
-    std::memcpy(n.gid.data(), c->route.gid.raw, 16);
+    const Route route = c->route();
+    n.port = route.port;
+    n.link_layer = route.link_layer;
+    n.mtu = static_cast<std::uint8_t>(route.mtu);
+    n.lid = route.lid;
+    n.gid_index = route.gid_index;
+    std::memcpy(n.gid.data(), route.gid.raw, 16);
     n.route_generation = c->route_generation.load();
     out.push_back(std::move(n));
   }
@@ -268,9 +334,14 @@ RdmaStats RdmaEngine::stats() const {
     RdmaContextStats cs;
     cs.nic_id = c->nic_id;
     cs.name = c->name;
-    cs.port = c->route.port;
+    const Route route = c->route();
+    cs.port = route.port;
     cs.state = c->usable() ? c->state_name() : "inert: " + c->why_inert;
-    cs.gid_index = c->route.gid_index;
+    cs.fence = c->fence_reason();
+    cs.gid_index = route.gid_index;
+    cs.gid = gid_text(route.gid);
+    cs.route_generation = c->route_generation.load();
+    cs.live_qps = c->live_qps.load(std::memory_order_relaxed);
     cs.numa_node = c->numa;
     cs.events_read = c->events_read.load(std::memory_order_relaxed);
     cs.port_events = c->port_events.load(std::memory_order_relaxed);
@@ -324,6 +395,11 @@ RdmaStats RdmaEngine::stats() const {
   s.peermem_registrations = r(c.peermem_registrations);
   s.private_grants = r(c.private_grants);
   s.private_teardowns = r(c.private_teardowns);
+  s.monitor_ticks = r(c.monitor_ticks);
+  s.route_queries = r(c.route_queries);
+  s.route_fences = r(c.route_fences);
+  s.route_recoveries = r(c.route_recoveries);
+  s.route_qps_retired = r(c.route_qps_retired);
   s.endpoints_in_use = endpoints_.used();
   s.grants_in_use = grants_.used();
   s.direct_bytes_in_use = direct_bytes_.used();

@@ -105,7 +105,9 @@ struct RdmaCounters {
       mr_deregistrations{0}, budget_exhausted{0}, retained{0}, nic_tables_sent{0},
       nic_tables_received{0}, message_qp_moves{0}, grant_requests_deferred{0}, grants_expired{0},
       receipts_released{0}, segments_released{0}, qps_reaped{0}, qps_destroyed_undrained{0},
-      dmabuf_registrations{0}, peermem_registrations{0}, private_grants{0}, private_teardowns{0};
+      dmabuf_registrations{0}, peermem_registrations{0}, private_grants{0}, private_teardowns{0},
+      monitor_ticks{0}, route_queries{0}, route_fences{0}, route_recoveries{0},
+      route_qps_retired{0};
   // A gauge: receipts' registered slots taken and not yet given back (the WR not inline).
   std::atomic<std::uint64_t> receipt_slots_in_use{0};
   TierCounterSet tiers;  // the lanes' schedulers
@@ -192,17 +194,22 @@ class RdmaEngine {
   RdmaStats stats() const;
   // A native object whose destroy failed: counted, kept for good, never destroyed again.
   void retain(const std::string& what);
-  // Context health from its port: queries it (a failed query changes nothing) and pauses a
-  // context whose port left ACTIVE (unhealthy in the selector: later parents take the other
-  // rails; PD and MRs are kept) or resumes one that came back; an active port's rate is re-read
-  // every time. Returns whether the state changed. Thread-safe (lanes on rail errors, the monitor
-  // every scan).
+  // The monitor's route query (docs/reliability.md, "Monitor recovery"): queries the port (a
+  // failed query changes nothing; an active port's rate is re-read every time) and the route's
+  // address. An Active context whose port left ACTIVE, whose GID (RoCE) or LID (InfiniBand)
+  // changed or went away, or that had a fatal device event is fenced: Paused, unhealthy in the
+  // selector, a new NicTable for the peers; PD, key history and MRs are kept. A Paused context
+  // is published again only with an active port, a valid address (the pinned GID index re-read,
+  // or the GIDs ranked again when gid_index is not pinned) and no QP left on it (live_qps, every
+  // lane's); a fatal one never is. Returns whether the state changed. Thread-safe (the monitor
+  // every scan and on device events).
   bool refresh_port(std::size_t context);
   // Advances on every pause or resume of a context: each lane sends its peers the new NIC table
   // once it sees a value it has not sent.
   [[nodiscard]] std::uint64_t nic_epoch() const {
     return nic_epoch_.load(std::memory_order_acquire);
   }
+  // One monitor tick: every context's route queried (monitor_ticks, route_queries).
   void scan_ports();
   // The async event fds of the usable contexts that have a non-blocking one (the monitor polls
   // them). Fixed after install.

@@ -163,14 +163,32 @@ bool FrameMessenger::post_next(PeerRdma& peer, Qp& q) {
   return true;
 }
 
-bool FrameMessenger::move_if_paused(PeerRdma& peer, Qp& q) {
+bool FrameMessenger::on_fenced_rail(const PeerRdma& peer, const Qp& q) {
   const NicRecord* remote = peer.nic(peer.frames.remote_nic);
-  if (q.ctx->state == ContextState::Active && remote != nullptr && remote->active != 0) {
-    return false;
-  }
+  return q.ctx->state != ContextState::Active || remote == nullptr || remote->active == 0;
+}
+
+bool FrameMessenger::move_if_paused(PeerRdma& peer, Qp& q) {
+  if (!on_fenced_rail(peer, q)) return false;
   // Frames already posted finish (or fail, and the link with them: whether they arrived is
   // unknown, so none is sent again); only then can the next go elsewhere, in order.
   if (peer.frames.in_flight()) return true;
+  retire(peer, q);
+  build_qp(peer);
+  return true;
+}
+
+bool FrameMessenger::retire_if_fenced(PeerRdma& peer) {
+  if (peer.frames.qp.state == QpSlot::State::Empty) return false;
+  Qp* q = lane_.qp(peer.frames.qp.qp_handle);
+  if (q == nullptr) return false;
+  if (!on_fenced_rail(peer, *q)) return false;
+  if (peer.frames.qp.state != QpSlot::State::Ready || peer.frames.in_flight()) return true;
+  retire(peer, *q);
+  return false;
+}
+
+void FrameMessenger::retire(PeerRdma& peer, Qp& q) {
   ORBITE_LOG(Info, Rdma) << q.ctx->name << ": the message QP to peer "
                          << p2p::short_id(peer.link->ep.id) << " moves off a paused rail";
   if (!peer.failed) {
@@ -179,8 +197,6 @@ bool FrameMessenger::move_if_paused(PeerRdma& peer, Qp& q) {
   lane_.retire_qp(q.handle);
   peer.frames.qp = QpSlot{};
   add(lane_.engine().counters().message_qp_moves);
-  build_qp(peer);
-  return true;
 }
 
 void FrameMessenger::on_sent(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, const ibv_wc* wc) {

@@ -33,6 +33,10 @@ class FrameMessenger {
   // A frame arrived in receive slot `slot` of `cqs`' frame pool.
   void on_received(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc);
   void on_credit(PeerRdma& peer, const FrameCredit& m);
+  // The lane's fenced-route sweep: an idle message QP on a fenced rail (here, or the peer's NIC)
+  // is retired at both ends without a replacement (the next frame builds one on an active
+  // rail). Returns whether it is still there (building, or frames in flight).
+  bool retire_if_fenced(PeerRdma& peer);
 
  private:
   void build_qp(PeerRdma& peer);
@@ -40,6 +44,9 @@ class FrameMessenger {
   // flight the QP is retired and the next frame builds one on an active rail. Returns whether
   // frames must wait (a move is due, or under way).
   bool move_if_paused(PeerRdma& peer, Qp& q);
+  [[nodiscard]] static bool on_fenced_rail(const PeerRdma& peer, const Qp& q);
+  // Retires the message QP at both ends and empties the channel's slot (frames not posted stay).
+  void retire(PeerRdma& peer, Qp& q);
   // Posts the next waiting frame on q; false when that failed (and the endpoint with it).
   bool post_next(PeerRdma& peer, Qp& q);
   void failed(PeerRdma& peer, const Status& why);

@@ -223,6 +223,7 @@ void RdmaLane::send_nic_tables() {
   const std::uint64_t epoch = engine_->nic_epoch();
   if (epoch == sent_nic_epoch_) return;
   sent_nic_epoch_ = epoch;
+  fence_sweep_ = true;  // a context here paused or resumed
   for (auto& [link, peer] : peers_) {
     if (peer->failed) continue;
     RdmaInfo info = my_info(peer->my_link_incarnation);
@@ -258,6 +259,7 @@ void RdmaLane::on_nic_table(PeerRdma& peer, const RdmaInfo& m) {
     }
   }
   peer.info.nics = m.nics;
+  fence_sweep_ = true;  // a NIC there may have paused
 }
 
 Result<PeerRdma*> RdmaLane::make_peer(PeerLink& link, std::string_view blob, std::uint64_t mine) {
@@ -532,6 +534,7 @@ int RdmaLane::progress() {
   // a message QP's receiving end exists: with none of them, no completion can come, and the
   // lane's passes (shm's hot path among them) skip the CQs.
   reap_idle_qps(Clock::now());
+  retire_fenced_qps(Clock::now());
   if (!busy() && qps_.message_sources() == 0) return 0;
   int work = poll_cqs();
   for (auto& [link, peer] : peers_) {

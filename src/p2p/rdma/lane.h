@@ -115,6 +115,11 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   // Requester payload QPs idle for rdma.idle_qp_timeout (no WR outstanding, no parent naming
   // them) are retired at both ends; looked at a few times per timeout.
   void reap_idle_qps(Clock::time_point now);
+  // A fenced route (a local context the monitor paused, or a peer's NIC inactive in its table)
+  // gets no new work; its requester QPs and message QPs are retired at both ends once idle, so
+  // that the context's QPs drain and the monitor can publish the route again. Runs after a
+  // NicTable (sent or received) and every 10 ms while a fenced QP is still busy.
+  void retire_fenced_qps(Clock::time_point now);
   int poll_cqs();
   void on_send_cqe(const ibv_wc& wc);
   void on_recv_cqe(CqSet& cqs, const ibv_wc& wc);
@@ -144,6 +149,8 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   std::vector<std::unique_ptr<ChannelWatch>> watches_;
   QpTable qps_;                    // every QP of the lane, and the retired ones until destroyed
   Clock::time_point next_reap_{};  // reap_idle_qps()' next look
+  bool fence_sweep_ = false;       // retire_fenced_qps() has work, or a table changed
+  Clock::time_point next_fence_sweep_{};
   std::unordered_map<detail::PeerLink*, std::unique_ptr<PeerRdma>> peers_;
   std::unordered_map<detail::PeerLink*, std::uint64_t> offered_;  // link incarnations offered
   std::uint64_t next_builder_ = 1;

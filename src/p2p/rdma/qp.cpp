@@ -170,7 +170,7 @@ Result<ibv_qp*> create_rc_qp(Context& ctx, CqSet& cqs, const QpCaps& caps, QpRol
   cqs.recv_reserved += caps.recv_depth;
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
-  a.port_num = ctx.route.port;
+  a.port_num = ctx.route().port;
   a.pkey_index = 0;
   a.qp_access_flags = role == QpRole::Source ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0;
   if (const int rc = ctx.api.modify_qp(
@@ -209,20 +209,21 @@ std::uint32_t clamp_rd_depth(std::uint32_t requested, std::uint32_t hca_limit) {
 
 Status connect_rc_qp(Context& ctx, ibv_qp* qp, const RemoteEnd& remote, std::uint32_t my_psn,
                      std::uint32_t rd_atomic, std::uint32_t dest_rd_atomic) {
+  const Route route = ctx.route();
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = std::min(ctx.route.mtu, remote.mtu);
+  a.path_mtu = std::min(route.mtu, remote.mtu);
   a.dest_qp_num = remote.qpn;
   a.rq_psn = remote.psn;
   a.max_dest_rd_atomic = static_cast<std::uint8_t>(dest_rd_atomic);
   a.min_rnr_timer = 12;
-  a.ah_attr.port_num = ctx.route.port;
+  a.ah_attr.port_num = route.port;
   if (remote.link_layer == IBV_LINK_LAYER_INFINIBAND) {
     a.ah_attr.dlid = remote.lid;
   } else {
     a.ah_attr.is_global = 1;
     a.ah_attr.grh.dgid = remote.gid;
-    a.ah_attr.grh.sgid_index = ctx.route.gid_index;
+    a.ah_attr.grh.sgid_index = route.gid_index;
     a.ah_attr.grh.hop_limit = 64;
   }
   if (const int rc =

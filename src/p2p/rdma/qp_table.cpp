@@ -62,6 +62,7 @@ Result<Qp*> QpTable::create(CqSet& cqs, QpRole role, PeerRdma& peer, std::uint32
   qps_[handle] = std::move(q);
   peers_[handle] = &peer;
   add(engine_.counters().qps_created);
+  cqs.ctx.live_qps.fetch_add(1, std::memory_order_acq_rel);  // the monitor's drain gate
   return qps_[handle].get();
 }
 
@@ -147,6 +148,7 @@ bool QpTable::destroy(Qp& q) {
     return false;
   }
   add(engine_.counters().qps_destroyed);
+  q.ctx->live_qps.fetch_sub(1, std::memory_order_acq_rel);
   q.cqs->send_reserved -= static_cast<std::uint32_t>(q.sq.outstanding()) + q.sq.room();
   q.cqs->recv_reserved -= q.recv_depth;
   engine_.endpoints().give(1);
