@@ -94,7 +94,12 @@ void Protocol::start(ReqPtr req) {
     case PeerLink::State::Established: issue(link, req); return;
     case PeerLink::State::Idle:
       if (req->kind == OpKind::Recv) {
-        issue_recv(link, req);  // the sender will connect
+        // Matched when the sender's message arrives; connecting now as well means a peer that
+        // died before it ever connected fails this receive (connection refused or the handshake
+        // lost) instead of leaving it waiting with nothing to notice the death. Crossing
+        // connections from both ends resolve as for two senders.
+        issue_recv(link, req);
+        if (link.state == PeerLink::State::Idle) control_->connect(link);
         return;
       }
       link.waiting.push_back(req);
@@ -401,13 +406,17 @@ void Protocol::match_rts(Link& link, const ReqPtr& recv, const detail::Arrival& 
     // With a split, the sender's ShareDone is still to come: the request ends with it.
     return add_received(link, recv->id, split, copied);
   }
-  send_control(ep, FrameType::Cts, a.sender_id, recv->id, a.length);
   if (a.length == 0) {
+    send_control(ep, FrameType::Cts, a.sender_id, recv->id, a.length);
     recv->bytes_done.store(0);
     detail::complete_request(*recv, {});
     return;
   }
+  // In flight before the Cts leaves: a transport that fails the link while sending it (a frame
+  // post refused) fails this receive with the link's other requests (fail_inflight_of); entered
+  // after, the receive would wait on a failed link for good (found by the fault campaign).
   link.inflight[recv->id] = Inflight{recv, 0, a.length};
+  send_control(ep, FrameType::Cts, a.sender_id, recv->id, a.length);
 }
 
 void Protocol::return_credit(Link& link, std::uint64_t bytes, PeerEndpoint& ep) {

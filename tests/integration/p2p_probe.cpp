@@ -437,6 +437,8 @@ const std::map<std::string_view, Scenario>& scenarios() {
       {"unregister_busy", {scenario_unregister_busy, 2, 2}},
       {"killed_peer", {scenario_killed_peer, 3, 3}},
       {"sender_left", {scenario_sender_left, 2, 2}},
+      {"died_before_connecting", {scenario_died_before_connecting, 2, 2}},
+      {"crossed_exit", {scenario_crossed_exit, 2, 2}},
   };
   return table;
 }
@@ -540,7 +542,7 @@ int main(int argc, char** argv) {
   // killed_peer and sender_left close their own engines (a rank that left cannot join a barrier).
   // Elsewhere every rank waits for the others before closing, so that no rank tears down
   // connections a peer still uses; with every request finished, close() has nothing left to prove.
-  if (name != "killed_peer" && name != "sender_left") {
+  if (name != "killed_peer" && name != "sender_left" && name != "died_before_connecting") {
     check_route(c, name);
     barrier(c, "before close");
     check_ok(c.comm.engine().close(std::chrono::seconds(30)), "engine close");

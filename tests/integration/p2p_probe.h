@@ -93,5 +93,7 @@ void scenario_putget(Context& c);
 void scenario_unregister_busy(Context& c);
 void scenario_killed_peer(Context& c);
 void scenario_sender_left(Context& c);
+void scenario_died_before_connecting(Context& c);
+void scenario_crossed_exit(Context& c);
 
 }  // namespace orbite::probe

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "p2p_probe.h"
 
 namespace orbite::probe {
@@ -273,6 +275,47 @@ void scenario_sender_left(Context& c) {
                  "a receive with nothing left to match");
   std::printf("rank 0: messages delivered after the sender left\n");
   check_ok(c.comm.engine().close(std::chrono::seconds(30)), "engine close");
+}
+
+// died_before_connecting (2 ranks): rank 1 leaves before any traffic, without closing its
+// engine (as a crash would). Rank 0's receive from it, posted afterwards, fails with
+// ConnectionLost within the bound: posting it connects to the peer, which is gone. (Before, a
+// receive only waited for the sender to connect, and nothing noticed that it never would.)
+void scenario_died_before_connecting(Context& c) {
+  if (c.rank == 1) {
+    std::printf("rank 1: PASS died_before_connecting\n");
+    std::fflush(stdout);
+    ::_exit(0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  Bytes sink(8);
+  Request r = irecv(c, sink.data(), sink.size(), 1, 5, "receive from the peer that left");
+  const Status st = r.wait(kWait);
+  check(st.code() == Errc::ConnectionLost,
+        "the receive from a peer that left before connecting ended " + st.to_string());
+  check_ok(c.comm.engine().close(std::chrono::seconds(30)), "engine close after the loss");
+}
+
+// crossed_exit (2 ranks): both ranks send to each other at one moment, so their connections
+// cross and one handshake loses; then each leaves without closing its engine, as a crashed
+// process would. The test then looks in /dev/shm: no ring name of either process may stay (the
+// losing handshake's ring is unlinked when the crossing resolves, the others once both ends
+// mapped them).
+void scenario_crossed_exit(Context& c) {
+  check_ok(c.comm.store_barrier(), "aligned start");
+  const int peer = 1 - c.rank;
+  Bytes out(64), in(64);
+  fill_pattern(out.data(), out.size(), 0xC0 + static_cast<std::uint64_t>(c.rank));
+  Request s = isend(c, out.data(), out.size(), peer, 7, "crossing send");
+  Request r = irecv(c, in.data(), in.size(), peer, 7, "crossing receive");
+  wait_ok(s, "crossing send");
+  wait_ok(r, "crossing receive");
+  check_pattern(in.data(), in.size(), 0xC0 + static_cast<std::uint64_t>(peer), "crossing bytes");
+  check_ok(c.comm.store_barrier(), "both connected");
+  std::printf("rank %d: pid %d\nrank %d: PASS crossed_exit\n", c.rank, static_cast<int>(::getpid()),
+              c.rank);
+  std::fflush(stdout);
+  ::_exit(0);
 }
 
 }  // namespace orbite::probe

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -63,8 +65,10 @@ class P2p : public ::testing::TestWithParam<std::string> {
     return env;
   }
 
-  void run_scenario(const std::string& scenario, int ranks,
-                    std::chrono::seconds bound = std::chrono::seconds(120), bool route = true) {
+  // Returns the ranks' output.
+  std::string run_scenario(const std::string& scenario, int ranks,
+                           std::chrono::seconds bound = std::chrono::seconds(120),
+                           bool route = true) {
     // orbite-run stops the ranks itself 15 s before the child's bound, so their output survives.
     const std::vector<std::string> args = {
         ORBITE_RUN_BIN,   "-n",        std::to_string(ranks),
@@ -83,6 +87,7 @@ class P2p : public ::testing::TestWithParam<std::string> {
             << "rank " << r << shown;
       }
     }
+    return o.out;
   }
 };
 
@@ -129,6 +134,29 @@ TEST_P(P2p, UnregisterWhilePutsStreamIn) {
 // down (the scenario has no route check: rank 1 leaves before it could agree on one).
 TEST_P(P2p, MessagesThatArrivedBeforeTheSenderLeftAreStillDelivered) {
   run_scenario("sender_left", 2, std::chrono::seconds(120), false);
+}
+
+// A receive from a peer that died before any connection fails instead of waiting forever.
+TEST_P(P2p, AReceiveFromAPeerThatDiedBeforeConnectingFailsWithConnectionLost) {
+  run_scenario("died_before_connecting", 2, std::chrono::seconds(120), false);
+}
+
+// Connections that cross, then both processes end without closing their engines: no
+// shared-memory ring name of theirs stays in /dev/shm.
+TEST_P(P2p, CrossedConnectionsLeaveNoRingNameBehindAProcessThatEndsWithoutClosing) {
+  const std::string out = run_scenario("crossed_exit", 2, std::chrono::seconds(120), false);
+  std::vector<std::string> prefixes;
+  for (std::size_t at = out.find(": pid "); at != std::string::npos;
+       at = out.find(": pid ", at + 1)) {
+    prefixes.push_back("orbite-" + std::to_string(std::atoi(out.c_str() + at + 6)) + "-");
+  }
+  ASSERT_EQ(prefixes.size(), 2U) << out;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string& p : prefixes) {
+      EXPECT_FALSE(name.starts_with(p)) << "left in /dev/shm: " << name << "\n" << out;
+    }
+  }
 }
 
 // Three ranks started by the test (tests/support/direct_ranks.h): orbite-run would stop the

@@ -60,6 +60,7 @@ void scenario_rdma_forged_rendezvous(RdmaContext& r);
 void scenario_rdma_error_cqe(RdmaContext& r);
 void scenario_rdma_unregister_busy(RdmaContext& r);
 void scenario_rdma_failed_post(RdmaContext& r);
+void scenario_rdma_cts_post_fails(RdmaContext& r);
 void scenario_rdma_cache_miss(RdmaContext& r);
 void scenario_rdma_key_history(RdmaContext& r);
 // Budgets (rdma_probe_budgets.cpp).

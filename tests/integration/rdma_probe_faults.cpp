@@ -219,4 +219,41 @@ void scenario_rdma_killed(RdmaContext& r, const std::string& phase) {
   check_ok(engine.close(std::chrono::seconds(10)), "close");
 }
 
+// cts_post_fails: the receiver's Cts for a rendezvous message over RDMA cannot be posted
+// (softverbs fails rank 0's next ibv_post_send): the link fails, and with it the receive that
+// had matched the announcement, within the bound. (The receive used to be entered in flight
+// only after the failed post had failed the link's requests, and then waited for good; found by
+// the fault campaign.) The sender's request ends too.
+void scenario_rdma_cts_post_fails(RdmaContext& r) {
+  Context over_rdma{r.c.comm, r.rdma, r.c.rank, r.c.size};
+  constexpr std::uint64_t kBig = 1 * kMiB;  // above the eager limit: Rts, then the Cts
+  Bytes b(kBig);
+  const int peer = 1 - r.c.rank;
+  // Both message QPs exist before the fault (a warm-up each way).
+  if (r.c.rank == 0) {
+    send(over_rdma, b.data(), 100, peer, 10, "warm-up");
+    recv(over_rdma, b.data(), 100, peer, 11, "warm-up");
+  } else {
+    recv(over_rdma, b.data(), 100, peer, 10, "warm-up");
+    send(over_rdma, b.data(), 100, peer, 11, "warm-up");
+  }
+  if (r.c.rank == 0) {
+    Request q = irecv(over_rdma, b.data(), kBig, peer, 12, "the receive whose Cts fails");
+    softverbs_control("fail_post soft_0 * 1 ENOMEM");
+    signal_peer(r.c, peer, 70);
+    const Status st = q.wait(kWait);
+    check(q.done(), "the receive whose Cts could not be posted still waits after the bound");
+    check(st.code() == Errc::ConnectionLost &&
+              st.message().find("ibv_post_send") != std::string::npos,
+          "the receive ended " + st.to_string());
+    std::printf("rank 0: the receive ended %s\n", st.to_string().c_str());
+  } else {
+    await_peer(r.c, peer, 70);
+    fill_pattern(b.data(), kBig, 0xC75);
+    Request s = isend(over_rdma, b.data(), kBig, peer, 12, "the rendezvous send");
+    const Status st = s.wait(kWait);
+    check(s.done() && st.code() == Errc::ConnectionLost, "the send ended " + st.to_string());
+  }
+}
+
 }  // namespace orbite::probe

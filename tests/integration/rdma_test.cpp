@@ -237,6 +237,13 @@ TEST(Rdma, AFailedPostReleasesOnlyAProvenUnacceptedSuffix) {
   EXPECT_NE(o.out.find("ENOMEM at=2:"), std::string::npos) << o.out;
 }
 
+// A Cts whose post fails fails the link and the receive that matched (found by the campaign).
+TEST(Rdma, AReceiveWhoseCtsCannotBePostedFailsWithTheLink) {
+  Outcome o = run_ranks("cts_post_fails", {});
+  expect_pass(o, "cts_post_fails");
+  EXPECT_NE(o.out.find("rank 0: the receive ended ConnectionLost"), std::string::npos) << o.out;
+}
+
 TEST(Rdma, UnregisterWaitsForAPublishedGrant) {
   expect_pass(run_ranks("unregister_busy", {}), "unregister_busy");
 }

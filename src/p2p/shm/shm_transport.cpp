@@ -269,6 +269,13 @@ Result<std::string> ShmLane::accept(PeerLink& link, std::string_view blob) {
   Status failed;
   auto peer = decode_blob(blob);
   if (!peer.ok()) return peer.status();
+  // Our own handshake with this peer crossed theirs and lost (channel.cpp, adopt): its ring
+  // will never be completed, so its name goes now rather than when the lane shuts down (a
+  // process that ends without shutting down would leave it in /dev/shm).
+  if (auto lost = offered_.find(&link); lost != offered_.end()) {
+    lost->second->unlink_name();
+    offered_.erase(lost);
+  }
   auto own = create_ring(link);
   if (!own.ok()) failed = own.status();
   Result<ShmRing> theirs =
