@@ -46,6 +46,9 @@ ORBITE_API std::string_view to_string(Priority p);
 
 enum class MemoryKind : std::uint8_t { Host, Cuda };
 
+// What TransferEngine::close() does with work still running when its timeout passes.
+enum class CloseTimeout : std::uint8_t { Cancel, KeepWaiting };
+
 // Rights a registration grants to remote peers: read lets them get(), write lets them put().
 struct Access {
   bool read = true;
@@ -268,9 +271,28 @@ class ORBITE_API TransferEngine {
                       std::span<const TransferRange> ranges, const TransferOptions& options = {});
 
   // Fences admission, waits for accepted work, then retires connections and registrations.
-  // Work it cannot prove finished makes it return Errc::Unquiesced; requests still running then
-  // fail with Errc::Cancelled. A later close() may be called again.
-  Status close(Duration timeout = std::chrono::seconds(30));
+  // What is still running when `timeout` passes depends on `on_timeout`:
+  // - CloseTimeout::Cancel (the default): those requests fail with Errc::Cancelled, the
+  //   connections close, and close() returns Errc::Unquiesced. No transfer of this engine
+  //   touches registered memory afterwards (RDMA resources whose destroy failed are retained
+  //   and reported as Unquiesced too).
+  // - CloseTimeout::KeepWaiting: nothing is cancelled; admission stays fenced, the work keeps
+  //   running, and close() returns Errc::Unquiesced. A later close() goes on from there.
+  // A later close() may always be called again. Calls are serialized.
+  Status close(Duration timeout = std::chrono::seconds(30),
+               CloseTimeout on_timeout = CloseTimeout::Cancel);
+  // Directional closes; neither closes connections, transports or registrations, and each may
+  // be called again to keep waiting. After the timeout what runs keeps running (bounded by its
+  // own request's deadline; close() cancels it) and the call returns Errc::Unquiesced naming
+  // how many accesses are left.
+  // close_source: peers' put/get on this engine's registered memory (RDMA grants included) are
+  //   refused with Errc::Cancelled from now on, also on regions registered later; waits until
+  //   the accesses already started have finished. The engine's own requests are unaffected.
+  // close_requester: this engine's new put/get fail with Errc::Cancelled; waits until those
+  //   already accepted have finished. Peers' accesses to this engine are unaffected.
+  // Send/recv and the collectives are two-sided and are not affected by either.
+  Status close_source(Duration timeout = std::chrono::seconds(30));
+  Status close_requester(Duration timeout = std::chrono::seconds(30));
 
   [[nodiscard]] EngineStats stats() const;
   // The RDMA transport's counters and contexts (installed = false when it is not installed).

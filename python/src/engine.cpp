@@ -411,17 +411,47 @@ void add_engine(py::module_& m) {
           "Counters, with the bytes and frames each transport carried under 'transports'.")
       .def(
           "close",
-          [](TransferEngine& e, std::optional<double> timeout) {
+          [](TransferEngine& e, std::optional<double> timeout, bool cancel) {
             const Duration bound = timeout_of(timeout, "TransferEngine.close");
             Status st;
             {
               py::gil_scoped_release nogil;
-              st = e.close(bound);
+              st = e.close(bound, cancel ? CloseTimeout::Cancel : CloseTimeout::KeepWaiting);
+            }
+            check(st);
+          },
+          py::arg("timeout") = 30.0, py::arg("cancel") = true,
+          "Fences admission, waits for accepted work, retires connections and registrations. "
+          "Work still running at the timeout is cancelled (UnquiescedError), or with "
+          "cancel=False left running, fenced, for a later close() to keep waiting for.")
+      .def(
+          "close_source",
+          [](TransferEngine& e, std::optional<double> timeout) {
+            const Duration bound = timeout_of(timeout, "TransferEngine.close_source");
+            Status st;
+            {
+              py::gil_scoped_release nogil;
+              st = e.close_source(bound);
             }
             check(st);
           },
           py::arg("timeout") = 30.0,
-          "Fences admission, waits for accepted work, retires connections and registrations.");
+          "Refuses peers' put/get on this engine's registered memory from now on and waits for "
+          "those already started (UnquiescedError at the timeout; call again to keep waiting).")
+      .def(
+          "close_requester",
+          [](TransferEngine& e, std::optional<double> timeout) {
+            const Duration bound = timeout_of(timeout, "TransferEngine.close_requester");
+            Status st;
+            {
+              py::gil_scoped_release nogil;
+              st = e.close_requester(bound);
+            }
+            check(st);
+          },
+          py::arg("timeout") = 30.0,
+          "Refuses this engine's new put/get and waits for those accepted (UnquiescedError at "
+          "the timeout; call again to keep waiting).");
 
   // The reference of the binding-overhead benchmark (perf_tests/python): `iterations` puts of
   // `length` bytes, each waited for, timed in C++ with the GIL released. Returns seconds.

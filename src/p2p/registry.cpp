@@ -22,6 +22,7 @@ std::shared_ptr<detail::RegionRecord> RegionRegistry::prepare(std::weak_ptr<void
 
 void RegionRegistry::publish(const std::shared_ptr<detail::RegionRecord>& record) {
   std::lock_guard lock(mu_);
+  if (sources_fenced_ && record->application) record->source_fenced.store(true);
   regions_[record->id] = record;
 }
 
@@ -76,6 +77,12 @@ Result<std::shared_ptr<detail::RegionRecord>> RegionRegistry::authorize_staged(
                                                     " is not registered (unregistered or "
                                                     "stale descriptor)");
   }
+  if (r->source_fenced.load(std::memory_order_seq_cst)) {
+    return Status::error(Errc::Cancelled,
+                         what +
+                             ": its owner closed its source role (close_source); no access "
+                             "by a peer starts");
+  }
   if (!range_inside(offset, length, r->length)) {
     return Status::error(Errc::InvalidArgument, what + ": range offset " + std::to_string(offset) +
                                                     " length " + std::to_string(length) +
@@ -98,6 +105,30 @@ std::size_t RegionRegistry::size() const {
 void RegionRegistry::kill_all() {
   std::lock_guard lock(mu_);
   for (auto& [id, r] : regions_) r->dead.store(true);
+}
+
+void RegionRegistry::fence_sources() {
+  std::lock_guard lock(mu_);
+  sources_fenced_ = true;
+  for (auto& [id, r] : regions_) {
+    if (r->application) r->source_fenced.store(true, std::memory_order_seq_cst);
+  }
+}
+
+bool RegionRegistry::sources_fenced() const {
+  std::lock_guard lock(mu_);
+  return sources_fenced_;
+}
+
+RegionRegistry::RoleLoad RegionRegistry::role_load() const {
+  RoleLoad load;
+  std::lock_guard lock(mu_);
+  for (const auto& [id, r] : regions_) {
+    if (!r->application) continue;
+    load.served += r->pins.load(std::memory_order_seq_cst);
+    load.requested += r->local_pins.load(std::memory_order_seq_cst);
+  }
+  return load;
 }
 
 }  // namespace orbite::p2p

@@ -36,15 +36,23 @@ struct RegionRecord {
   std::uint32_t staged = 0;
   // What each transport's memory domain prepared for this registration (null: nothing needed).
   std::array<std::unique_ptr<p2p::DomainRegistration>, p2p::kTransportCount> registrations;
-  // Set by unregister: no new access starts. pins counts accesses in progress; unregister
-  // returns only once it drops to zero, so nothing touches the memory afterwards.
+  // Registered by the application (register_memory); false for the engine's own records
+  // (staging slabs and windows, exposed messages). Only these close_source() fences.
+  bool application = false;
+  // Set by unregister: no new access starts. pins counts peers' accesses in progress (the
+  // source role), local_pins this engine's own put/get using the region (the requester role);
+  // unregister returns only once both drop to zero, so nothing touches the memory afterwards.
   std::atomic<bool> dead{false};
+  // Set by close_source(): no new access by a peer starts; the engine's own requests still may.
+  std::atomic<bool> source_fenced{false};
   std::atomic<std::int64_t> pins{0};
+  std::atomic<std::int64_t> local_pins{0};
 
   // n pins at once, or none: a reply split in n chunks is either fully covered or refused.
+  // seq_cst on both sides: either the pin sees the fence, or the fencing thread sees the pin.
   bool pin_many(std::int64_t n) {
     pins.fetch_add(n, std::memory_order_seq_cst);
-    if (dead.load(std::memory_order_seq_cst)) {
+    if (dead.load(std::memory_order_seq_cst) || source_fenced.load(std::memory_order_seq_cst)) {
       pins.fetch_sub(n, std::memory_order_seq_cst);
       return false;
     }
@@ -52,6 +60,19 @@ struct RegionRecord {
   }
   bool pin() { return pin_many(1); }
   void unpin() { pins.fetch_sub(1, std::memory_order_seq_cst); }
+  // This engine's own put/get: refused only by unregister, never by close_source().
+  bool pin_local() {
+    local_pins.fetch_add(1, std::memory_order_seq_cst);
+    if (dead.load(std::memory_order_seq_cst)) {
+      local_pins.fetch_sub(1, std::memory_order_seq_cst);
+      return false;
+    }
+    return true;
+  }
+  void unpin_local() { local_pins.fetch_sub(1, std::memory_order_seq_cst); }
+  [[nodiscard]] std::int64_t all_pins() const {
+    return pins.load(std::memory_order_seq_cst) + local_pins.load(std::memory_order_seq_cst);
+  }
 };
 
 }  // namespace orbite::detail
@@ -96,10 +117,22 @@ class RegionRegistry {
   // Marks every region dead (engine close).
   void kill_all();
 
+  // close_source(): fences every application region, and those registered later, against
+  // peers' accesses (authorize answers Cancelled); the engine's own put/get are not affected.
+  void fence_sources();
+  [[nodiscard]] bool sources_fenced() const;
+  // Accesses in progress on application regions, by role.
+  struct RoleLoad {
+    std::int64_t served = 0;     // peers' accesses (pins)
+    std::int64_t requested = 0;  // this engine's put/get (local_pins)
+  };
+  [[nodiscard]] RoleLoad role_load() const;
+
  private:
   mutable std::mutex mu_;
   std::unordered_map<std::uint64_t, std::shared_ptr<detail::RegionRecord>> regions_;
   std::uint64_t next_id_ = 1;
+  bool sources_fenced_ = false;  // under mu_
 };
 
 // Checks that [offset, offset+length) lies in a region of `size` bytes, without overflow.

@@ -75,7 +75,7 @@ void complete_request(RequestState& req, Status status) {
     if (status.ok()) status = finish();
   }
   if (req.local_pinned) {
-    req.local->unpin();
+    req.local->unpin_local();
     req.local_pinned = false;
   }
   const bool ok = status.ok();

@@ -150,10 +150,10 @@ Status MemoryRegion::unregister(Duration timeout) {
   r.dead.store(true, std::memory_order_seq_cst);
   auto core = std::static_pointer_cast<EngineCore>(r.engine.lock());
   const Deadline deadline = Deadline::after(timeout);
-  while (r.pins.load(std::memory_order_seq_cst) > 0) {
+  while (r.all_pins() > 0) {
     if (deadline.expired()) {
       return Status::error(Errc::Unquiesced, "unregister region " + std::to_string(r.id) + ": " +
-                                                 std::to_string(r.pins.load()) +
+                                                 std::to_string(r.all_pins()) +
                                                  " transfer(s) in flight or cuda_ipc peer "
                                                  "mapping(s) still hold it");
     }
@@ -183,7 +183,7 @@ TransferEngine::TransferEngine(std::shared_ptr<EngineCore> core) : core_(std::mo
 
 TransferEngine::~TransferEngine() {
   if (!core_) return;
-  Status st = core_->close(std::chrono::seconds(2));
+  Status st = core_->close(std::chrono::seconds(2), CloseTimeout::Cancel);
   if (!st.ok()) {
     ORBITE_LOG(Warn, Proxy) << "engine destroyed: " << st.message();
   }
@@ -288,6 +288,7 @@ Result<std::vector<MemoryRegion>> TransferEngine::register_memory(
     made.push_back(
         core_->regions.prepare(core_, static_cast<std::byte*>(r.data), r.length, r.kind, r.access));
     detail::RegionRecord& rec = *made.back();
+    rec.application = true;
     // The CUDA allocation behind it: device memory must be one (adopted, sharing the owner of
     // views OrbiTE already has); host memory may be OrbiTE's pinned memory (its readiness).
     if (r.kind == MemoryKind::Cuda) {
@@ -388,9 +389,17 @@ Result<Request> submit_rma(EngineCore& core, OpKind kind, const MemoryRegion& lo
                                std::to_string(remote.length()) + " bytes");
     }
   }
-  if (!rec->pin()) {
+  if (!rec->pin_local()) {
     return Status::error(Errc::InvalidArgument,
                          std::string(op) + ": the local region is being unregistered");
+  }
+  // After the pin (seq_cst on both sides): close_requester either sees this pin or we see it.
+  if (core.requester_closed.load(std::memory_order_seq_cst)) {
+    rec->unpin_local();
+    return Status::error(Errc::Cancelled,
+                         std::string(op) +
+                             ": the engine closed its requester role (close_requester); no new "
+                             "put or get is accepted");
   }
   auto s = detail::make_request_state();
   s->kind = kind;
@@ -441,8 +450,16 @@ Result<Request> TransferEngine::get(const MemoryRegion& local, const RemoteRegio
   return submit_rma(*core_, OpKind::Get, local, remote, ranges, options);
 }
 
-Status TransferEngine::close(Duration timeout) {
-  return core_->close(timeout);
+Status TransferEngine::close(Duration timeout, CloseTimeout on_timeout) {
+  return core_->close(timeout, on_timeout);
+}
+
+Status TransferEngine::close_source(Duration timeout) {
+  return core_->close_source(timeout);
+}
+
+Status TransferEngine::close_requester(Duration timeout) {
+  return core_->close_requester(timeout);
 }
 
 std::vector<NicLoad> TransferEngine::nic_load_stats() const {

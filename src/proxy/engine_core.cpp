@@ -230,7 +230,7 @@ Lane& EngineCore::lane_for(const std::string& peer_id) {
 Result<Request> EngineCore::submit(std::shared_ptr<RequestState> req) {
   if (closed.load(std::memory_order_acquire)) {
     if (req->local_pinned) {
-      req->local->unpin();
+      req->local->unpin_local();
       req->local_pinned = false;
     }
     return Status::error(Errc::Cancelled, "the engine is closed; no new requests are accepted");
@@ -369,59 +369,6 @@ void EngineCore::stop_threads() {
   }
   if (monitor.joinable()) monitor.join();
   threads_started = false;
-}
-
-Status EngineCore::close(Duration timeout) {
-  const bool first = !closed.exchange(true, std::memory_order_acq_rel);
-  if (!first && !threads_started) return {};
-  const Deadline deadline = Deadline::after(timeout);
-  bool busy = true;
-  while ((busy = any_busy()) && !deadline.expired()) {
-    for (auto& lane : lanes) {
-      if (lane->mu.try_lock()) {
-        lane->progress_once();
-        lane->mu.unlock();
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  stop_threads();
-  std::size_t cancelled = 0;
-  for (auto& lane : lanes) {
-    std::lock_guard lock(lane->mu);
-    lane->progress_once();
-    const auto before = lane->counters.failed.load();
-    while (MpscNode* node = lane->queue.pop()) {
-      auto* raw = static_cast<RequestState*>(node);
-      auto req = std::move(raw->queued_self);
-      complete_request(*req, Status::error(Errc::Cancelled, "the engine closed"));
-    }
-    while (auto req = lane->ready.pop()) {
-      complete_request(**req, Status::error(Errc::Cancelled, "the engine closed"));
-    }
-    lane->protocol->shutdown(Status::error(Errc::Cancelled, "the engine closed"));
-    cancelled += lane->counters.failed.load() - before;
-  }
-  regions.kill_all();
-  listener.reset();
-  if (busy) {
-    return Status::error(
-        Errc::Unquiesced,
-        "close: work was still in flight after " +
-            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
-            " ms; " + std::to_string(cancelled) +
-            " request(s) were cancelled and the connections closed");
-  }
-  // Native RDMA objects whose destroy failed (or whose work never drained) are kept for good:
-  // the memory they may touch must stay valid.
-  if (const std::uint64_t retained = p2p::report_of(domains, domain_notes).rdma.retained;
-      retained > 0) {
-    return Status::error(Errc::Unquiesced,
-                         "close: " + std::to_string(retained) +
-                             " RDMA resource(s) are retained (a destroy failed or work did not "
-                             "drain); registered memory must stay valid");
-  }
-  return {};
 }
 
 }  // namespace orbite::detail

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -105,6 +106,11 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   net::Fd monitor_wake;
   std::atomic<bool> stopping{false};
   std::atomic<bool> closed{false};
+  // Set by close_requester(): new put/get are refused (checked after their local pin).
+  std::atomic<bool> requester_closed{false};
+  // Held for a whole close(), close_source() or close_requester(): they are serialized. Taken
+  // before any lane's mu.
+  std::mutex close_mu;
   bool threads_started = false;
 
   static Result<std::shared_ptr<EngineCore>> create(const EngineConfig& config,
@@ -115,7 +121,11 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   Result<Request> submit(std::shared_ptr<RequestState> req);
   // Progress `lane` from a waiting thread until `done` or the deadline passes.
   void drive_until(Lane& lane, const std::atomic<int>& phase, Duration timeout);
-  Status close(Duration timeout);
+  Status close(Duration timeout, CloseTimeout on_timeout);
+  Status close_source(Duration timeout);
+  Status close_requester(Duration timeout);
+  // Drives the lanes (those no worker holds) until `idle()` or the deadline; true when idle.
+  bool drive_while_busy(Deadline deadline, const std::function<bool()>& idle);
   Status start_threads();
   // The monitor thread's loop (start_threads runs it).
   void run_monitor();

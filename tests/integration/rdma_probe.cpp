@@ -552,6 +552,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"source_deadline", {scenario_rdma_source_deadline, {{1, "defer_deadlined"}}}},
       {"released_segments", {scenario_rdma_released_segments, {{0, "hold_later_segments"}}}},
       {"idle_reaper", {scenario_rdma_idle_reaper, {}}},
+      {"directional_close", {scenario_rdma_directional_close, {}}},
       {"destroy_window", {scenario_rdma_destroy_window, {}, true}},
       {"forged_rendezvous", {scenario_rdma_forged_rendezvous, {{0, "forge_rendezvous"}}}},
       {"cache_miss", {scenario_rdma_cache_miss, {{1, "retire_source_once"}}}},

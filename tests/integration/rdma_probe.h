@@ -82,6 +82,7 @@ void scenario_rdma_source_deadline(RdmaContext& r);
 void scenario_rdma_released_segments(RdmaContext& r);
 void scenario_rdma_idle_reaper(RdmaContext& r);
 void scenario_rdma_destroy_window(RdmaContext& r);
+void scenario_rdma_directional_close(RdmaContext& r);
 // Two rails (rdma_probe_rails.cpp).
 void scenario_rdma_rails(RdmaContext& r);
 void scenario_rdma_port_down(RdmaContext& r);

@@ -173,4 +173,57 @@ void scenario_rdma_destroy_window(RdmaContext& r) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// directional_close: rank 1 closes its source role. Rank 0's put and get over RDMA are refused
+// by a GrantNack (Cancelled, naming close_source) and nothing moves; a rendezvous send to rank 1
+// still lands (its grant is the receive's, not a registration's). Rank 1's own put into rank 0
+// still works until rank 1 also closes its requester role, which then refuses it.
+
+void scenario_rdma_directional_close(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 64 * kKiB;
+  Context over_rdma{r.c.comm, r.rdma, r.c.rank, r.c.size};
+  auto [mine, remote] = setup_region(r, kLength, 0xD0, 0xD1);
+  // Rank 1 needs rank 0's descriptor too, for its own puts.
+  const RemoteRegion rank0 = share_descriptor(r, &mine.region, 0, 90);
+  TransferEngine& engine = r.c.comm.engine();
+  barrier(r.c, "directional: regions");
+  if (r.c.rank == 1) {
+    const Status st = engine.close_source(kWait);
+    check(st.ok(), "close_source with nothing in flight: " + st.to_string());
+  }
+  barrier(r.c, "directional: source closed");
+  Bytes message(1 * kMiB);
+  if (r.c.rank == 0) {
+    const RdmaStats before = engine.rdma_stats();
+    for (bool put : {true, false}) {
+      auto q = put ? engine.put(mine.region, 0, remote, 0, kLength, r.rdma)
+                   : engine.get(mine.region, 0, remote, 0, kLength, r.rdma);
+      const Status st = q.ok() ? q->wait(kWait) : q.status();
+      std::printf("rank 0: %s into a closed source: %s\n", put ? "put" : "get",
+                  st.to_string().c_str());
+      check(st.code() == Errc::Cancelled && st.message().find("close_source") != std::string::npos,
+            std::string(put ? "the put" : "the get") + " ended " + st.to_string());
+    }
+    check_pattern(mine.bytes.data(), kLength, 0xD1, "rank 0's buffer after the refused get");
+    check(engine.rdma_stats().grants == before.grants, "a refused request got a grant");
+    fill_pattern(message.data(), message.size(), 0xD5);
+    send(over_rdma, message.data(), message.size(), 1, 91, "the rendezvous send");
+  } else {
+    recv(over_rdma, message.data(), message.size(), 0, 91, "the rendezvous receive");
+    check_pattern(message.data(), message.size(), 0xD5, "the message after close_source");
+    check(engine.rdma_stats().grant_nacks >= 2, "the refusals were not GrantNacks");
+    check_pattern(mine.bytes.data(), kLength, 0xD0, "rank 1's region after the refused put");
+    Request q = accepted(engine.put(mine.region, 0, rank0, 0, kLength, r.rdma), "rank 1's put");
+    wait_ok(q, "rank 1's put after its close_source");
+    check(engine.close_requester(kWait).ok(), "close_requester with nothing in flight");
+    auto refused = engine.put(mine.region, 0, rank0, 0, kLength, r.rdma);
+    check(!refused.ok() && refused.status().code() == Errc::Cancelled,
+          "a put after close_requester: " +
+              (refused.ok() ? std::string("accepted") : refused.status().to_string()));
+  }
+  barrier(r.c, "directional: done");
+  if (r.c.rank == 0) check_pattern(mine.bytes.data(), kLength, 0xD0, "rank 1's put");
+  barrier(r.c, "directional: checked");
+}
+
 }  // namespace orbite::probe

@@ -201,6 +201,12 @@ TEST(Rdma, AnIdlePayloadQpIsReapedAtBothEnds) {
   expect_pass(run_ranks("idle_reaper", {{"ORBITE_RDMA_IDLE_QP_TIMEOUT", "200ms"}}), "idle_reaper");
 }
 
+// Issue 27: close_source refuses peers' grants (GrantNack, Cancelled) but not a rendezvous
+// receive's; close_requester refuses the engine's own puts.
+TEST(Rdma, ACloseSourceRefusesGrantsButNotMessagesAndCloseRequesterRefusesOwnPuts) {
+  expect_pass(run_ranks("directional_close", {}), "directional_close");
+}
+
 // Issue 24: the destruction window, with softverbs holding the flush completions back. The
 // retained loan is kept for good, on purpose: the ranks run without leak detection under ASan.
 TEST(Rdma, AParentWhoseFlushesNeverComeReportsUnquiescedAfterTheDestructionWindow) {

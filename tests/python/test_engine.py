@@ -232,6 +232,38 @@ def test_a_closed_engine_refuses_work(comm):
     assert "clos" in str(caught.value)
 
 
+def test_directional_closes_refuse_one_role_each(comm):
+    # Engines of their own: the communicator's engine stays open for the tests after this one.
+    engine = orbite.TransferEngine(config={"shm": {"enable": False}})
+    n = 4096
+    memory = np.zeros(n, dtype=np.uint8)
+    region = engine.register_memory(memory)
+    remote = orbite.RemoteRegion(exchange(comm, region.descriptor()))
+    src = engine.register_memory(pattern(n, comm.rank + 40), access="r")
+    comm.barrier().wait(WAIT)
+    if comm.rank == 1:
+        engine.close_source(timeout=10)
+    comm.barrier().wait(WAIT)
+    if comm.rank == 0:
+        with pytest.raises(orbite.CancelledError, match="close_source"):
+            engine.put(src, 0, remote, 0, n).wait(WAIT)
+    else:
+        # Its own puts still go: its requester role is open.
+        engine.put(src, 0, remote, 0, n).wait(WAIT)
+        engine.close_requester(timeout=10)
+        with pytest.raises(orbite.CancelledError, match="close_requester"):
+            engine.put(src, 0, remote, 0, n)
+    comm.barrier().wait(WAIT)
+    if comm.rank == 0:
+        assert np.array_equal(memory, pattern(n, 41))
+    else:
+        assert not memory.any()
+    region.unregister()
+    src.unregister()
+    comm.barrier().wait(WAIT)
+    engine.close(timeout=10, cancel=False)
+
+
 def test_all_to_allv_with_uneven_counts(comm):
     me, size = comm.rank, comm.size
     # Rank r sends r + j + 1 elements to rank j.
