@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-20}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(rdma_wire control store descriptor config_json priorities)
+[ ${#targets[@]} -eq 0 ] && targets=(rdma_wire control store descriptor config_json priorities hwloc_xml)
 
 scripts/install-deps.sh
 cmake -S tests/fuzz/libfuzzer -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++-16 \
@@ -23,7 +23,7 @@ status=0
 for t in "${targets[@]}"; do
   mkdir -p "build-fuzz/corpus/$t" "build-fuzz/findings/$t"
   log="build-fuzz/$t.log"
-  if ! build-fuzz/"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  if ! build-fuzz/"$t" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$t/" \
       "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1; then
     echo "fuzz: $t: FINDING (see $log and build-fuzz/findings/$t/)" >&2

@@ -33,7 +33,11 @@ void keep_plugins_loaded() {
 }
 
 Result<Topology> load(const std::string& xml_path) {
+  // Before the child: it inherits the loaded plugins instead of loading them again.
   keep_plugins_loaded();
+  if (!xml_path.empty()) {
+    ORBITE_RETURN_IF_ERROR(check_xml_in_child(xml_path, "topology.hwloc_xml"));
+  }
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) {
     return Status::error(Errc::Unavailable, "hwloc_topology_init failed");
@@ -64,13 +68,19 @@ Result<Topology> load(const std::string& xml_path) {
 }
 
 // The single NUMA node covering an object's closest non-I/O ancestor; unknown when that ancestor
-// spans several nodes (I/O attached to a package or the machine) or none.
+// spans several nodes (I/O attached to a package or the machine) or none, or when its nodeset
+// names a node the topology has no NUMANode object for (an XML file can say so; the fuzz
+// target found it).
 int numa_of(hwloc_topology_t t, hwloc_obj_t obj) {
   hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, obj);
   if (anc == nullptr || anc->nodeset == nullptr || hwloc_bitmap_weight(anc->nodeset) != 1) {
     return kUnknownNuma;
   }
-  return hwloc_bitmap_first(anc->nodeset);
+  const int node = hwloc_bitmap_first(anc->nodeset);
+  if (hwloc_get_numanode_obj_by_os_index(t, static_cast<unsigned>(node)) == nullptr) {
+    return kUnknownNuma;
+  }
+  return node;
 }
 
 PciAddress address_of(const hwloc_obj_attr_u::hwloc_pcidev_attr_s& a) {

@@ -1,7 +1,8 @@
 // Fuzz target: what reaches an engine on its control connections before and after the
 // handshake: the 48-byte frame header (magic, version, type, payload bound), the Hello/HelloAck
-// handshake body with its transports' connect blobs, and the cuda_ipc transport's control
-// bodies. The first byte picks the decoder. An accepted input must re-encode stably.
+// handshake body, the connect blobs it carries for shm (ring name, capacity, proof) and
+// cuda_ipc (version, pid), and the cuda_ipc transport's control bodies. The first byte picks
+// the decoder. An accepted input must re-encode stably.
 #include <array>
 #include <cstring>
 #include <string_view>
@@ -10,11 +11,22 @@
 #include "p2p/control/handshake.h"
 #include "p2p/cuda_ipc/wire.h"
 #include "p2p/frame.h"
+#include "p2p/shm/connect_blob.h"
 
 namespace orbite::fuzz {
 namespace {
 
-enum Kind : std::uint8_t { kHeader, kHandshake, kAccess, kGrant, kUnmap, kUnmapped, kKinds };
+enum Kind : std::uint8_t {
+  kHeader,
+  kHandshake,
+  kAccess,
+  kGrant,
+  kUnmap,
+  kUnmapped,
+  kShmBlob,
+  kIpcBlob,
+  kKinds
+};
 
 std::array<std::byte, p2p::kFrameHeaderBytes> header_bytes(const p2p::FrameHeader& h) {
   std::array<std::byte, p2p::kFrameHeaderBytes> out{};
@@ -57,6 +69,22 @@ bool run_one(std::uint8_t kind, std::string_view body) {
     case kUnmap: return stable_ipc(ipc::decode_unmap(body), ipc::decode_unmap, "IpcUnmap");
     case kUnmapped:
       return stable_ipc(ipc::decode_unmapped(body), ipc::decode_unmapped, "IpcUnmapped");
+    case kShmBlob: {
+      const auto b = p2p::decode_shm_blob(body);
+      if (!b.ok()) return false;
+      require(b->name.size() <= p2p::kMaxRingName && b->name.starts_with("/orbite-"),
+              "ShmConnectBlob name");
+      require(b->bytes >= 4096 && (b->bytes & (b->bytes - 1)) == 0, "ShmConnectBlob capacity");
+      const std::string bytes = p2p::encode_shm_blob(*b);
+      require(bytes == body, "ShmConnectBlob re-encoding");
+      return true;
+    }
+    case kIpcBlob: {
+      const auto pid = ipc::decode_blob(body);
+      if (!pid.ok()) return false;
+      require(ipc::encode_blob(*pid) == body, "cuda_ipc connect blob re-encoding");
+      return true;
+    }
     default: return false;
   }
 }
@@ -106,6 +134,9 @@ std::vector<std::string> seeds() {
   d.errc = 1;
   d.reason = "busy";
   out.push_back(with_kind(kUnmapped, ipc::encode(d)));
+  out.push_back(with_kind(kShmBlob, p2p::encode_shm_blob(p2p::ShmConnectBlob{
+                                        "/orbite-4242-1-a", 1 << 20, 3, std::string(16, 'n')})));
+  out.push_back(with_kind(kIpcBlob, ipc::encode_blob(4242)));
   return out;
 }
 

@@ -163,6 +163,23 @@ TEST(TopoDiscovery, MissingXmlIsAConfigurationErrorNamingTheField) {
   EXPECT_NE(inv.status().message().find("no-such-file.xml"), std::string::npos);
 }
 
+// hwloc 2.9.0 itself dies with SIGSEGV loading this file (one byte of nic-no-pci.xml changed: an
+// attribute named completeFcpuset; found by the hwloc_xml fuzz target). The file is loaded in a
+// checking child first, so the process gets an error naming the field, the file and the signal.
+TEST(TopoDiscovery, AnXmlFileThatCrashesHwlocIsAConfigurationErrorNotACrash) {
+  DiscoveryInput in;
+  in.hwloc_xml = kData + "malformed/hwloc-segfault-attribute-name.xml";
+  auto inv = discover(in);
+  ASSERT_FALSE(inv.ok());
+  EXPECT_EQ(inv.status().code(), Errc::Configuration) << inv.status().to_string();
+  EXPECT_NE(inv.status().message().find("topology.hwloc_xml"), std::string::npos);
+  EXPECT_NE(inv.status().message().find("hwloc-segfault-attribute-name.xml"), std::string::npos);
+  EXPECT_NE(inv.status().message().find("crashed loading it (signal 11"), std::string::npos)
+      << inv.status().message();
+  // The process goes on: a good file still loads.
+  EXPECT_FALSE(load(kData + "synthetic/nic-no-pci.xml").nics.empty());
+}
+
 TEST(TopoDiscovery, LiveMachineLoads) {
   auto inv = discover({});
   ASSERT_TRUE(inv.ok()) << inv.status().to_string();

@@ -8,8 +8,8 @@
 
 #include "common/log.h"
 #include "common/net.h"
-#include "common/wire.h"
 #include "p2p/peer.h"
+#include "p2p/shm/connect_blob.h"
 #include "p2p/shm/vm_copy.h"
 
 namespace orbite::p2p {
@@ -18,43 +18,12 @@ using detail::PeerLink;
 
 namespace {
 constexpr int kRingBudget = 64;
-constexpr std::size_t kMaxRingName = 255;
 
 std::atomic<std::uint64_t> g_ring_counter{0};
 
-// The connect blob: the ring its sender reads, then the number of the sender's proof socket and
-// the nonce with which the receiver proves its process there (peer_proof.h).
 std::string encode_blob(const ShmRing& ring, std::uint32_t proof_index, std::string_view nonce) {
-  std::string out;
-  wire::Writer w(out);
-  w.put<std::uint64_t>(ring.capacity());
-  w.put_bytes(ring.name());
-  w.put<std::uint32_t>(proof_index);
-  w.put_bytes(nonce);
-  return out;
-}
-
-struct RingName {
-  std::string name;
-  std::uint64_t bytes = 0;
-  std::uint32_t proof_index = 0;
-  std::string nonce;
-};
-
-Result<RingName> decode_blob(std::string_view blob) {
-  wire::Reader r(blob);
-  RingName out;
-  out.bytes = r.get<std::uint64_t>();
-  out.name = std::string(r.get_bytes(kMaxRingName));
-  out.proof_index = r.get<std::uint32_t>();
-  out.nonce = std::string(r.get_bytes(kProofNonceBytes));
-  if (!r.done() || !out.name.starts_with("/orbite-") || out.bytes < 4096 ||
-      (out.bytes & (out.bytes - 1)) != 0 || out.nonce.size() != kProofNonceBytes) {
-    return Status::error(Errc::Protocol, "shm connect blob of " + std::to_string(blob.size()) +
-                                             " bytes is invalid (ring '" + out.name + "', " +
-                                             std::to_string(out.bytes) + " bytes)");
-  }
-  return out;
+  return encode_shm_blob(
+      ShmConnectBlob{ring.name(), ring.capacity(), proof_index, std::string(nonce)});
 }
 
 bool push(ShmRing& ring, const detail::SendItem& item) {
@@ -267,7 +236,7 @@ Result<std::string> ShmLane::accept(PeerLink& link, std::string_view blob) {
                                                            : "the peer is on another host");
   }
   Status failed;
-  auto peer = decode_blob(blob);
+  auto peer = decode_shm_blob(blob);
   if (!peer.ok()) return peer.status();
   // Our own handshake with this peer crossed theirs and lost (channel.cpp, adopt): its ring
   // will never be completed, so its name goes now rather than when the lane shuts down (a
@@ -302,7 +271,7 @@ Status ShmLane::complete(PeerLink& link, std::optional<std::string_view> blob) {
     proofs_.forget(&link);
     return {};
   }
-  ORBITE_ASSIGN_OR_RETURN(RingName peer, decode_blob(*blob));
+  ORBITE_ASSIGN_OR_RETURN(ShmConnectBlob peer, decode_shm_blob(*blob));
   auto theirs = ShmRing::open(peer.name, peer.bytes);
   // Both sides have mapped both rings now (or never will): the names can go.
   if (::shm_unlink(peer.name.c_str()) != 0 && errno != ENOENT) {
