@@ -276,10 +276,26 @@ void Protocol::check_connect_deadlines() {
   }
 }
 
+void Protocol::peer_closed(PeerLink& link, const Status& why) {
+  // Its end of stream would be reported again every pass: the control connection goes now.
+  if (link.control) {
+    link.control->close();
+    poller_.retire(std::move(link.control));
+  }
+  closing_.emplace_back(link.ep.id, why);
+}
+
 int Protocol::progress(bool sockets) {
   int work = 0;
+  // Found by an earlier pass's sockets: failed after this pass's transports were polled.
+  auto closing = std::move(closing_);
+  closing_.clear();
   for (auto& t : transports_) {
     if (t) work += t->progress();
+  }
+  for (auto& [id, why] : closing) {
+    if (auto it = links_.find(id); it != links_.end()) fail_link(*it->second, why, true);
+    ++work;
   }
   if (!staged_ops_.empty() || !draining_windows_.empty() || !withdrawn_.empty() ||
       open_windows_ > 0) {
@@ -308,7 +324,8 @@ int Protocol::progress(bool sockets) {
   poller_.flush_deferred();
   dead_endpoints_.clear();
   poller_.end_pass();
-  return work;
+  // A link left closing keeps the lane awake for the pass that fails it.
+  return work + static_cast<int>(closing_.size());
 }
 
 bool Protocol::prepare_sleep() {

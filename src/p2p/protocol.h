@@ -97,6 +97,7 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   Status complete_offers(detail::PeerLink& link, const Handshake& peer) override;
   void established(detail::PeerLink& link, const Handshake& peer) override;
   void fail_link(detail::PeerLink& link, const Status& why, bool orderly) override;
+  void peer_closed(detail::PeerLink& link, const Status& why) override;
   Status adopt_join(detail::PeerLink& link, net::Fd fd, const Handshake& hello) override;
   void transport_control(detail::PeerLink& link, const FrameHeader& h,
                          std::string_view body) override;
@@ -247,6 +248,9 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   std::unordered_map<std::string, std::unique_ptr<Link>> links_;
   // Endpoints of links that failed during a pass: destroyed at its end, never mid-call.
   std::vector<std::unique_ptr<PeerEndpoint>> dead_endpoints_;
+  // Links whose peer closed in order (peer_closed), by peer id, with the cause: failed in the
+  // next pass, after the transports were polled once more.
+  std::vector<std::pair<std::string, Status>> closing_;
   std::vector<std::string> spare_buffers_;
   std::uint64_t next_wire_id_ = 1;
   int quiet_polls_ = 0;

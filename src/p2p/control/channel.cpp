@@ -152,6 +152,11 @@ void ControlPlane::stream_failed(FramedSocket& s, const Status& why) {
                           "speaks version " + std::to_string(kFrameVersion) + ")"),
         false);
   }
+  // A Bye came first: an orderly close. The peer's last frames on other transports (an RDMA
+  // SEND's completion is already in this engine's CQ) may not have been read yet.
+  if (s.handshaken && link.peer_closing && link.state == PeerLink::State::Established) {
+    return host_.peer_closed(link, why);
+  }
   host_.fail_link(link, why, false);
 }
 

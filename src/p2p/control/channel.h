@@ -41,6 +41,9 @@ class ControlHost {
   virtual Status complete_offers(detail::PeerLink& link, const Handshake& peer) = 0;
   virtual void established(detail::PeerLink& link, const Handshake& peer) = 0;
   virtual void fail_link(detail::PeerLink& link, const Status& why, bool orderly) = 0;
+  // The peer said Bye, then closed its control connection: the link fails once its transports
+  // were polled again, so that what the peer sent on them before its Bye is still delivered.
+  virtual void peer_closed(detail::PeerLink& link, const Status& why) = 0;
   // An extra connection for one transport of an established link.
   virtual Status adopt_join(detail::PeerLink& link, net::Fd fd, const Handshake& hello) = 0;
   virtual void protocol_error(detail::PeerLink& link, const std::string& what) = 0;
