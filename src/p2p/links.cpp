@@ -282,19 +282,24 @@ void Protocol::peer_closed(PeerLink& link, const Status& why) {
     link.control->close();
     poller_.retire(std::move(link.control));
   }
-  closing_.emplace_back(link.ep.id, why);
+  closing_.push_back(Closing{link.ep.id, why, Deadline::after(kOrderlyCloseGrace)});
 }
 
 int Protocol::progress(bool sockets) {
   int work = 0;
-  // Found by an earlier pass's sockets: failed after this pass's transports were polled.
-  auto closing = std::move(closing_);
-  closing_.clear();
+  // Closes whose grace had passed before this pass's transports were polled fail after them.
+  for (Closing& c : closing_) c.due = c.grace.expired();
   for (auto& t : transports_) {
     if (t) work += t->progress();
   }
-  for (auto& [id, why] : closing) {
-    if (auto it = links_.find(id); it != links_.end()) fail_link(*it->second, why, true);
+  for (std::size_t i = 0; i < closing_.size();) {
+    if (!closing_[i].due) {
+      ++i;
+      continue;
+    }
+    Closing c = std::move(closing_[i]);
+    closing_.erase(closing_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (auto it = links_.find(c.peer_id); it != links_.end()) fail_link(*it->second, c.why, true);
     ++work;
   }
   if (!staged_ops_.empty() || !draining_windows_.empty() || !withdrawn_.empty() ||

@@ -27,6 +27,11 @@
 
 namespace orbite::p2p {
 
+// How long a link whose peer closed in order (Bye, then end of stream) stays open for frames
+// still arriving on its other transports. A bound, not a proof: the sender's completion of an
+// RDMA SEND does not order the receiver's completion before the TCP Bye.
+inline constexpr Duration kOrderlyCloseGrace = std::chrono::milliseconds(50);
+
 struct StagedOp;
 struct StagedChunk;
 struct StageWindow;
@@ -248,9 +253,16 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   std::unordered_map<std::string, std::unique_ptr<Link>> links_;
   // Endpoints of links that failed during a pass: destroyed at its end, never mid-call.
   std::vector<std::unique_ptr<PeerEndpoint>> dead_endpoints_;
-  // Links whose peer closed in order (peer_closed), by peer id, with the cause: failed in the
-  // next pass, after the transports were polled once more.
-  std::vector<std::pair<std::string, Status>> closing_;
+  // Links whose peer closed in order (peer_closed): failed once kOrderlyCloseGrace has passed
+  // and the transports were polled after it, so that frames the peer sent before its Bye on
+  // another transport (an RDMA SEND whose receive completion lags its sender's) still arrive.
+  struct Closing {
+    std::string peer_id;
+    Status why;
+    Deadline grace;
+    bool due = false;  // the grace had passed when this pass began
+  };
+  std::vector<Closing> closing_;
   std::vector<std::string> spare_buffers_;
   std::uint64_t next_wire_id_ = 1;
   int quiet_polls_ = 0;
