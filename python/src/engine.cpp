@@ -297,6 +297,18 @@ void add_regions(py::module_& m) {
           "the memory go.");
 }
 
+// close_source / close_requester: one role's close with the GIL released, raising on failure.
+void close_role(TransferEngine& e, Status (TransferEngine::*close)(Duration),
+                std::optional<double> timeout, const char* what) {
+  const Duration bound = timeout_of(timeout, what);
+  Status st;
+  {
+    py::gil_scoped_release nogil;
+    st = (e.*close)(bound);
+  }
+  check(st);
+}
+
 }  // namespace
 
 std::optional<EngineConfig> config_of(py::handle config) {
@@ -427,13 +439,7 @@ void add_engine(py::module_& m) {
       .def(
           "close_source",
           [](TransferEngine& e, std::optional<double> timeout) {
-            const Duration bound = timeout_of(timeout, "TransferEngine.close_source");
-            Status st;
-            {
-              py::gil_scoped_release nogil;
-              st = e.close_source(bound);
-            }
-            check(st);
+            close_role(e, &TransferEngine::close_source, timeout, "TransferEngine.close_source");
           },
           py::arg("timeout") = 30.0,
           "Refuses peers' put/get on this engine's registered memory from now on and waits for "
@@ -441,13 +447,8 @@ void add_engine(py::module_& m) {
       .def(
           "close_requester",
           [](TransferEngine& e, std::optional<double> timeout) {
-            const Duration bound = timeout_of(timeout, "TransferEngine.close_requester");
-            Status st;
-            {
-              py::gil_scoped_release nogil;
-              st = e.close_requester(bound);
-            }
-            check(st);
+            close_role(e, &TransferEngine::close_requester, timeout,
+                       "TransferEngine.close_requester");
           },
           py::arg("timeout") = 30.0,
           "Refuses this engine's new put/get and waits for those accepted (UnquiescedError at "
