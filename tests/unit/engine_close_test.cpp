@@ -32,24 +32,8 @@ using testing::must_register;
 
 constexpr auto kShort = std::chrono::milliseconds(150);
 
-class EngineCloseTest : public ::testing::TestWithParam<Mode> {
+class EngineCloseTest : public testing::EnginePairTest {
  protected:
-  void SetUp() override {
-    a_ = make_engine(testing::loopback_config(GetParam()));
-    b_ = make_engine(testing::loopback_config(GetParam()));
-    ASSERT_TRUE(a_ && b_);
-    local_.fill(21);
-    local_r_ = must_register(*a_, local_.data(), local_.size());
-  }
-  void TearDown() override {
-    local_r_ = MemoryRegion();
-    for (auto* e : {&a_, &b_}) {
-      if (*e) {
-        EXPECT_TRUE((*e)->close(kWait).ok());
-      }
-    }
-  }
-
   std::unique_ptr<FakePeer> connected_fake() {
     auto fake = std::make_unique<FakePeer>(a_->control_address());
     if (!fake->connected()) return nullptr;
@@ -101,10 +85,6 @@ class EngineCloseTest : public ::testing::TestWithParam<Mode> {
     EXPECT_TRUE(dst.guards_intact());
     return st;
   }
-
-  std::shared_ptr<TransferEngine> a_, b_;
-  Guarded local_{64};
-  MemoryRegion local_r_;
 };
 
 TEST_P(EngineCloseTest, CloseThatKeepsWaitingCancelsNothingAndALaterCloseFinishes) {

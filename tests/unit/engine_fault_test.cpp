@@ -36,24 +36,8 @@ using testing::must_register;
 constexpr std::uint64_t kFakeRegion = 7;
 constexpr std::uint64_t kFakeLength = 64;
 
-class EngineFaultTest : public ::testing::TestWithParam<Mode> {
+class EngineFaultTest : public testing::EnginePairTest {
  protected:
-  void SetUp() override {
-    a_ = make_engine(testing::loopback_config(GetParam()));
-    b_ = make_engine(testing::loopback_config(GetParam()));
-    ASSERT_TRUE(a_ && b_);
-    local_r_ = must_register(*a_, local_.data(), local_.size());
-    local_.fill(21);
-  }
-  void TearDown() override {
-    local_r_ = MemoryRegion();
-    for (auto* e : {&a_, &b_}) {
-      if (*e) {
-        EXPECT_TRUE((*e)->close(kWait).ok());
-      }
-    }
-  }
-
   // A fake peer of A that completed its handshake; checks A's HelloAck.
   std::unique_ptr<FakePeer> connected_fake() {
     auto fake = std::make_unique<FakePeer>(a_->control_address());
@@ -124,10 +108,6 @@ class EngineFaultTest : public ::testing::TestWithParam<Mode> {
     EXPECT_EQ(dst.mismatch(0, 5000, seed), std::nullopt);
     EXPECT_TRUE(dst.guards_intact());
   }
-
-  std::shared_ptr<TransferEngine> a_, b_;
-  Guarded local_{64};
-  MemoryRegion local_r_;
 };
 
 TEST_P(EngineFaultTest, SilentPeerGetTimesOutAndKeepsRunning) {

@@ -160,6 +160,31 @@ inline RemoteRegion foreign_descriptor(const std::string& owner_id, const std::s
   return r.ok() ? *r : RemoteRegion();
 }
 
+// Two engines, A and B, on loopback in the test's mode, and a 64-byte region of A filled with
+// pattern 21. After the test both engines must close cleanly.
+class EnginePairTest : public ::testing::TestWithParam<Mode> {
+ protected:
+  void SetUp() override {
+    a_ = make_engine(loopback_config(GetParam()));
+    b_ = make_engine(loopback_config(GetParam()));
+    ASSERT_TRUE(a_ && b_);
+    local_.fill(21);
+    local_r_ = must_register(*a_, local_.data(), local_.size());
+  }
+  void TearDown() override {
+    local_r_ = MemoryRegion();
+    for (auto* e : {&a_, &b_}) {
+      if (*e) {
+        EXPECT_TRUE((*e)->close(kWait).ok());
+      }
+    }
+  }
+
+  std::shared_ptr<TransferEngine> a_, b_;
+  Guarded local_{64};
+  MemoryRegion local_r_;
+};
+
 // A peer engine played by hand: a raw socket to an engine's control listener.
 class FakePeer {
  public:
