@@ -216,7 +216,7 @@ def run_round(r, verbose):
     return {"round": r.index, "choices": r.describe(), "landed": landed, "exits": codes,
             "seconds": round(elapsed, 2), "violations": violations,
             "reported_failures": sum(1 for c in codes if c == 2),
-            "shm_leftovers": len(leftovers)}
+            "shm_leftovers": len(leftovers), "shm_leftover_names": leftovers}
 
 
 def judge(r, landed, codes, texts, hung, leftovers):
@@ -243,9 +243,10 @@ def judge(r, landed, codes, texts, hung, leftovers):
             v.append("rank %d: ended with %s (not success or a reported failure)" % (rank, code))
         if code == 0 and "retained 0" not in text:
             v.append("rank %d: RDMA objects retained after a clean run" % rank)
-    # A rank that reports a failure leaves by _exit, never closing its engine: for its ring
-    # names that is a crash, as a kill is (docs/reliability.md lists them).
-    abrupt = (r.fault == "kill" and landed) or any(code != 0 for code in codes)
+    # A rank that reports a failure closes its engine before it leaves, so only a rank that
+    # ended without closing (killed, or a broken invariant) may leave a ring name behind:
+    # docs/reliability.md lists that window.
+    abrupt = (r.fault == "kill" and landed) or any(code not in (0, 2) for code in codes)
     if leftovers and not abrupt:
         v.append("left in /dev/shm: %s" % ", ".join(leftovers))
     return v

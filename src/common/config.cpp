@@ -235,7 +235,7 @@ std::string errno_text(int err) {
 
 // Reads at most kMaxConfigFileBytes + 1 bytes of a regular file.
 Result<std::string> read_config_file(const std::string& path) {
-  const std::string name = "config: cannot read file " + quote(path, 200);
+  const std::string name = "config: cannot read file " + quote_path(path);
   // O_NONBLOCK only so that opening a FIFO without a writer cannot hang the loader.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Status::error(Errc::Configuration, name + ": " + errno_text(errno));

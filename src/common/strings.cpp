@@ -212,4 +212,9 @@ std::string quote(std::string_view s, size_t max_len) {
   return out;
 }
 
+std::string quote_path(std::string_view path) {
+  constexpr size_t kPathMax = 4096;  // Linux PATH_MAX
+  return quote(path, kPathMax);
+}
+
 }  // namespace orbite

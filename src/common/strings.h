@@ -35,4 +35,8 @@ bool is_valid_utf8(std::string_view s) noexcept;
 // A quoted, escaped rendering of untrusted text for error messages (bounded length).
 std::string quote(std::string_view s, size_t max_len = 80);
 
+// quote() for a file path the caller named: bounded by PATH_MAX, not 80, because a path's tail
+// (the file's own name) is the part a reader needs, and a checkout's prefix can be long.
+std::string quote_path(std::string_view path);
+
 }  // namespace orbite

@@ -55,14 +55,16 @@ Result<Topology> load(const std::string& xml_path) {
     return Status::error(Errc::Unavailable, "hwloc_topology_set_components(pci) failed");
   }
   if (!xml_path.empty() && hwloc_topology_set_xml(raw, xml_path.c_str()) != 0) {
-    return Status::error(Errc::Configuration,
-                         "topology.hwloc_xml: hwloc cannot read the XML file " + quote(xml_path));
+    return Status::error(
+        Errc::Configuration,
+        "topology.hwloc_xml: hwloc cannot read the XML file " + quote_path(xml_path));
   }
   if (hwloc_topology_load(raw) != 0) {
-    return Status::error(Errc::Unavailable,
-                         xml_path.empty() ? std::string("hwloc could not load this machine")
-                                          : "topology.hwloc_xml: hwloc could not load " +
-                                                quote(xml_path) + " (not a hwloc v1/v2 topology)");
+    return Status::error(Errc::Unavailable, xml_path.empty()
+                                                ? std::string("hwloc could not load this machine")
+                                                : "topology.hwloc_xml: hwloc could not load " +
+                                                      quote_path(xml_path) +
+                                                      " (not a hwloc v1/v2 topology)");
   }
   return topology;
 }

@@ -35,7 +35,7 @@ std::string hwloc_runtime_version() {
 }
 
 Status check_xml_in_child(const std::string& xml_path, const char* field) {
-  const std::string what = std::string(field) + ": " + quote(xml_path);
+  const std::string what = std::string(field) + ": " + quote_path(xml_path);
   const pid_t pid = ::fork();
   if (pid < 0) {
     return Status::error(Errc::Unavailable,

@@ -9,8 +9,9 @@
 //   3 an operation succeeded with a wrong byte ("rank R: WRONG ...")       (an invariant broken)
 //   4 a wait reached its bound with the operation still running ("HANG") (an invariant broken)
 //   5 close() could not prove the engine quiet after a clean run ("CLOSE ...")
-// Failures exit at once without unwinding (_exit), as the probes do: a wedged engine must not
-// turn a reported failure into a hang in destructors.
+// A rank that reports a failure closes its engine, within a bound (as an application would), then
+// exits without unwinding (_exit), as the probes do: a wedged engine must not turn a reported
+// failure into a hang in destructors. Its close must leave no name in /dev/shm.
 #include <orbite/bootstrap.h>
 #include <orbite/communicator.h>
 #include <orbite/rdma.h>
@@ -34,13 +35,20 @@ using orbite::Status;
 
 constexpr auto kBound = std::chrono::seconds(30);  // every single wait
 constexpr std::uint64_t kMaxBytes = 4ULL << 20;
+constexpr auto kCloseBound = std::chrono::seconds(10);  // close() after a reported failure
 int g_rank = -1;
 std::uint64_t g_op = 0;
+orbite::TransferEngine* g_engine = nullptr;  // set once the communicator is up
 
 [[noreturn]] void leave(int code, const char* word, const std::string& detail) {
   std::printf("rank %d: %s op %llu: %s\n", g_rank, word, static_cast<unsigned long long>(g_op),
               detail.c_str());
   std::fflush(stdout);
+  if (code == 2 && g_engine != nullptr) {
+    const Status closed = g_engine->close(kCloseBound);
+    std::printf("rank %d: closed after the failure: %s\n", g_rank, closed.to_string().c_str());
+    std::fflush(stdout);
+  }
   ::_exit(code);
 }
 
@@ -140,6 +148,7 @@ int main() {
   if (!made.ok()) leave(2, "FAILED", "communicator: " + made.status().to_string());
   orbite::Communicator& comm = *made;
   orbite::TransferEngine& engine = comm.engine();
+  g_engine = &engine;
   g_rank = comm.rank();
   g_seed = seed;
   g_size = comm.size();

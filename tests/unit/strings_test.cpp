@@ -54,6 +54,9 @@ TEST(Strings, QuoteEscapesAndBounds) {
   EXPECT_EQ(quote("abc"), "'abc'");
   EXPECT_EQ(quote(std::string("a\0b", 3)), "'a\\x00b'");
   EXPECT_EQ(quote("abcdef", 3), "'abc...'");
+  // A path keeps its tail however deep the checkout is (CI's prefix once cut a file name off).
+  const std::string deep = "/" + std::string(300, 'd') + "/hwloc-segfault-attribute-name.xml";
+  EXPECT_EQ(quote_path(deep), "'" + deep + "'");
 }
 
 TEST(Net, ParseHostPort) {

@@ -103,8 +103,10 @@ Result<ShmRing> ShmRing::create(const std::string& name, std::uint64_t capacity)
 Result<ShmRing> ShmRing::open(const std::string& name, std::uint64_t capacity) {
   int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return Status::error(Errc::Unavailable, "opening the peer's shm ring " + name +
-                                                " failed: " + std::string(std::strerror(errno)));
+    // NotFound: the name is gone (its owner unlinked it when it closed the link).
+    return Status::error(
+        errno == ENOENT ? Errc::NotFound : Errc::Unavailable,
+        "opening the peer's shm ring " + name + " failed: " + std::string(std::strerror(errno)));
   }
   struct stat st {};
   const std::size_t bytes = kHeaderArea + capacity;

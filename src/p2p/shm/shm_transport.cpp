@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/net.h"
+#include "common/strings.h"
 #include "p2p/peer.h"
 #include "p2p/shm/connect_blob.h"
 #include "p2p/shm/vm_copy.h"
@@ -20,6 +21,12 @@ namespace {
 constexpr int kRingBudget = 64;
 
 std::atomic<std::uint64_t> g_ring_counter{0};
+
+// The accepter's ring is named after the initiator's, so the initiator can remove that name when
+// no answer ever comes (the accepter died between creating its ring and answering).
+std::string answer_ring_name(std::string_view offered) {
+  return std::string(offered) + "-a";
+}
 
 std::string encode_blob(const ShmRing& ring, std::uint32_t proof_index, std::string_view nonce) {
   return encode_shm_blob(
@@ -37,9 +44,13 @@ bool push(ShmRing& ring, const detail::SendItem& item) {
 }  // namespace
 
 ShmEndpoint::ShmEndpoint(ShmLane& lane, PeerLink& link, std::unique_ptr<ShmRing> rx,
-                         std::unique_ptr<ShmRing> tx)
-    : lane_(lane), link_(link), rx_(std::move(rx)), tx_(std::move(tx)) {
-  tx_ring_ = tx_ ? tx_.get() : rx_.get();
+                         std::unique_ptr<ShmRing> tx, std::string peer_gone)
+    : lane_(lane),
+      link_(link),
+      rx_(std::move(rx)),
+      tx_(std::move(tx)),
+      peer_gone_(std::move(peer_gone)) {
+  if (peer_gone_.empty()) tx_ring_ = tx_ ? tx_.get() : rx_.get();
   if (tx_) tx_->set_strict_wakeup(lane.config().progress_mode == ProgressMode::EventDriven);
 }
 
@@ -66,7 +77,7 @@ void ShmEndpoint::send(detail::SendItem item) {
     if (item.pinned != nullptr) item.pinned->unpin();
     return;
   }
-  if (out_.empty() && push(*tx_ring_, item)) {
+  if (out_.empty() && tx_ring_ != nullptr && push(*tx_ring_, item)) {
     lane_.handler().frame_written(*this, item);
     doorbell();
     return;
@@ -75,7 +86,9 @@ void ShmEndpoint::send(detail::SendItem item) {
 }
 
 bool ShmEndpoint::send_now(const FrameHeader& h, std::span<const iovec> payload) {
-  if (closed_ || !out_.empty() || !tx_ring_->try_push(h, payload)) return false;
+  if (closed_ || tx_ring_ == nullptr || !out_.empty() || !tx_ring_->try_push(h, payload)) {
+    return false;
+  }
   doorbell();
   return true;
 }
@@ -116,6 +129,7 @@ void ShmEndpoint::doorbell() {
 
 int ShmEndpoint::flush() {
   int work = 0;
+  if (tx_ring_ == nullptr) return 0;
   while (!out_.empty() && !closed_) {
     if (!push(*tx_ring_, out_.front())) break;
     detail::SendItem done = std::move(out_.front());
@@ -172,7 +186,14 @@ int ShmEndpoint::poll() {
 int ShmEndpoint::progress() {
   int work = 0;
   if (!out_.empty()) work += flush();
-  return work + poll();
+  work += poll();
+  // Receive only: what the peer wrote before it left is delivered first, then a frame that can
+  // never leave fails the link rather than waiting for the peer's goodbye on the control socket.
+  if (tx_ring_ == nullptr && !out_.empty() && !closed_ && link_.up() && rx_->empty()) {
+    lane_.handler().endpoint_failed(link_, Status::error(Errc::ConnectionLost, peer_gone_));
+    return work + 1;
+  }
+  return work;
 }
 
 bool ShmEndpoint::prepare_sleep() {
@@ -210,8 +231,10 @@ Result<ShmRing> ShmLane::create_ring(const PeerLink& link) {
   return ShmRing::create(name, config_.shm.ring_bytes);
 }
 
-void ShmLane::attach(PeerLink& link, std::unique_ptr<ShmRing> rx, std::unique_ptr<ShmRing> tx) {
-  auto ep = std::make_unique<ShmEndpoint>(*this, link, std::move(rx), std::move(tx));
+void ShmLane::attach(PeerLink& link, std::unique_ptr<ShmRing> rx, std::unique_ptr<ShmRing> tx,
+                     std::string peer_gone) {
+  auto ep = std::make_unique<ShmEndpoint>(*this, link, std::move(rx), std::move(tx),
+                                          std::move(peer_gone));
   active_.push_back(ep.get());
   link.endpoints[static_cast<std::size_t>(TransportId::Shm)] = std::move(ep);
 }
@@ -242,13 +265,21 @@ Result<std::string> ShmLane::accept(PeerLink& link, std::string_view blob) {
   // will never be completed, so its name goes now rather than when the lane shuts down (a
   // process that ends without shutting down would leave it in /dev/shm).
   if (auto lost = offered_.find(&link); lost != offered_.end()) {
-    lost->second->unlink_name();
-    offered_.erase(lost);
+    drop_offer(lost);
   }
-  auto own = create_ring(link);
+  const std::string own_name = answer_ring_name(peer->name);
+  if (own_name.size() > kMaxRingName) {
+    failed = Status::error(Errc::InvalidArgument,
+                           "the peer's ring name is too long to name an answer after it");
+  }
+  Result<ShmRing> own =
+      failed.ok() ? ShmRing::create(own_name, config_.shm.ring_bytes) : Result<ShmRing>(failed);
   if (!own.ok()) failed = own.status();
   Result<ShmRing> theirs =
       failed.ok() ? ShmRing::open(peer->name, peer->bytes) : Result<ShmRing>(failed);
+  // Mapped on both sides now: the initiator's name can go, here as well as in its complete(),
+  // so that it goes even if the initiator dies before it completes.
+  if (theirs.ok()) unlink_peer_ring(peer->name);
   if (!theirs.ok()) {
     ORBITE_LOG(Warn, Shm) << "shared memory with peer " << short_id(link.ep.id) << " failed ("
                           << theirs.status().message() << "); using TCP";
@@ -272,10 +303,21 @@ Status ShmLane::complete(PeerLink& link, std::optional<std::string_view> blob) {
     return {};
   }
   ORBITE_ASSIGN_OR_RETURN(ShmConnectBlob peer, decode_shm_blob(*blob));
+  if (peer.name != answer_ring_name(own->name())) {
+    return Status::error(Errc::Protocol, "the peer answered with ring " + quote(peer.name) +
+                                             ", not the one named after ours (" +
+                                             quote(answer_ring_name(own->name())) + ")");
+  }
   auto theirs = ShmRing::open(peer.name, peer.bytes);
   // Both sides have mapped both rings now (or never will): the names can go.
-  if (::shm_unlink(peer.name.c_str()) != 0 && errno != ENOENT) {
-    ORBITE_LOG(Debug, Shm) << "shm_unlink(" << peer.name << "): " << std::strerror(errno);
+  unlink_peer_ring(peer.name);
+  if (!theirs.ok() && theirs.status().code() == Errc::NotFound) {
+    // The peer answered, then closed this link and its ring (the owner unlinks it) before its
+    // answer reached us; what it sent is in our ring, so the link drains it before failing.
+    attach(link, std::move(own), nullptr,
+           "peer " + short_id(link.ep.id) + " closed its shared-memory ring " + peer.name +
+               " before this side's handshake with it completed: nothing can be sent to it");
+    return {};
   }
   if (!theirs.ok()) return theirs.status();
   // Before any frame of ours can ask the peer for a single copy (peer_proof.h: ordering).
@@ -346,13 +388,27 @@ bool ShmLane::busy() const {
   return false;
 }
 
+void ShmLane::unlink_peer_ring(const std::string& name) {
+  if (::shm_unlink(name.c_str()) != 0 && errno != ENOENT) {
+    ORBITE_LOG(Debug, Shm) << "shm_unlink(" << name << "): " << std::strerror(errno);
+  }
+}
+
+void ShmLane::drop_offer(decltype(offered_)::iterator it) {
+  // An answer may have created its ring before the link failed (and its creator died): the
+  // name is known, so it goes with ours.
+  unlink_peer_ring(answer_ring_name(it->second->name()));
+  it->second->unlink_name();
+  offered_.erase(it);
+}
+
 void ShmLane::forget(PeerLink& link) {
-  offered_.erase(&link);
+  if (auto it = offered_.find(&link); it != offered_.end()) drop_offer(it);
   proofs_.forget(&link);
 }
 
 void ShmLane::shutdown(const Status&) {
-  offered_.clear();
+  while (!offered_.empty()) drop_offer(offered_.begin());
 }
 
 }  // namespace orbite::p2p

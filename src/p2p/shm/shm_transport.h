@@ -25,9 +25,12 @@ class ShmLane;
 
 class ShmEndpoint final : public PeerEndpoint {
  public:
-  // rx: the ring we read; tx: the ring we write (null for self: rx both ways).
+  // rx: the ring we read; tx: the ring we write (null for self: rx both ways). With
+  // `peer_gone` set, tx is null because the peer closed this link before our handshake completed
+  // (its ring's name was gone): the endpoint only drains what the peer wrote before it left, and
+  // a frame to send fails the link with ConnectionLost and `peer_gone` once rx is empty.
   ShmEndpoint(ShmLane& lane, detail::PeerLink& link, std::unique_ptr<ShmRing> rx,
-              std::unique_ptr<ShmRing> tx);
+              std::unique_ptr<ShmRing> tx, std::string peer_gone = {});
   ~ShmEndpoint() override;
   [[nodiscard]] const Capabilities& caps() const override;
   void send(detail::SendItem item) override;
@@ -57,7 +60,8 @@ class ShmEndpoint final : public PeerEndpoint {
   detail::PeerLink& link_;
   std::unique_ptr<ShmRing> rx_;
   std::unique_ptr<ShmRing> tx_;
-  ShmRing* tx_ring_ = nullptr;        // tx_, or rx_ for self
+  ShmRing* tx_ring_ = nullptr;        // tx_, rx_ for self, null when the peer is gone
+  std::string peer_gone_;             // why tx_ring_ is null (receive only)
   std::deque<detail::SendItem> out_;  // frames waiting for ring space
   bool closed_ = false;
 };
@@ -92,8 +96,11 @@ class ShmLane final : public LaneTransport {
 
  private:
   Result<ShmRing> create_ring(const detail::PeerLink& link);
-  void attach(detail::PeerLink& link, std::unique_ptr<ShmRing> rx, std::unique_ptr<ShmRing> tx);
+  void attach(detail::PeerLink& link, std::unique_ptr<ShmRing> rx, std::unique_ptr<ShmRing> tx,
+              std::string peer_gone = {});
   void prove_to(const detail::PeerLink& link, std::uint32_t index, std::string_view nonce);
+  // Removes a peer's ring name (no error when it is gone already).
+  static void unlink_peer_ring(const std::string& name);
 
   const EngineConfig& config_;
   const detail::Identity& self_;
@@ -104,6 +111,8 @@ class ShmLane final : public LaneTransport {
   std::vector<ShmEndpoint*> active_;
   // Rings this side created for a Hello, until the peer's answer arrives.
   std::unordered_map<const detail::PeerLink*, std::unique_ptr<ShmRing>> offered_;
+  // Removes an offer that will never be completed, with the name its answer would have had.
+  void drop_offer(decltype(offered_)::iterator it);
   // The proof socket and each link's nonce and proven pid (keyed by the link).
   PeerProofs proofs_;
 };
