@@ -155,6 +155,12 @@ std::vector<ConnectBlob> Protocol::accept_offers(PeerLink& link, const Handshake
   return out;
 }
 
+void Protocol::decline_offers(PeerLink& link, const Handshake& peer) {
+  for (const ConnectBlob& offered : peer.transports) {
+    if (LaneTransport* t = transport(offered.id)) t->decline(link, offered.blob);
+  }
+}
+
 Status Protocol::complete_offers(PeerLink& link, const Handshake& peer) {
   for (auto& t : transports_) {
     if (!t) continue;

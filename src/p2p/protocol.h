@@ -99,6 +99,7 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   detail::PeerLink& link_for(const detail::Endpoint& ep) override;
   std::vector<ConnectBlob> offers(detail::PeerLink& link) override;
   std::vector<ConnectBlob> accept_offers(detail::PeerLink& link, const Handshake& peer) override;
+  void decline_offers(detail::PeerLink& link, const Handshake& peer) override;
   Status complete_offers(detail::PeerLink& link, const Handshake& peer) override;
   void established(detail::PeerLink& link, const Handshake& peer) override;
   void fail_link(detail::PeerLink& link, const Status& why, bool orderly) override;

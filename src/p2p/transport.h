@@ -312,6 +312,9 @@ class LaneTransport {
   // Acceptor: the peer offered `blob`. Opens the endpoint and returns the blob for the HelloAck;
   // an error declines (the link goes on without this transport).
   virtual Result<std::string> accept(detail::PeerLink& link, std::string_view blob) = 0;
+  // Acceptor: the peer's Hello with this offer was refused (HelloNack). Its sender may be dead
+  // and never drop the offer itself: a transport whose offer names a host resource removes it.
+  virtual void decline(detail::PeerLink& /*link*/, std::string_view /*blob*/) {}
   // Initiator: the peer answered `blob`, or declined (nullopt). Opens the endpoint or drops the
   // offer.
   virtual Status complete(detail::PeerLink& link, std::optional<std::string_view> blob) = 0;

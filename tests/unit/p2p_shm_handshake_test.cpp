@@ -157,6 +157,23 @@ TEST_F(ShmHandshake, NoRingNameOutlivesAHandshakeThatNeverCompletes) {
   EXPECT_EQ(a_link_.endpoint(TransportId::Shm), nullptr);
 }
 
+// A refused Hello (HelloNack: a crossed connection, a link already up or failed) leaves the
+// offer's ring to its sender, which may be dead: the refusing side removes the name it read.
+TEST_F(ShmHandshake, ARefusedOfferLosesItsRingName) {
+  auto offer = a_->offer(a_link_);
+  ASSERT_TRUE(offer.has_value());
+  auto offered = decode_shm_blob(*offer);
+  ASSERT_TRUE(offered.ok()) << offered.status().to_string();
+  ASSERT_TRUE(exists("/dev/shm" + offered->name));
+  b_->decline(b_link_, "not a blob");  // a malformed one changes nothing
+  EXPECT_TRUE(exists("/dev/shm" + offered->name));
+  b_->decline(b_link_, *offer);
+  EXPECT_FALSE(exists("/dev/shm" + offered->name));
+  // The sender, alive after all, drops its offer as usual.
+  EXPECT_TRUE(a_->complete(a_link_, std::nullopt).ok());
+  EXPECT_EQ(a_link_.endpoint(TransportId::Shm), nullptr);
+}
+
 // An answer naming a ring that was not named after the offer is not this handshake's answer.
 TEST_F(ShmHandshake, AnAnswerNamingAnotherRingFailsTheHandshake) {
   auto offer = a_->offer(a_link_);

@@ -354,6 +354,7 @@ void ControlPlane::adopt(Accepted a) {
   if (link.is_self || link.state == PeerLink::State::Established ||
       link.state == PeerLink::State::Failed || ours_wins) {
     reply(a.fd.get(), FrameType::HelloNack, nullptr);
+    if (!link.is_self) host_.decline_offers(link, a.hello);
     return;
   }
   if (link.control) {

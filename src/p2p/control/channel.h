@@ -37,6 +37,8 @@ class ControlHost {
   virtual std::vector<ConnectBlob> offers(detail::PeerLink& link) = 0;
   // Acceptor: opens endpoints for the peer's offers; returns the blobs of the HelloAck.
   virtual std::vector<ConnectBlob> accept_offers(detail::PeerLink& link, const Handshake& peer) = 0;
+  // Acceptor: the peer's Hello was refused; its offers will never be accepted.
+  virtual void decline_offers(detail::PeerLink& link, const Handshake& peer) = 0;
   // Initiator: the peer's HelloAck; opens the endpoints it accepted.
   virtual Status complete_offers(detail::PeerLink& link, const Handshake& peer) = 0;
   virtual void established(detail::PeerLink& link, const Handshake& peer) = 0;

@@ -292,6 +292,13 @@ Result<std::string> ShmLane::accept(PeerLink& link, std::string_view blob) {
   return mine;
 }
 
+void ShmLane::decline(PeerLink&, std::string_view blob) {
+  // A refused offer's ring is never mapped here; its name goes all the same, because a sender
+  // killed after its Hello could not remove it (the name is the sender's own: decode checked it
+  // is an /orbite- ring, and the sender's counter never names a ring twice).
+  if (auto peer = decode_shm_blob(blob); peer.ok()) unlink_peer_ring(peer->name);
+}
+
 Status ShmLane::complete(PeerLink& link, std::optional<std::string_view> blob) {
   auto it = offered_.find(&link);
   if (it == offered_.end()) return {};

@@ -74,6 +74,7 @@ class ShmLane final : public LaneTransport {
   [[nodiscard]] const Capabilities& caps() const override { return caps_; }
   std::optional<std::string> offer(detail::PeerLink& link) override;
   Result<std::string> accept(detail::PeerLink& link, std::string_view blob) override;
+  void decline(detail::PeerLink& link, std::string_view blob) override;
   Status complete(detail::PeerLink& link, std::optional<std::string_view> blob) override;
   Status open_self(detail::PeerLink& link) override;
   Status adopt_connection(detail::PeerLink&, int fd, std::uint32_t) override;
