@@ -74,18 +74,34 @@ class ShmHandshake : public ::testing::Test {
     return true;
   }
 
+  // The first two steps of the join: A's offer (into offer_), then B's answer (into answer_).
+  void offer() {
+    auto blob = a_->offer(a_link_);
+    ASSERT_TRUE(blob.has_value());
+    offer_ = *blob;
+  }
+  void offer_and_answer() {
+    ASSERT_NO_FATAL_FAILURE(offer());
+    auto blob = b_->accept(b_link_, offer_);
+    ASSERT_TRUE(blob.ok()) << blob.status().to_string();
+    answer_ = *blob;
+  }
+  static ShmConnectBlob decoded(const std::string& blob) {
+    auto d = decode_shm_blob(blob);
+    EXPECT_TRUE(d.ok()) << d.status().to_string();
+    return d.ok() ? *d : ShmConnectBlob{};
+  }
+
   EngineConfig config_;
   detail::Identity ids_[2];
+  std::string offer_, answer_;
   Recorder a_rec_, b_rec_;
   PeerLink a_link_, b_link_;
   std::unique_ptr<ShmLane> a_, b_;
 };
 
 TEST_F(ShmHandshake, WhatAPeerSentBeforeItLeftMidHandshakeIsDeliveredThenSendingFailsTheLink) {
-  auto offer = a_->offer(a_link_);
-  ASSERT_TRUE(offer.has_value());
-  auto answer = b_->accept(b_link_, *offer);
-  ASSERT_TRUE(answer.ok()) << answer.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(offer_and_answer());
   PeerEndpoint* b_ep = b_link_.endpoint(TransportId::Shm);
   ASSERT_NE(b_ep, nullptr);
   b_ep->send(frame(1, "first"));
@@ -95,7 +111,7 @@ TEST_F(ShmHandshake, WhatAPeerSentBeforeItLeftMidHandshakeIsDeliveredThenSending
   for (auto& e : b_link_.endpoints) e.reset();
   b_.reset();
 
-  Status st = a_->complete(a_link_, *answer);
+  Status st = a_->complete(a_link_, answer_);
   ASSERT_TRUE(st.ok()) << "a peer that left is not a failed handshake: " << st.to_string();
   PeerEndpoint* a_ep = a_link_.endpoint(TransportId::Shm);
   ASSERT_NE(a_ep, nullptr) << "A keeps a receive-only endpoint to drain what B sent";
@@ -120,14 +136,10 @@ TEST_F(ShmHandshake, WhatAPeerSentBeforeItLeftMidHandshakeIsDeliveredThenSending
 // Any other failure to open the peer's ring is still the handshake's failure: here an answer
 // whose capacity does not match the ring it names.
 TEST_F(ShmHandshake, AnAnswerNamingARingOfAnotherSizeFailsTheHandshake) {
-  auto offer = a_->offer(a_link_);
-  ASSERT_TRUE(offer.has_value());
-  auto answer = b_->accept(b_link_, *offer);
-  ASSERT_TRUE(answer.ok()) << answer.status().to_string();
-  auto forged = decode_shm_blob(*answer);
-  ASSERT_TRUE(forged.ok()) << forged.status().to_string();
-  forged->bytes *= 2;
-  Status st = a_->complete(a_link_, encode_shm_blob(*forged));
+  ASSERT_NO_FATAL_FAILURE(offer_and_answer());
+  ShmConnectBlob forged = decoded(answer_);
+  forged.bytes *= 2;
+  Status st = a_->complete(a_link_, encode_shm_blob(forged));
   EXPECT_EQ(st.code(), Errc::Protocol) << st.to_string();
   EXPECT_NE(st.message().find("expected"), std::string::npos) << st.message();
   EXPECT_EQ(a_link_.endpoint(TransportId::Shm), nullptr);
@@ -138,21 +150,18 @@ TEST_F(ShmHandshake, AnAnswerNamingARingOfAnotherSizeFailsTheHandshake) {
 // completes), and the initiator removes the answer's, which is named after its own, when its link
 // fails without an answer (the accepter may die before answering).
 TEST_F(ShmHandshake, NoRingNameOutlivesAHandshakeThatNeverCompletes) {
-  auto offer = a_->offer(a_link_);
-  ASSERT_TRUE(offer.has_value());
-  auto offered = decode_shm_blob(*offer);
-  ASSERT_TRUE(offered.ok()) << offered.status().to_string();
-  ASSERT_TRUE(exists("/dev/shm" + offered->name));
-  auto answer = b_->accept(b_link_, *offer);
+  ASSERT_NO_FATAL_FAILURE(offer());
+  const std::string offered = decoded(offer_).name;
+  ASSERT_TRUE(exists("/dev/shm" + offered));
+  auto answer = b_->accept(b_link_, offer_);
   ASSERT_TRUE(answer.ok()) << answer.status().to_string();
-  auto answered = decode_shm_blob(*answer);
-  ASSERT_TRUE(answered.ok()) << answered.status().to_string();
-  EXPECT_FALSE(exists("/dev/shm" + offered->name)) << "the accepter mapped it: the name can go";
-  ASSERT_TRUE(exists("/dev/shm" + answered->name));
-  EXPECT_EQ(answered->name, offered->name + "-a");
+  const std::string answered = decoded(*answer).name;
+  EXPECT_FALSE(exists("/dev/shm" + offered)) << "the accepter mapped it: the name can go";
+  ASSERT_TRUE(exists("/dev/shm" + answered));
+  EXPECT_EQ(answered, offered + "-a");
   // A's link fails before B's answer arrives; B (still alive here) has not removed its name.
   a_->forget(a_link_);
-  EXPECT_FALSE(exists("/dev/shm" + answered->name))
+  EXPECT_FALSE(exists("/dev/shm" + answered))
       << "the initiator removes the name the answer was given";
   EXPECT_EQ(a_link_.endpoint(TransportId::Shm), nullptr);
 }
@@ -160,15 +169,13 @@ TEST_F(ShmHandshake, NoRingNameOutlivesAHandshakeThatNeverCompletes) {
 // A refused Hello (HelloNack: a crossed connection, a link already up or failed) leaves the
 // offer's ring to its sender, which may be dead: the refusing side removes the name it read.
 TEST_F(ShmHandshake, ARefusedOfferLosesItsRingName) {
-  auto offer = a_->offer(a_link_);
-  ASSERT_TRUE(offer.has_value());
-  auto offered = decode_shm_blob(*offer);
-  ASSERT_TRUE(offered.ok()) << offered.status().to_string();
-  ASSERT_TRUE(exists("/dev/shm" + offered->name));
+  ASSERT_NO_FATAL_FAILURE(offer());
+  const std::string offered = decoded(offer_).name;
+  ASSERT_TRUE(exists("/dev/shm" + offered));
   b_->decline(b_link_, "not a blob");  // a malformed one changes nothing
-  EXPECT_TRUE(exists("/dev/shm" + offered->name));
-  b_->decline(b_link_, *offer);
-  EXPECT_FALSE(exists("/dev/shm" + offered->name));
+  EXPECT_TRUE(exists("/dev/shm" + offered));
+  b_->decline(b_link_, offer_);
+  EXPECT_FALSE(exists("/dev/shm" + offered));
   // The sender, alive after all, drops its offer as usual.
   EXPECT_TRUE(a_->complete(a_link_, std::nullopt).ok());
   EXPECT_EQ(a_link_.endpoint(TransportId::Shm), nullptr);
@@ -176,14 +183,10 @@ TEST_F(ShmHandshake, ARefusedOfferLosesItsRingName) {
 
 // An answer naming a ring that was not named after the offer is not this handshake's answer.
 TEST_F(ShmHandshake, AnAnswerNamingAnotherRingFailsTheHandshake) {
-  auto offer = a_->offer(a_link_);
-  ASSERT_TRUE(offer.has_value());
-  auto answer = b_->accept(b_link_, *offer);
-  ASSERT_TRUE(answer.ok()) << answer.status().to_string();
-  auto forged = decode_shm_blob(*answer);
-  ASSERT_TRUE(forged.ok()) << forged.status().to_string();
-  forged->name += "x";
-  Status st = a_->complete(a_link_, encode_shm_blob(*forged));
+  ASSERT_NO_FATAL_FAILURE(offer_and_answer());
+  ShmConnectBlob forged = decoded(answer_);
+  forged.name += "x";
+  Status st = a_->complete(a_link_, encode_shm_blob(forged));
   EXPECT_EQ(st.code(), Errc::Protocol) << st.to_string();
   EXPECT_NE(st.message().find("not the one named after ours"), std::string::npos) << st.message();
   EXPECT_EQ(a_link_.endpoint(TransportId::Shm), nullptr);
