@@ -16,6 +16,7 @@
 #include "p2p/shm/shm_transport.h"
 #include "p2p/stream.h"  // PeerLink owns a FramedSocket
 #include "p2p_recorder.h"
+#include "p2p_shm_pair.h"
 
 namespace orbite::p2p {
 namespace {
@@ -40,17 +41,11 @@ SendItem frame(std::uint64_t id, std::string owned) {
 class ShmHandshake : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string pid = std::to_string(::getpid());
-    ids_[0] =
-        detail::Identity{"a1" + std::string(22, '0') + pid, "127.0.0.1:1", "host:boot", ::getpid()};
-    ids_[1] =
-        detail::Identity{"b2" + std::string(22, '0') + pid, "127.0.0.1:2", "host:boot", ::getpid()};
-    a_link_.ep = ids_[1];
-    b_link_.ep = ids_[0];
-    for (PeerLink* l : {&a_link_, &b_link_}) {
-      l->same_host = true;
-      l->state = PeerLink::State::Established;
+    for (int i = 0; i < 2; ++i) {
+      ids_[i] =
+          detail::Identity{testing::unique_engine_id(), "127.0.0.1:1", "host:boot", ::getpid()};
     }
+    testing::link_same_host(a_link_, b_link_, ids_);
     a_ = std::make_unique<ShmLane>(config_, ids_[0], a_rec_, a_rec_);
     b_ = std::make_unique<ShmLane>(config_, ids_[1], b_rec_, b_rec_);
   }

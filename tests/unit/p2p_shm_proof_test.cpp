@@ -5,8 +5,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -21,21 +19,14 @@
 #include "p2p/shm/shm_transport.h"
 #include "p2p/stream.h"  // PeerLink owns a FramedSocket
 #include "p2p_recorder.h"
+#include "p2p_shm_pair.h"
 
 namespace orbite::p2p {
 namespace {
 
 using detail::PeerLink;
 using testing::Recorder;
-
-// An engine id no other lane of this run uses (the proof socket is named after it).
-std::string unique_engine_id() {
-  static std::atomic<unsigned> counter{0};
-  char id[33];
-  std::snprintf(id, sizeof id, "5eed%020x%08x", static_cast<unsigned>(::getpid()),
-                counter.fetch_add(1));
-  return id;
-}
+using testing::unique_engine_id;
 
 // A child process that only waits: the pid a lying peer claims. It is a fork of this process, so
 // at any address of ours it holds what we held when it was forked.
@@ -71,12 +62,7 @@ class ShmPeerProof : public ::testing::Test {
     for (int i = 0; i < 2; ++i) {
       ids_[i] = detail::Identity{unique_engine_id(), "127.0.0.1:1", "host:boot", claimed};
     }
-    a_link_.ep = ids_[1];
-    b_link_.ep = ids_[0];
-    for (PeerLink* l : {&a_link_, &b_link_}) {
-      l->same_host = true;
-      l->state = PeerLink::State::Established;
-    }
+    testing::link_same_host(a_link_, b_link_, ids_);
     a_ = std::make_unique<ShmLane>(config_, ids_[0], a_rec_, a_rec_);
     b_ = std::make_unique<ShmLane>(config_, ids_[1], b_rec_, b_rec_);
   }
