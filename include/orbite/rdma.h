@@ -130,6 +130,9 @@ struct RdmaStats {
   std::uint64_t route_recoveries = 0;
   // Payload QPs retired at both ends because their route was fenced (here or at the peer).
   std::uint64_t route_qps_retired = 0;
+  // ibv_poll_cq calls that failed (a negative return). The CQ is polled again on the next pass
+  // and what it holds is not lost; a run of them is logged once a second.
+  std::uint64_t cq_poll_failures = 0;
   std::uint64_t budget_exhausted = 0;  // ResourceExhausted answers, any budget
   // NIC tables sent to peers after a context paused or resumed, and received from them.
   std::uint64_t nic_tables_sent = 0;

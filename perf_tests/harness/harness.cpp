@@ -38,10 +38,6 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
   return v;
 }
 
-std::string quoted(std::string_view s) {
-  return "'" + std::string(s) + "'";
-}
-
 struct Parser {
   const Program& program;
   bool print;

@@ -93,6 +93,10 @@ int launcher_size();
 
 // "64M" for an exact multiple of a unit, else the plain byte count.
 std::string format_size(std::uint64_t bytes);
+// A value as the harness's errors show it: in single quotes.
+inline std::string quoted(std::string_view s) {
+  return "'" + std::string(s) + "'";
+}
 
 // Parses "8", "64M", "1G", "4KiB", "512B": K/M/G/T are powers of 1024.
 std::optional<std::uint64_t> parse_size(std::string_view text);

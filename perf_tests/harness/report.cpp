@@ -11,10 +11,6 @@
 namespace orbite::perf {
 namespace {
 
-std::string quoted(std::string_view s) {
-  return "'" + std::string(s) + "'";
-}
-
 std::string json_escape(std::string_view s) {
   std::string out;
   for (char ch : s) {

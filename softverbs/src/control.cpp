@@ -10,6 +10,7 @@
 //   fail_post DEV QPN|* NTH ERRNO [at=K|null]
 //   fail_destroy DEV QPN|* NTH ERRNO
 //   fail_dereg DEV NTH ERRNO  (the NTH ibv_dereg_mr on DEV fails, the MR stays registered)
+//   fail_poll DEV NTH [COUNT] (the NTH ibv_poll_cq on DEV and COUNT-1 after it return -1)
 //   drop DEV QPN              disable|enable DEV mw|send_inv
 //   mw_strict DEV on|off      mw_index_limit DEV N (0: none)
 //   hold_flush DEV on|off     (send WRs flushed by a QP's move to ERR never complete)
@@ -109,14 +110,15 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
   if (words.empty()) return "empty command";
   c->verb = words[0];
   static const char* const verbs[] = {
-      "port",       "gid",  "rate", "delay",   "fail_wr", "fail_post", "fail_destroy",
-      "fail_dereg", "drop", "show", "disable", "enable",  "mw_strict", "mw_index_limit",
-      "hold_flush", "fatal"};
+      "port",         "gid",        "rate",           "delay",      "fail_wr", "fail_post",
+      "fail_destroy", "fail_dereg", "fail_poll",      "drop",       "show",    "disable",
+      "enable",       "mw_strict",  "mw_index_limit", "hold_flush", "fatal"};
   bool known = false;
   for (const char* v : verbs) known = known || c->verb == v;
   if (!known) {
     return "unknown command '" + c->verb +
-           "' (port, gid, rate, delay, fail_wr, fail_post, fail_destroy, fail_dereg, drop, show, "
+           "' (port, gid, rate, delay, fail_wr, fail_post, fail_destroy, fail_dereg, fail_poll, "
+           "drop, show, "
            "disable, enable, "
            "mw_strict, mw_index_limit, hold_flush, fatal)";
   }
@@ -181,6 +183,12 @@ std::string parse(const std::string& text, Command* c, bool resolve = true) {
     if (auto e = want(2, 2, "NTH ERRNO"); !e.empty()) return e;
     if (!parse_u64(a[0], &u) || u == 0) return "fail_dereg: NTH '" + a[0] + "' must be >= 1";
     if (parse_errno(a[1]) == 0) return "fail_dereg: '" + a[1] + "' is not an errno value";
+  } else if (c->verb == "fail_poll") {
+    if (auto e = want(1, 2, "NTH [COUNT]"); !e.empty()) return e;
+    if (!parse_u64(a[0], &u) || u == 0) return "fail_poll: NTH '" + a[0] + "' must be >= 1";
+    if (a.size() == 2 && (!parse_u64(a[1], &u) || u == 0 || u > 1000000000)) {
+      return "fail_poll: COUNT '" + a[1] + "' must be 1..1000000000";
+    }
   } else if (c->verb == "drop") {
     if (auto e = want(1, 1, "QPN"); !e.empty()) return e;
     uint32_t qpn = 0;
@@ -227,6 +235,7 @@ std::string show(DeviceState& st) {
   if (const uint32_t limit = st.mw_index_limit; limit != 0) o << " mw_index_limit " << limit;
   if (st.hold_flushes) o << " hold_flush on";
   if (const uint64_t held = st.flushes_held; held != 0) o << " flushes_held " << held;
+  if (const uint64_t failed = st.polls_failed; failed != 0) o << " polls_failed " << failed;
   std::lock_guard lock(st.gid_mu);
   o << " gids";
   for (const ibv_gid& g : st.gids) o << " " << gid_text(g);
@@ -337,6 +346,13 @@ int execute_command(const std::string& command, std::string* reply) {
     f.err = parse_errno(a[1]);
     std::lock_guard lock(st.fault_mu);
     st.dereg_faults.push_back(f);
+  } else if (c.verb == "fail_poll") {
+    PollFault f;
+    f.countdown = std::stoull(a[0]);
+    f.remaining = a.size() == 2 ? std::stoull(a[1]) : 1;
+    std::lock_guard lock(st.fault_mu);
+    st.poll_faults.push_back(f);
+    st.have_poll_faults = true;
   } else if (c.verb == "drop") {
     uint32_t qpn = 0;
     parse_qpn(a[0], &qpn);

@@ -333,6 +333,13 @@ struct DestroyFault {
   int err = EBUSY;
 };
 
+// A fault armed by "fail_poll": the countdown-th ibv_poll_cq call on any CQ of the device and
+// the remaining - 1 calls after it fail (a negative return) and take no completion.
+struct PollFault {
+  uint64_t countdown = 1;
+  uint64_t remaining = 1;
+};
+
 // What can change while a device is in use, shared by every context opened on it in this
 // process: the port, the GID table, the rate (and its token bucket) and the armed faults.
 struct DeviceState {
@@ -366,9 +373,12 @@ struct DeviceState {
   std::atomic<bool> have_post_faults{false};
   std::vector<DestroyFault> destroy_faults;  // guarded by fault_mu
   std::vector<DestroyFault> dereg_faults;    // "fail_dereg" (qpn unused); guarded by fault_mu
-  std::vector<Device*> open;                 // contexts to notify of port and GID changes
-  std::string ifname;                        // interface holding the bind address ("" until found)
-  int link_fd = -1;                          // a socket in the device's namespace, for SIOCGIFFLAGS
+  std::vector<PollFault> poll_faults;        // guarded by fault_mu
+  std::atomic<bool> have_poll_faults{false};
+  std::atomic<uint64_t> polls_failed{0};  // shown as "polls_failed N"
+  std::vector<Device*> open;              // contexts to notify of port and GID changes
+  std::string ifname;                     // interface holding the bind address ("" until found)
+  int link_fd = -1;                       // a socket in the device's namespace, for SIOCGIFFLAGS
   bool link_probed = false;
   TokenBucket bucket;
 
@@ -397,6 +407,8 @@ bool take_post_fault(DeviceState& st, uint32_t qpn, PostFault* out);
 int take_destroy_fault(DeviceState& st, uint32_t qpn);
 // An armed fail_dereg fault for an ibv_dereg_mr call: its errno, or 0.
 int take_dereg_fault(DeviceState& st);
+// Whether an armed fail_poll fault fails this ibv_poll_cq call.
+bool take_poll_fault(DeviceState& st);
 // Validates a control command (without running it); "" when it is well formed.
 std::string check_command(const std::string& command);
 // Runs a control command; 0 with "ok..." in reply, or an errno value with "error: ...".

@@ -228,6 +228,29 @@ int take_dereg_fault(DeviceState& st) {
   return 0;
 }
 
+bool take_poll_fault(DeviceState& st) {
+  if (!st.have_poll_faults.load(std::memory_order_relaxed)) return false;
+  std::lock_guard lock(st.fault_mu);
+  bool failing = false;
+  for (size_t i = 0; i < st.poll_faults.size();) {
+    PollFault& f = st.poll_faults[i];
+    if (f.countdown > 1) {
+      --f.countdown;
+      ++i;
+      continue;
+    }
+    failing = true;
+    if (--f.remaining == 0) {
+      st.poll_faults.erase(st.poll_faults.begin() + static_cast<ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  st.have_poll_faults = !st.poll_faults.empty();
+  if (failing) ++st.polls_failed;
+  return failing;
+}
+
 int take_destroy_fault(DeviceState& st, uint32_t qpn) {
   std::lock_guard lock(st.fault_mu);
   for (size_t i = 0; i < st.destroy_faults.size(); ++i) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/cpu_relax.h"
 #include "common/log.h"
 
 namespace orbite::coll {
@@ -38,14 +39,6 @@ constexpr int kLooksPerClock = 16;
 
 // Pending lists are pruned of finished messages once they grow past this.
 constexpr std::size_t kPruneAt = 256;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 }  // namespace
 

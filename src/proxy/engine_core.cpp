@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/cpu_relax.h"
 #include "common/host_identity.h"
 #include "common/log.h"
 
@@ -33,12 +34,6 @@ std::string random_engine_id() {
     out.push_back(hex[v & 15]);
   }
   return out;
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
 }
 
 }  // namespace

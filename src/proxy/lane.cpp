@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/cpu_relax.h"
 #include "common/log.h"
 #include "proxy/engine_core.h"
 
@@ -51,11 +52,6 @@ bool nap_on(int epfd, epoll_event* ev, long timeout_ns) {
   return n > 0;
 }
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 }  // namespace
 
 std::int64_t Lane::coarse_now_ns() {

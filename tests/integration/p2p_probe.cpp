@@ -26,10 +26,6 @@ namespace {
 constexpr std::uint64_t kGuard = 64;
 constexpr std::uint64_t kGuardSeed = 0xD0D0;
 
-std::string sz(std::uint64_t n) {
-  return std::to_string(n);
-}
-
 // ---------------------------------------------------------------------------------------------
 // ordering: 200 messages on tags 0..3 interleaved; the receiver posts tag by tag in another
 // order. Matching is per (peer, tag) in send order, so each receive's size and content (seeded by

@@ -22,6 +22,11 @@ using Bytes = std::vector<std::byte>;
 // Bound on every single wait. Generous: 8 ranks on 2 cores with polling workers are slow, and
 // only a hang (not a slow run) must fail.
 inline constexpr Duration kWait = std::chrono::seconds(60);
+
+// A number as the failure messages print it.
+inline std::string sz(std::uint64_t n) {
+  return std::to_string(n);
+}
 // Control messages (signals, descriptors) use tags above every data tag.
 inline constexpr int kControlTag = 1 << 20;
 

@@ -39,10 +39,6 @@ std::uint64_t round_seed(int round, int from) {
   return 0xD0000 + static_cast<std::uint64_t>(round) * 2 + static_cast<std::uint64_t>(from);
 }
 
-std::string sz(std::uint64_t n) {
-  return std::to_string(n);
-}
-
 long long ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
 }

@@ -19,7 +19,7 @@ namespace {
 // read-only region. Rank 0 registers a buffer whose first half is the put source and whose second
 // half receives gets.
 constexpr std::uint64_t kRegion = kMiB;
-constexpr std::uint64_t kGuard = 64;
+constexpr std::uint64_t kRmaGuard = 64;
 constexpr std::uint64_t kReadOnly = 64 * kKiB;
 constexpr std::uint64_t kLocal = 4 * kMiB;
 constexpr std::uint64_t kDst = 2 * kMiB;
@@ -27,12 +27,8 @@ constexpr std::uint64_t kDst = 2 * kMiB;
 constexpr std::uint64_t kInitSeed = 0xA000;
 constexpr std::uint64_t kSourceSeed = 0xA001;
 constexpr std::uint64_t kReadOnlySeed = 0xA002;
-constexpr std::uint64_t kGuardSeed = 0xA003;
+constexpr std::uint64_t kRmaGuardSeed = 0xA003;
 constexpr std::uint64_t kAfterSeed = 0xA004;
-
-std::string sz(std::uint64_t n) {
-  return std::to_string(n);
-}
 
 // Every put that must succeed, in order: single puts, then one batch. Rank 0 issues them and rank
 // 1 derives the contents it must end up with from the same list. Source byte i of rank 0 is
@@ -115,13 +111,13 @@ class Initiator {
   void get_and_compare(const RemoteRegion& remote, std::uint64_t remote_offset,
                        std::uint64_t length, const std::byte* expected, const std::string& what) {
     const std::uint64_t at = kDst + 1 + remote_offset % 5;
-    fill_pattern(local_.data() + at, length + kGuard, kGuardSeed);
+    fill_pattern(local_.data() + at, length + kRmaGuard, kRmaGuardSeed);
     Request r =
         accepted(engine_.get(reg_, at, remote, remote_offset, length, c_.options), "get " + what);
     wait_ok(r, "get " + what);
     check_equal(local_.data() + at, expected, length, "get " + what);
-    check_pattern(local_.data() + at + length, kGuard, kGuardSeed, "get " + what + ": bytes after",
-                  length);
+    check_pattern(local_.data() + at + length, kRmaGuard, kRmaGuardSeed,
+                  "get " + what + ": bytes after", length);
   }
 
   TransferEngine& engine() { return engine_; }
@@ -222,9 +218,9 @@ void putget_initiator(Context& c) {
 
 void putget_owner(Context& c) {
   TransferEngine& engine = c.comm.engine();
-  Bytes memory(kGuard + kRegion + kGuard);
-  fill_pattern(memory.data(), memory.size(), kGuardSeed);
-  std::byte* region = memory.data() + kGuard;
+  Bytes memory(kRmaGuard + kRegion + kRmaGuard);
+  fill_pattern(memory.data(), memory.size(), kRmaGuardSeed);
+  std::byte* region = memory.data() + kRmaGuard;
   fill_pattern(region, kRegion, kInitSeed);
   Bytes read_only_memory(kReadOnly);
   fill_pattern(read_only_memory.data(), kReadOnly, kReadOnlySeed);
@@ -243,9 +239,9 @@ void putget_owner(Context& c) {
     Bytes model = initial_region();
     for (const TransferRange& w : writes) apply(model, w);
     check_equal(region, model.data(), kRegion, "region " + when);
-    check_pattern(memory.data(), kGuard, kGuardSeed, "guard before the region " + when);
-    check_pattern(region + kRegion, kGuard, kGuardSeed, "guard after the region " + when,
-                  kGuard + kRegion);
+    check_pattern(memory.data(), kRmaGuard, kRmaGuardSeed, "guard before the region " + when);
+    check_pattern(region + kRegion, kRmaGuard, kRmaGuardSeed, "guard after the region " + when,
+                  kRmaGuard + kRegion);
     check_pattern(read_only_memory.data(), kReadOnly, kReadOnlySeed, "read-only region " + when);
   };
 
@@ -284,9 +280,9 @@ void scenario_unregister_busy(Context& c) {
   constexpr int kMinPuts = 200;
   constexpr int kAfterNotice = 8;
   if (c.rank == 1) {
-    Bytes memory(kGuard + kBusy + kGuard);
-    fill_pattern(memory.data(), memory.size(), kGuardSeed);
-    std::byte* region = memory.data() + kGuard;
+    Bytes memory(kRmaGuard + kBusy + kRmaGuard);
+    fill_pattern(memory.data(), memory.size(), kRmaGuardSeed);
+    std::byte* region = memory.data() + kRmaGuard;
     auto reg = c.comm.engine().register_memory(region, kBusy);
     check_ok(reg.status(), "register the region");
     send_string(c, reg->export_descriptor().bytes(), 0, 10);
@@ -298,8 +294,9 @@ void scenario_unregister_busy(Context& c) {
     // Every put has finished at rank 0; a write the engine still let through would land now.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     check_pattern(region, kBusy, kAfterSeed, "region written after unregister returned");
-    check_pattern(memory.data(), kGuard, kGuardSeed, "guard before the region");
-    check_pattern(region + kBusy, kGuard, kGuardSeed, "guard after the region", kGuard + kBusy);
+    check_pattern(memory.data(), kRmaGuard, kRmaGuardSeed, "guard before the region");
+    check_pattern(region + kBusy, kRmaGuard, kRmaGuardSeed, "guard after the region",
+                  kRmaGuard + kBusy);
     return;
   }
 

@@ -14,7 +14,9 @@ add_executable(orbite-rdma-probe
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_numa.cpp
   ${CMAKE_CURRENT_LIST_DIR}/p2p_probe_support.cpp)
 target_link_libraries(orbite-rdma-probe PRIVATE orbite_internal orbite_warnings ${CMAKE_DL_LIBS})
-set_target_properties(orbite-rdma-probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+# Its scenario files each name their seeds and sizes alike (kOwnerSeed, kLength): no unity batch.
+set_target_properties(orbite-rdma-probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests
+  UNITY_BUILD OFF)
 
 add_executable(orbite-rdma-loader-probe ${CMAKE_CURRENT_LIST_DIR}/rdma_loader_probe.cpp)
 target_link_libraries(orbite-rdma-loader-probe PRIVATE orbite orbite_warnings)

@@ -568,6 +568,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"error_cqe", {scenario_rdma_error_cqe, {}}},
       {"unregister_busy", {scenario_rdma_unregister_busy, {}}},
       {"failed_post", {scenario_rdma_failed_post, {}}},
+      {"failed_polls", {scenario_rdma_failed_polls, {}}},
       {"cts_post_fails", {scenario_rdma_cts_post_fails, {}, true}},
       {"kill_source_before_grant",
        {[](RdmaContext& r) { scenario_rdma_killed(r, "source_before_grant"); },

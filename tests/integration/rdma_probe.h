@@ -11,11 +11,6 @@
 
 namespace orbite::probe {
 
-// A number as the failure messages print it.
-inline std::string sz(std::uint64_t n) {
-  return std::to_string(n);
-}
-
 struct RdmaContext {
   Context& c;
   TransferOptions rdma;  // transport = Rdma
@@ -60,6 +55,7 @@ void scenario_rdma_forged_rendezvous(RdmaContext& r);
 void scenario_rdma_error_cqe(RdmaContext& r);
 void scenario_rdma_unregister_busy(RdmaContext& r);
 void scenario_rdma_failed_post(RdmaContext& r);
+void scenario_rdma_failed_polls(RdmaContext& r);
 void scenario_rdma_cts_post_fails(RdmaContext& r);
 void scenario_rdma_cache_miss(RdmaContext& r);
 void scenario_rdma_key_history(RdmaContext& r);

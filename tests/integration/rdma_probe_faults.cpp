@@ -114,6 +114,51 @@ void scenario_rdma_failed_post(RdmaContext& r) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// failed_polls: softverbs fails the next 400 ibv_poll_cq calls on rank 0's device (fail_poll)
+// while a put and a get are in flight. What the CQs hold is still there after them: both
+// transfers complete with the right bytes, every failure is counted, and the run is logged once
+// when it starts and once when polls work again (not once a pass).
+
+void scenario_rdma_failed_polls(RdmaContext& r) {
+  constexpr std::uint64_t kLength = 1 * kMiB;
+  constexpr std::uint64_t kFailures = 400;
+  auto [mine, remote] = setup_region(r, kLength, kOwnerSeed, kRequesterSeed);
+  TransferEngine& engine = r.c.comm.engine();
+  if (r.c.rank == 0) {
+    // The last byte: the put's check below leaves it out (the get copied the owner's byte there).
+    Request warm = accepted(engine.get(mine.region, kLength - 1, remote, kLength - 1, 1, r.rdma),
+                            "warm-up get");
+    wait_ok(warm, "warm-up get");
+    const RdmaStats before = engine.rdma_stats();
+    softverbs_control("fail_poll soft_0 1 " + std::to_string(kFailures));
+    Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
+    wait_ok(q, "the put across failed polls");
+    // Every armed failure came before the put's completion could be polled.
+    const std::uint64_t failed = engine.rdma_stats().cq_poll_failures - before.cq_poll_failures;
+    check(failed == kFailures, sz(failed) + " failed polls counted, " + sz(kFailures) + " armed");
+    signal_peer(r.c, 1, 70);
+    await_peer(r.c, 1, 71);
+    // The owner rewrote its region; a get across another run of failures brings those bytes.
+    softverbs_control("fail_poll soft_0 1 " + std::to_string(kFailures));
+    Request g = accepted(engine.get(mine.region, 0, remote, 0, kLength, r.rdma), "get");
+    wait_ok(g, "the get across failed polls");
+    check_pattern(mine.bytes.data(), kLength, kOwnerSeed + 1, "the get across failed polls");
+    const RdmaStats after = engine.rdma_stats();
+    check(after.cq_poll_failures - before.cq_poll_failures == 2 * kFailures,
+          sz(after.cq_poll_failures - before.cq_poll_failures) + " failed polls in all");
+    check(after.parents_failed == before.parents_failed, "a transfer failed");
+    std::printf("rank 0: failed polls: %llu counted, put and get intact\n",
+                static_cast<unsigned long long>(after.cq_poll_failures - before.cq_poll_failures));
+  } else {
+    await_peer(r.c, 0, 70);
+    check_pattern(mine.bytes.data(), kLength - 1, kRequesterSeed, "the put across failed polls");
+    fill_pattern(mine.bytes.data(), kLength, kOwnerSeed + 1);
+    signal_peer(r.c, 0, 71);
+  }
+  barrier(r.c, "failed polls checked");
+}
+
+// ---------------------------------------------------------------------------------------------
 // unregister_busy: the requester's completions are delayed (softverbs delay), so the owner's grant
 // stays published a while; unregister with a short timeout is Unquiesced and keeps the
 // registration; after the put completes, unregister succeeds.

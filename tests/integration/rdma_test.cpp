@@ -243,6 +243,18 @@ TEST(Rdma, AFailedPostReleasesOnlyAProvenUnacceptedSuffix) {
   EXPECT_NE(o.out.find("ENOMEM at=2:"), std::string::npos) << o.out;
 }
 
+// Failed ibv_poll_cq calls lose nothing: the transfers complete, every failure is counted, and a
+// run of them is logged when it starts and when it ends, not once a pass.
+TEST(Rdma, FailedPollsLoseNoCompletionAndAreLoggedOncePerRun) {
+  Outcome o = run_ranks("failed_polls", {});
+  expect_pass(o, "failed_polls");
+  EXPECT_NE(o.out.find("rank 0: failed polls: 800 counted"), std::string::npos) << o.out;
+  const std::size_t started = count_of(o.err, "failed polls in a row");
+  EXPECT_GE(started, 2U) << o.err;  // one run for the put, one for the get
+  EXPECT_LE(started, 4U) << o.err;  // a line a second at most, and each run is brief
+  EXPECT_EQ(count_of(o.err, "works again after 400 failed polls"), 2U) << o.err;
+}
+
 // A Cts whose post fails fails the link and the receive that matched (found by the campaign).
 TEST(Rdma, AReceiveWhoseCtsCannotBePostedFailsWithTheLink) {
   Outcome o = run_ranks("cts_post_fails", {});

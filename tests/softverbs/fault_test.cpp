@@ -214,6 +214,25 @@ TEST_F(Control, AFailedDestroyLeavesTheQpUsable) {
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
 }
 
+// fail_poll: the armed ibv_poll_cq calls fail (a negative return) and take nothing, so the
+// completion they held back comes to the first poll after them (OrbiTE's poll-failure test).
+TEST_F(Control, FailedPollsTakeNothingAndTheCompletionComesAfterThem) {
+  make_qp();
+  to_rts();
+  ASSERT_EQ(write(0, 64, 9), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the completion is there
+  run("fail_poll soft_0 2 3");
+  ibv_wc wc{};
+  EXPECT_EQ(ibv_poll_cq(cq_, 0, &wc), 0);  // the first call from now passes (NTH 2)
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(ibv_poll_cq(cq_, 1, &wc), -1) << "call " << i;
+  const ibv_wc after = poll();
+  EXPECT_EQ(after.wr_id, 9u);
+  EXPECT_EQ(after.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(qp_state(), IBV_QPS_RTS);
+  const std::string shown = run("show soft_0");
+  EXPECT_NE(shown.find("polls_failed "), std::string::npos) << shown;
+}
+
 // hold_flush: the WRs a QP's move to ERR flushes never complete (OrbiTE's destruction-window
 // test); the error completion that caused it still comes, and the QP can be destroyed.
 TEST_F(Control, HeldFlushesNeverComplete) {
@@ -364,6 +383,9 @@ TEST_F(Control, BadCommandsNameTheFieldAndChangeNothing) {
       {"mw_index_limit soft_0 8388609", EINVAL, "'8388609'"},
       {"fail_destroy soft_0 * 0 EIO", EINVAL, "NTH '0'"},
       {"fail_destroy soft_0 * 1 nope", EINVAL, "'nope' is not an errno value"},
+      {"fail_poll soft_0 0", EINVAL, "NTH '0'"},
+      {"fail_poll soft_0 1 0", EINVAL, "COUNT '0'"},
+      {"fail_poll soft_0 1 2 3", EINVAL, "usage: fail_poll DEV NTH [COUNT]"},
       {"drop soft_0 1234", ENOENT, "no QP 1234"},
       {"reboot soft_0", EINVAL, "unknown command 'reboot'"},
       {"", EINVAL, "empty command"},

@@ -16,18 +16,14 @@
 namespace orbite::rdma {
 namespace {
 
+using samples::key_of;
+
 using Bytes = std::array<std::uint8_t, kBindingBytes>;
 
 std::uint64_t le_at(const Bytes& b, std::size_t at, std::size_t width) {
   std::uint64_t v = 0;
   for (std::size_t i = 0; i < width; ++i) v |= static_cast<std::uint64_t>(b[at + i]) << (8 * i);
   return v;
-}
-
-EngineKey key_of(std::uint8_t first) {
-  EngineKey k{};
-  for (std::size_t i = 0; i < k.size(); ++i) k[i] = static_cast<std::uint8_t>(first + i);
-  return k;
 }
 
 // Every field set, to a value that differs from its neighbours'.

@@ -17,11 +17,7 @@
 namespace orbite::rdma {
 namespace {
 
-EngineKey key_of(std::uint8_t first) {
-  EngineKey k{};
-  for (std::size_t i = 0; i < k.size(); ++i) k[i] = static_cast<std::uint8_t>(first + i);
-  return k;
-}
+using samples::key_of;
 
 // ------------------------------------------------------------------------------------------------
 // Frames: every decoder rejects a truncated body and a trailing byte

@@ -252,6 +252,7 @@ RdmaStats RdmaEngine::stats() const {
   s.route_fences = r(c.route_fences);
   s.route_recoveries = r(c.route_recoveries);
   s.route_qps_retired = r(c.route_qps_retired);
+  s.cq_poll_failures = r(c.cq_poll_failures);
   s.endpoints_in_use = endpoints_.used();
   s.grants_in_use = grants_.used();
   s.direct_bytes_in_use = direct_bytes_.used();

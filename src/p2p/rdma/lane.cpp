@@ -385,19 +385,38 @@ int RdmaLane::poll_cqs() {
   for (auto& set : cqs_) {
     if (!set) continue;
     for (int round = 0; round < 4; ++round) {
+      // Each CQ is polled even when the other's poll failed: a failing send CQ must not starve
+      // the receives (or the other way round).
       const int n = verbs::poll_cq(set->send_cq, kPollBatch, wcs_.data());
-      if (n < 0) {
-        ORBITE_LOG(Error, Rdma) << set->ctx.name << ": ibv_poll_cq failed (" << n << ")";
-        break;
-      }
+      if (n < 0) poll_failed(*set, "send", n);
       for (int i = 0; i < n; ++i) on_send_cqe(wcs_[static_cast<std::size_t>(i)]);
       const int m = verbs::poll_cq(set->recv_cq, kPollBatch, wcs_.data());
+      if (m < 0) poll_failed(*set, "receive", m);
       for (int i = 0; i < m; ++i) on_recv_cqe(*set, wcs_[static_cast<std::size_t>(i)]);
-      work += n + std::max(m, 0);
+      if (n >= 0 && m >= 0 && set->poll_failures_in_row != 0) {
+        ORBITE_LOG(Warn, Rdma) << set->ctx.name << ": ibv_poll_cq works again after "
+                               << set->poll_failures_in_row << " failed polls";
+        set->poll_failures_in_row = 0;
+        set->next_poll_log = {};
+      }
+      work += std::max(n, 0) + std::max(m, 0);
       if (n < kPollBatch && m < kPollBatch) break;
     }
   }
   return work;
+}
+
+void RdmaLane::poll_failed(CqSet& set, const char* which, int rc) {
+  // What the CQ holds stays there and the next pass polls it again; the counter and a log line
+  // a second (not one a pass: a lane polls thousands of times a second) make a run visible.
+  add(engine_->counters().cq_poll_failures);
+  ++set.poll_failures_in_row;
+  const auto now = Clock::now();
+  if (now < set.next_poll_log) return;
+  set.next_poll_log = now + std::chrono::seconds(1);
+  ORBITE_LOG(Error, Rdma) << set.ctx.name << ": ibv_poll_cq on the " << which << " CQ failed ("
+                          << rc << "); " << set.poll_failures_in_row
+                          << " failed polls in a row, polling again";
 }
 
 void RdmaLane::on_send_cqe(const ibv_wc& wc) {

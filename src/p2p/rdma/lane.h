@@ -121,6 +121,7 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   // NicTable (sent or received) and every 10 ms while a fenced QP is still busy.
   void retire_fenced_qps(Clock::time_point now);
   int poll_cqs();
+  void poll_failed(CqSet& set, const char* which, int rc);
   void on_send_cqe(const ibv_wc& wc);
   void on_recv_cqe(CqSet& cqs, const ibv_wc& wc);
   void fail_peer(PeerRdma& peer, const Status& why);

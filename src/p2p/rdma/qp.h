@@ -222,6 +222,10 @@ class CqSet {
   std::uint32_t recv_reserved = 0;
   int armed = 0;         // CQs armed and not yet woken
   unsigned unacked = 0;  // channel events to ack before the CQs are destroyed
+  // ibv_poll_cq failures (either CQ) since the last poll that worked, and when the next log line
+  // about them may be written: one a second while they last, however fast the lane polls.
+  std::uint64_t poll_failures_in_row = 0;
+  std::chrono::steady_clock::time_point next_poll_log{};
 
   // Receipt slots: kSlotBytes each (receives of grant QPs, and receipts not sent inline).
   SlotPool receipts;
