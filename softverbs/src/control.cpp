@@ -10,7 +10,8 @@
 //   fail_post DEV QPN|* NTH ERRNO [at=K|null]
 //   fail_destroy DEV QPN|* NTH ERRNO
 //   fail_dereg DEV NTH ERRNO  (the NTH ibv_dereg_mr on DEV fails, the MR stays registered)
-//   fail_poll DEV NTH [COUNT] (the NTH ibv_poll_cq on DEV and COUNT-1 after it return -1)
+//   fail_poll DEV NTH [COUNT] (the NTH ibv_poll_cq on a CQ of DEV that exists now, and
+//                              COUNT-1 after it, return -1; CQs created later poll normally)
 //   drop DEV QPN              disable|enable DEV mw|send_inv
 //   mw_strict DEV on|off      mw_index_limit DEV N (0: none)
 //   hold_flush DEV on|off     (send WRs flushed by a QP's move to ERR never complete)
@@ -350,6 +351,7 @@ int execute_command(const std::string& command, std::string* reply) {
     PollFault f;
     f.countdown = std::stoull(a[0]);
     f.remaining = a.size() == 2 ? std::stoull(a[1]) : 1;
+    f.cq_limit = st.next_cq_serial.load();
     std::lock_guard lock(st.fault_mu);
     st.poll_faults.push_back(f);
     st.have_poll_faults = true;

@@ -167,6 +167,7 @@ struct Cq {
   bool solicited_only = false;
   bool overflowed = false;
   std::atomic<int> users{0};  // QPs using this CQ
+  uint64_t serial = 0;        // the device's CQs in creation order ("fail_poll" picks by it)
   // Completions held back by a "delay" fault: (due time in steady-clock ns, entry), in order.
   std::deque<std::pair<uint64_t, ibv_wc>> delayed;
 };
@@ -333,11 +334,14 @@ struct DestroyFault {
   int err = EBUSY;
 };
 
-// A fault armed by "fail_poll": the countdown-th ibv_poll_cq call on any CQ of the device and
-// the remaining - 1 calls after it fail (a negative return) and take no completion.
+// A fault armed by "fail_poll": the countdown-th ibv_poll_cq call on a CQ of the device that
+// existed when it was armed (serial below cq_limit), and the remaining - 1 calls after it, fail
+// (a negative return) and take no completion. A CQ created later polls normally, as a consumer
+// that replaces a failing CQ expects.
 struct PollFault {
   uint64_t countdown = 1;
   uint64_t remaining = 1;
+  uint64_t cq_limit = 0;
 };
 
 // What can change while a device is in use, shared by every context opened on it in this
@@ -376,9 +380,10 @@ struct DeviceState {
   std::vector<PollFault> poll_faults;        // guarded by fault_mu
   std::atomic<bool> have_poll_faults{false};
   std::atomic<uint64_t> polls_failed{0};  // shown as "polls_failed N"
-  std::vector<Device*> open;              // contexts to notify of port and GID changes
-  std::string ifname;                     // interface holding the bind address ("" until found)
-  int link_fd = -1;                       // a socket in the device's namespace, for SIOCGIFFLAGS
+  std::atomic<uint64_t> next_cq_serial{0};
+  std::vector<Device*> open;  // contexts to notify of port and GID changes
+  std::string ifname;         // interface holding the bind address ("" until found)
+  int link_fd = -1;           // a socket in the device's namespace, for SIOCGIFFLAGS
   bool link_probed = false;
   TokenBucket bucket;
 
@@ -407,8 +412,8 @@ bool take_post_fault(DeviceState& st, uint32_t qpn, PostFault* out);
 int take_destroy_fault(DeviceState& st, uint32_t qpn);
 // An armed fail_dereg fault for an ibv_dereg_mr call: its errno, or 0.
 int take_dereg_fault(DeviceState& st);
-// Whether an armed fail_poll fault fails this ibv_poll_cq call.
-bool take_poll_fault(DeviceState& st);
+// Whether an armed fail_poll fault fails this ibv_poll_cq call on the CQ numbered cq_serial.
+bool take_poll_fault(DeviceState& st, uint64_t cq_serial);
 // Validates a control command (without running it); "" when it is well formed.
 std::string check_command(const std::string& command);
 // Runs a control command; 0 with "ok..." in reply, or an errno value with "error: ...".

@@ -228,12 +228,16 @@ int take_dereg_fault(DeviceState& st) {
   return 0;
 }
 
-bool take_poll_fault(DeviceState& st) {
+bool take_poll_fault(DeviceState& st, uint64_t cq_serial) {
   if (!st.have_poll_faults.load(std::memory_order_relaxed)) return false;
   std::lock_guard lock(st.fault_mu);
   bool failing = false;
   for (size_t i = 0; i < st.poll_faults.size();) {
     PollFault& f = st.poll_faults[i];
+    if (cq_serial >= f.cq_limit) {
+      ++i;
+      continue;
+    }
     if (f.countdown > 1) {
       --f.countdown;
       ++i;

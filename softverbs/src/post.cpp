@@ -203,7 +203,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
   Cq* cq = cq_of(ibcq);
   // A provider's poll fails with a negative value (a CQ error); what the CQ holds stays there.
-  if (take_poll_fault(*cq->dev->st)) return -1;
+  if (take_poll_fault(*cq->dev->st, cq->serial)) return -1;
   std::lock_guard lock(cq->mu);
   if (!cq->delayed.empty()) release_due(cq, now_ns());
   int got = 0;

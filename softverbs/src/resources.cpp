@@ -322,6 +322,7 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
   cq->ibv = &box->ibv;
   cq->dev = device_of(context);
   cq->capacity = static_cast<size_t>(cqe);
+  cq->serial = cq->dev->st->next_cq_serial.fetch_add(1);
   if (channel != nullptr) __atomic_add_fetch(&channel->refcnt, 1, __ATOMIC_SEQ_CST);
   return &box->ibv;
 }

@@ -233,6 +233,21 @@ TEST_F(Control, FailedPollsTakeNothingAndTheCompletionComesAfterThem) {
   EXPECT_NE(shown.find("polls_failed "), std::string::npos) << shown;
 }
 
+// The fault is the CQs' that existed when it was armed: a CQ created afterwards polls normally
+// (a consumer that replaces a failing CQ set recovers), while the old CQ keeps failing.
+TEST_F(Control, FailedPollsSpareACqCreatedAfterTheFault) {
+  make_qp();
+  run("fail_poll soft_0 1 1000");
+  ibv_cq* fresh = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
+  ASSERT_NE(fresh, nullptr);
+  ibv_wc wc{};
+  EXPECT_EQ(ibv_poll_cq(fresh, 1, &wc), 0);
+  EXPECT_EQ(ibv_poll_cq(cq_, 1, &wc), -1);
+  EXPECT_EQ(ibv_destroy_cq(fresh), 0);
+  for (int i = 0; i < 999; ++i) ibv_poll_cq(cq_, 1, &wc);  // the rest of the run
+  EXPECT_EQ(ibv_poll_cq(cq_, 1, &wc), 0);
+}
+
 // hold_flush: the WRs a QP's move to ERR flushes never complete (OrbiTE's destruction-window
 // test); the error completion that caused it still comes, and the QP can be destroyed.
 TEST_F(Control, HeldFlushesNeverComplete) {
