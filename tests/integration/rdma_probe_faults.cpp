@@ -14,6 +14,17 @@ constexpr std::uint64_t kOwnerSeed = 0xFA17;
 constexpr std::uint64_t kRequesterSeed = 0x5E17;
 constexpr std::uint64_t kSentinelSeed = 0x5E47;
 
+// A one-byte get of the region's last byte builds the connection before a fault is armed, so
+// that the fault meets the put's WRs; the put's check leaves that byte out (the get copied the
+// owner's byte there).
+void warm_up_on_last_byte(RdmaContext& r, Region& mine, const RemoteRegion& remote,
+                          std::uint64_t length) {
+  TransferEngine& engine = r.c.comm.engine();
+  Request warm =
+      accepted(engine.get(mine.region, length - 1, remote, length - 1, 1, r.rdma), "warm-up get");
+  wait_ok(warm, "warm-up get");
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -74,10 +85,7 @@ void scenario_rdma_failed_post(RdmaContext& r) {
   auto [mine, remote] = setup_region(r, kLength, kOwnerSeed, kRequesterSeed);
   TransferEngine& engine = r.c.comm.engine();
   if (r.c.rank == 0) {
-    // The last byte: the put's check below leaves it out (the get copied the owner's byte there).
-    Request warm = accepted(engine.get(mine.region, kLength - 1, remote, kLength - 1, 1, r.rdma),
-                            "warm-up get");
-    wait_ok(warm, "warm-up get");
+    warm_up_on_last_byte(r, mine, remote, kLength);
     for (const char* command :
          {"fail_post soft_0 * 1 ENOMEM at=2", "fail_post soft_0 * 1 EIO null"}) {
       const std::string fault = command;
@@ -125,10 +133,7 @@ void scenario_rdma_failed_polls(RdmaContext& r) {
   auto [mine, remote] = setup_region(r, kLength, kOwnerSeed, kRequesterSeed);
   TransferEngine& engine = r.c.comm.engine();
   if (r.c.rank == 0) {
-    // The last byte: the put's check below leaves it out (the get copied the owner's byte there).
-    Request warm = accepted(engine.get(mine.region, kLength - 1, remote, kLength - 1, 1, r.rdma),
-                            "warm-up get");
-    wait_ok(warm, "warm-up get");
+    warm_up_on_last_byte(r, mine, remote, kLength);
     const RdmaStats before = engine.rdma_stats();
     softverbs_control("fail_poll soft_0 1 " + std::to_string(kFailures));
     Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "put");
