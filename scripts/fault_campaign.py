@@ -5,7 +5,8 @@ Runs rounds until the time budget is spent. Each round starts 2 or 3 local ranks
 orbite-campaign-rank around a fresh orbite-store, on one transport (tcp, shm, or rdma over two
 softverbs NICs), with a random reproducible workload (ring send/recv, put, get, all_reduce,
 broadcast; every byte checked), and injects at most one fault at a random moment: SIGKILL of a
-random rank, a softverbs error completion (fail_wr), a failed post (fail_post), a port down and
+random rank, a softverbs error completion (fail_wr), a failed post (fail_post), CQs whose polls
+fail from then on (fail_poll: the lane replaces the set a second later), a port down and
 up again, or a rail cut: over rdma, rail 0 of each rank then binds an address in a network
 namespace of its own, the namespaces joined by veth pairs to a bridge, and the fault takes the
 victim's veth down and up again (`ip link set`; needs root, as CI has). Nothing leaves the host.
@@ -41,7 +42,7 @@ import time
 BOUNDS = {"ORBITE_BOOTSTRAP_TIMEOUT": "10s", "ORBITE_TCP_CONNECT_TIMEOUT": "10s"}
 ROUND_BOUND_S = 60.0  # a rank still running after this is a hang
 FAULTS_ANY = ["none", "kill"]
-FAULTS_RDMA = ["fail_wr", "fail_post", "port_down", "rail_cut"]
+FAULTS_RDMA = ["fail_wr", "fail_post", "port_down", "rail_cut", "lost_cqs"]
 
 
 def parse_args():
@@ -188,6 +189,10 @@ def inject(r, procs, workdir, rails):
         return delivered("fail_wr soft_%d * %d RETRY_EXC_ERR" % (r.nic, r.nth))
     if r.fault == "fail_post":
         return delivered("fail_post soft_%d * %d ENOMEM" % (r.nic, r.nth))
+    if r.fault == "lost_cqs":
+        # Every poll of the NIC's current CQs fails from now on: after a second the lane replaces
+        # its CQ set with its QPs (progress recovery), and what ran on them fails.
+        return delivered("fail_poll soft_%d 1 1000000000" % r.nic)
     if r.fault == "rail_cut":
         landed = rails.link(r.victim, "down")
         time.sleep(0.3)

@@ -133,6 +133,10 @@ struct RdmaStats {
   // ibv_poll_cq calls that failed (a negative return). The CQ is polled again on the next pass
   // and what it holds is not lost; a run of them is logged once a second.
   std::uint64_t cq_poll_failures = 0;
+  // CQ sets replaced because their polls kept failing for a second (the lane's progress
+  // recovered on a new set, on the same PD and MRs), and the QPs destroyed with them.
+  std::uint64_t progress_recoveries = 0;
+  std::uint64_t qps_lost = 0;
   std::uint64_t budget_exhausted = 0;  // ResourceExhausted answers, any budget
   // NIC tables sent to peers after a context paused or resumed, and received from them.
   std::uint64_t nic_tables_sent = 0;

@@ -288,13 +288,17 @@ void Protocol::peer_closed(PeerLink& link, const Status& why) {
     link.control->close();
     poller_.retire(std::move(link.control));
   }
-  closing_.push_back(Closing{link.ep.id, why, Deadline::after(kOrderlyCloseGrace)});
+  closing_.push_back(Closing{link.ep.id, why, Deadline::after(kOrderlyCloseGrace),
+                             Deadline::after(kOrderlyCloseBound)});
 }
 
 int Protocol::progress(bool sockets) {
   int work = 0;
-  // Closes whose grace had passed before this pass's transports were polled fail after them.
-  for (Closing& c : closing_) c.due = c.grace.expired();
+  // Closes whose grace had passed before this pass's transports were polled, and whose peer's
+  // Byes on the other transports had arrived (or their bound passed), fail after them.
+  for (Closing& c : closing_) {
+    c.due = c.grace.expired() && (c.bound.expired() || !awaits_frames(c.peer_id));
+  }
   for (auto& t : transports_) {
     if (t) work += t->progress();
   }
@@ -395,17 +399,43 @@ bool Protocol::busy() const {
   return false;
 }
 
-void Protocol::shutdown(const Status& why) {
-  for (auto& [id, link] : links_) {
-    // Best effort: tell the peer the end of stream is orderly, on every connection it reads.
-    if (link->state == PeerLink::State::Established) {
-      if (control_) control_->say_bye(*link);
-      for (auto& ep : link->endpoints) {
-        if (ep) ep->close(true);
+bool Protocol::awaits_frames(const std::string& peer_id) const {
+  const auto it = links_.find(peer_id);
+  if (it == links_.end()) return false;
+  for (const auto& t : transports_) {
+    if (t && t->expects_frames(*it->second)) return true;
+  }
+  return false;
+}
+
+void Protocol::send_farewells() {
+  const Deadline bound = Deadline::after(kFarewellBound);
+  auto busy = [this] {
+    for (const auto& [id, link] : links_) {
+      if (link->state != PeerLink::State::Established) continue;
+      for (const auto& ep : link->endpoints) {
+        if (ep && ep->busy()) return true;
       }
     }
-    fail_link(*link, why, true);
+    return false;
+  };
+  // The engine's threads are stopped: this is the lane's only driver now.
+  while (busy() && !bound.expired()) progress(true);
+}
+
+void Protocol::shutdown(const Status& why) {
+  // Best effort: tell the peer the end of stream is orderly, on every connection it reads (an
+  // RDMA endpoint queues a Bye on its message QP after its last frame, which must leave before
+  // the QPs go).
+  for (auto& [id, link] : links_) {
+    if (link->state != PeerLink::State::Established) continue;
+    if (control_) control_->say_bye(*link);
+    for (auto& ep : link->endpoints) {
+      if (ep) ep->close(true);
+    }
   }
+  send_farewells();
+  for (auto& [id, link] : links_) fail_link(*link, why, true);
   if (control_) control_->shutdown();
   for (auto& t : transports_) {
     if (t) t->shutdown(why);

@@ -28,9 +28,15 @@
 namespace orbite::p2p {
 
 // How long a link whose peer closed in order (Bye, then end of stream) stays open for frames
-// still arriving on its other transports. A bound, not a proof: the sender's completion of an
-// RDMA SEND does not order the receiver's completion before the TCP Bye.
+// still arriving on its other transports (a TCP stream's last bytes, a ring's): the grace. A
+// transport whose frames travel apart from the control stream proves the end instead: the peer
+// sends a Bye of its own there after its last frame (RDMA's message QP, whose receive completion
+// may lag the sender's and so the TCP Bye), and the link waits for it (expects_frames) up to the
+// bound, for a peer that could not send it.
 inline constexpr Duration kOrderlyCloseGrace = std::chrono::milliseconds(50);
+inline constexpr Duration kOrderlyCloseBound = std::chrono::seconds(2);
+// How long an engine's close waits for the Byes its transports queued after their last frames.
+inline constexpr Duration kFarewellBound = std::chrono::milliseconds(250);
 
 struct StagedOp;
 struct StagedChunk;
@@ -261,8 +267,13 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
     std::string peer_id;
     Status why;
     Deadline grace;
-    bool due = false;  // the grace had passed when this pass began
+    Deadline bound;    // kOrderlyCloseBound: a transport's own Bye is waited for until then
+    bool due = false;  // when this pass began, the grace had passed and no Bye was awaited
   };
+  // Whether a transport still expects frames of the closing link's peer (Closing above).
+  [[nodiscard]] bool awaits_frames(const std::string& peer_id) const;
+  // close(): the Byes the endpoints queued leave before the links go, within kFarewellBound.
+  void send_farewells();
   std::vector<Closing> closing_;
   std::vector<std::string> spare_buffers_;
   std::uint64_t next_wire_id_ = 1;

@@ -335,6 +335,12 @@ class LaneTransport {
   // Milliseconds until work that no fd announces falls due while the transport is not busy (an
   // idle connection to reap), or -1 for none: an idle worker's sleep ends by then.
   [[nodiscard]] virtual int next_timer_ms() const { return -1; }
+  // The peer closed in order (Bye, then end of stream on its control connection): whether frames
+  // it sent before may still arrive here apart from that stream (an RDMA message QP whose Bye
+  // has not arrived yet). The link stays open for them, within kOrderlyCloseBound.
+  [[nodiscard]] virtual bool expects_frames(const detail::PeerLink& /*link*/) const {
+    return false;
+  }
   // The link failed: drop this transport's state for it.
   virtual void forget(detail::PeerLink& link) = 0;
   virtual void shutdown(const Status& why) = 0;

@@ -27,6 +27,7 @@ enum Kind : std::uint8_t {
   kGrantAck,
   kGrantCancel,
   kBinding,
+  kQpLost,
   kKinds
 };
 
@@ -52,6 +53,7 @@ bool run_one(std::uint8_t kind, std::string_view body) {
     case kQpConnect: return stable(decode_qp_connect(body), decode_qp_connect, "QpConnect");
     case kQpAccept: return stable(decode_qp_accept(body), decode_qp_accept, "QpAccept");
     case kQpRetire: return stable(decode_qp_retire(body), decode_qp_retire, "QpRetire");
+    case kQpLost: return stable(decode_qp_lost(body), decode_qp_lost, "QpLost");
     case kFrameCredit: return stable(decode_frame_credit(body), decode_frame_credit, "FrameCredit");
     case kGrantRequest: {
       const Result<GrantRequest> m = decode_grant_request(body);
@@ -102,6 +104,7 @@ std::vector<std::string> seeds() {
   a.reason = "no room";
   out.push_back(with_kind(kQpAccept, encode(a)));
   out.push_back(with_kind(kQpRetire, encode(QpRetire{2, 9})));
+  out.push_back(with_kind(kQpLost, encode(QpLost{1023, 9, 40})));
   out.push_back(with_kind(kFrameCredit, encode(FrameCredit{9, 16})));
   GrantRequest r;
   r.parent = 1;

@@ -10,6 +10,7 @@ add_executable(orbite-rdma-probe
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_rails.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_rail_health.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_route.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_recovery.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_cache.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_numa.cpp
   ${CMAKE_CURRENT_LIST_DIR}/p2p_probe_support.cpp)

@@ -56,6 +56,9 @@ void scenario_rdma_error_cqe(RdmaContext& r);
 void scenario_rdma_unregister_busy(RdmaContext& r);
 void scenario_rdma_failed_post(RdmaContext& r);
 void scenario_rdma_failed_polls(RdmaContext& r);
+void scenario_rdma_orderly_close_lag(RdmaContext& r);
+// A CQ set whose polls keep failing is replaced (rdma_probe_recovery.cpp); victim: whose.
+void scenario_rdma_progress_recovery(RdmaContext& r, int victim);
 void scenario_rdma_cts_post_fails(RdmaContext& r);
 void scenario_rdma_cache_miss(RdmaContext& r);
 void scenario_rdma_key_history(RdmaContext& r);

@@ -306,4 +306,44 @@ void scenario_rdma_cts_post_fails(RdmaContext& r) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// orderly_close_lag: rank 0's softverbs makes its completions visible 300 ms late (delay), so the
+// frame rank 1 sends over its message QP completes at rank 1 long before rank 0 can poll it. Rank
+// 1 then closes its engine: its TCP Bye and end of stream reach rank 0 first. The link waits for
+// rank 1's Bye on the message QP (after its last frame) instead of a 50 ms grace, so the message
+// is delivered; a receive posted after it fails ConnectionLost (the link closed in order).
+
+void scenario_rdma_orderly_close_lag(RdmaContext& r) {
+  constexpr std::uint64_t kBytes = 3000;  // an eager frame
+  constexpr int kWarmTag = 95, kLastTag = 96, kNothingTag = 97;
+  Bytes out(kBytes), in(kBytes);
+  const int peer = 1 - r.c.rank;
+  // Both message QPs exist before the close.
+  fill_pattern(out.data(), kBytes, 0xB0E + static_cast<std::uint64_t>(r.c.rank));
+  std::vector<Request> both;
+  both.push_back(accepted(r.c.comm.isend(out.data(), kBytes, peer, kWarmTag, r.rdma), "isend"));
+  both.push_back(accepted(r.c.comm.irecv(in.data(), kBytes, peer, kWarmTag, r.rdma), "irecv"));
+  wait_all_ok(both, "the warm-up messages");
+  if (r.c.rank == 1) {
+    await_peer(r.c, 0, 72);
+    fill_pattern(out.data(), kBytes, 0xB1E);
+    Request last = accepted(r.c.comm.isend(out.data(), kBytes, 0, kLastTag, r.rdma), "isend");
+    wait_ok(last, "the last message");
+    check_ok(r.c.comm.engine().close(std::chrono::seconds(30)), "engine close after the send");
+    return;
+  }
+  Request last = accepted(r.c.comm.irecv(in.data(), kBytes, 1, kLastTag, r.rdma), "irecv");
+  softverbs_control("delay soft_0 300000");
+  signal_peer(r.c, 1, 72);
+  const Status st = last.wait(kWait);
+  check(st.ok(), "the message sent before the peer's orderly close ended " + st.to_string());
+  check_pattern(in.data(), kBytes, 0xB1E, "the message sent before the peer's orderly close");
+  softverbs_control("delay soft_0 0");
+  Request nothing = accepted(r.c.comm.irecv(in.data(), kBytes, 1, kNothingTag, r.rdma), "irecv");
+  const Status lost = nothing.wait(kWait);
+  check(lost.code() == Errc::ConnectionLost, "a receive after the close ended " + lost.to_string());
+  std::printf("rank 0: the last message arrived 300 ms after the peer's close\n");
+  check_ok(r.c.comm.engine().close(std::chrono::seconds(30)), "engine close");
+}
+
 }  // namespace orbite::probe

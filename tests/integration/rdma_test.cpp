@@ -255,6 +255,34 @@ TEST(Rdma, FailedPollsLoseNoCompletionAndAreLoggedOncePerRun) {
   EXPECT_EQ(count_of(o.err, "works again after 400 failed polls"), 2U) << o.err;
 }
 
+// An orderly close's last frame over RDMA arrives although the receiver polls it 300 ms after
+// the TCP Bye: the link waits for the Bye on the message QP.
+TEST(Rdma, AnOrderlyCloseWaitsForTheByeOnTheMessageQp) {
+  Outcome o = run_ranks("orderly_close_lag", {});
+  expect_pass(o, "orderly_close_lag");
+  EXPECT_NE(o.out.find("rank 0: the last message arrived"), std::string::npos) << o.out;
+}
+
+// A CQ set whose polls fail for a second is replaced with its QPs (progress recovery), on the
+// requester and on the owner of the memory; the work on it fails, everything after it works.
+TEST(Rdma, ACqSetWhosePollsKeepFailingIsReplacedAndTheLinkCarriesOn) {
+  for (const std::string who : {"requester", "source"}) {
+    const std::string scenario = "progress_recovery_" + who;
+    Outcome o = run_ranks(scenario, {});
+    expect_pass(o, scenario);
+    const std::string victim = who == "requester" ? "0" : "1";
+    EXPECT_NE(o.out.find("rank " + victim + ": progress recovered"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("rank 0: the put across the lost CQs: ConnectionLost"), std::string::npos)
+        << o.out;
+    EXPECT_EQ(count_of(o.err, "the lane's CQ set is replaced"), 1U) << o.err;
+    for (const char* rank : {"0", "1"}) {
+      EXPECT_NE(o.out.find(std::string("rank ") + rank + ": after the recovery: put, get"),
+                std::string::npos)
+          << o.out;
+    }
+  }
+}
+
 // A Cts whose post fails fails the link and the receive that matched (found by the campaign).
 TEST(Rdma, AReceiveWhoseCtsCannotBePostedFailsWithTheLink) {
   Outcome o = run_ranks("cts_post_fails", {});

@@ -112,13 +112,15 @@ TEST(RdmaInfo, OutOfRangeFieldsAreRejected) {
   EXPECT_NE(decode_info(spoil([](RdmaInfo& i) { i.version = 1; }))
                 .status()
                 .message()
-                .find("wire version 1; this engine speaks 4"),
+                .find("wire version 1; this engine speaks 5"),
             std::string::npos);
   // Version 2 had no private grant path.
   expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 2; }), decode_info, "version 2");
   // Version 3 had no frame payload.
   expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 3; }), decode_info, "version 3");
-  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 5; }), decode_info, "version 5");
+  // Version 4 had no QpLost.
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 4; }), decode_info, "version 4");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 6; }), decode_info, "version 6");
   // A frame payload outside [4 KiB, 256 KiB] (rdma.eager_limit's bounds) is refused.
   expect_rejected_body(spoil([](RdmaInfo& i) { i.frame_payload = 0; }), decode_info, "frames 0");
   expect_rejected_body(spoil([](RdmaInfo& i) { i.frame_payload = 4095; }), decode_info,
@@ -234,6 +236,19 @@ TEST(QpRetire, RoundTrips) {
   EXPECT_EQ(got->slot, m.slot);
   EXPECT_EQ(got->qp_incarnation, m.qp_incarnation);
   expect_truncation_and_trailing_rejected(encode(m), decode_qp_retire);
+}
+
+TEST(QpLost, RoundTrips) {
+  QpLost m;
+  m.slot = kMessageSlot;
+  m.qp_incarnation = 0x8000000000000003ull;
+  m.frames = 0xfffffffffull;
+  auto got = decode_qp_lost(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->slot, m.slot);
+  EXPECT_EQ(got->qp_incarnation, m.qp_incarnation);
+  EXPECT_EQ(got->frames, m.frames);
+  expect_truncation_and_trailing_rejected(encode(m), decode_qp_lost);
 }
 
 using samples::segment;
@@ -455,7 +470,8 @@ TEST(ControlKind, EveryKindHasAName) {
   EXPECT_STREQ(control_name(9), "NicTable");
   EXPECT_STREQ(control_name(0), "unknown");
   EXPECT_STREQ(control_name(10), "GrantCancel");
-  EXPECT_STREQ(control_name(11), "unknown");
+  EXPECT_STREQ(control_name(11), "QpLost");
+  EXPECT_STREQ(control_name(12), "unknown");
 }
 
 TEST(FrameCredit, RoundTripsAndBoundsTheCount) {

@@ -253,6 +253,8 @@ RdmaStats RdmaEngine::stats() const {
   s.route_recoveries = r(c.route_recoveries);
   s.route_qps_retired = r(c.route_qps_retired);
   s.cq_poll_failures = r(c.cq_poll_failures);
+  s.progress_recoveries = r(c.progress_recoveries);
+  s.qps_lost = r(c.qps_lost);
   s.endpoints_in_use = endpoints_.used();
   s.grants_in_use = grants_.used();
   s.direct_bytes_in_use = direct_bytes_.used();

@@ -107,7 +107,7 @@ struct RdmaCounters {
       receipts_released{0}, segments_released{0}, qps_reaped{0}, qps_destroyed_undrained{0},
       dmabuf_registrations{0}, peermem_registrations{0}, private_grants{0}, private_teardowns{0},
       monitor_ticks{0}, route_queries{0}, route_fences{0}, route_recoveries{0},
-      route_qps_retired{0}, cq_poll_failures{0};
+      route_qps_retired{0}, cq_poll_failures{0}, progress_recoveries{0}, qps_lost{0};
   // A gauge: receipts' registered slots taken and not yet given back (the WR not inline).
   std::atomic<std::uint64_t> receipt_slots_in_use{0};
   TierCounterSet tiers;  // the lanes' schedulers

@@ -71,6 +71,13 @@ void FrameMessenger::build_qp(PeerRdma& peer) {
 
 void FrameMessenger::on_accept(PeerRdma& peer, const QpAccept& m) {
   Qp* q = lane_.qp(peer.frames.qp.qp_handle);
+  if (m.errc == 0 && (q == nullptr || q->incarnation != peer.frames.qp.incarnation)) {
+    // The QP was lost with its CQ set while building: the peer's new end goes, and the frames
+    // waiting build another.
+    lane_.send(peer, ControlKind::QpRetire, encode(QpRetire{kMessageSlot, m.qp_incarnation}));
+    peer.frames.qp = QpSlot{};
+    return pump(peer);
+  }
   Status st;
   if (m.errc != 0) {
     st = Status::error(static_cast<Errc>(m.errc),
@@ -212,6 +219,7 @@ void FrameMessenger::on_sent(PeerRdma& peer, Qp& q, const WrRecord& r, bool ok, 
                                       q.ctx->name + ": a frame's SEND completed with " +
                                           verbs::wc_status_name(wc != nullptr ? wc->status : 0)));
   }
+  ++q.frames;
   if (p2p::PeerEndpoint* ep = peer.link->endpoint(p2p::TransportId::Rdma)) {
     lane_.handler().frame_written(*ep, item);
   } else {
@@ -234,6 +242,7 @@ void FrameMessenger::on_received(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_
   }
   auto h = p2p::decode_header(at);
   if (!h.ok()) return refuse(h.status().message());
+  if (h->type == p2p::FrameType::Bye) peer.bye_received = true;
   const std::uint32_t len = wc.byte_len - static_cast<std::uint32_t>(p2p::kFrameHeaderBytes);
   if (h->payload_len != len) {
     return refuse("its header announces " + std::to_string(h->payload_len) +
@@ -270,6 +279,14 @@ void FrameMessenger::on_received(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_
     lane_.send(peer, ControlKind::FrameCredit, encode(FrameCredit{q.remote_incarnation, q.owed}));
     q.owed = 0;
   }
+}
+
+void FrameMessenger::say_bye(PeerRdma& peer) {
+  if (peer.failed || peer.frames.qp.state == QpSlot::State::Empty) return;
+  SendItem bye;
+  bye.header.type = p2p::FrameType::Bye;
+  peer.frames.queue(std::move(bye));
+  pump(peer);
 }
 
 void FrameMessenger::on_credit(PeerRdma& peer, const FrameCredit& m) {

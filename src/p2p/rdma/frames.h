@@ -33,10 +33,19 @@ class FrameMessenger {
   // A frame arrived in receive slot `slot` of `cqs`' frame pool.
   void on_received(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc);
   void on_credit(PeerRdma& peer, const FrameCredit& m);
+  // The endpoint closes in order: frames not posted were dropped; a Bye frame goes after the
+  // posted ones when the peer has a receiving end of this side's message QP (or one is building).
+  void say_bye(PeerRdma& peer);
   // The lane's fenced-route sweep: an idle message QP on a fenced rail (here, or the peer's NIC)
   // is retired at both ends without a replacement (the next frame builds one on an active
   // rail). Returns whether it is still there (building, or frames in flight).
   bool retire_if_fenced(PeerRdma& peer);
+  // recovery.cpp: this side's message QP `q` was destroyed with its CQ set; with no frame in
+  // flight (a frame in flight failed the link already) it moves: the next frame builds another.
+  void lost_qp(PeerRdma& peer, Qp& q);
+  // The peer's receiving end of this side's message QP was destroyed with its CQ set, after
+  // taking m.frames frames: the QP moves when that is every frame it carried, else the link fails.
+  void on_qp_lost(PeerRdma& peer, const QpLost& m);
 
  private:
   void build_qp(PeerRdma& peer);

@@ -22,6 +22,8 @@ using detail::PeerLink;
 
 namespace {
 constexpr int kPollBatch = 32;
+// How long a CQ set's polls may keep failing before the set is replaced (progress recovery).
+constexpr std::chrono::seconds kRecoverProgressAfter{1};
 
 p2p::Capabilities rdma_caps(std::uint32_t frame_payload) {
   p2p::Capabilities c;
@@ -76,10 +78,12 @@ void RdmaEndpoint::send(detail::SendItem item) {
   lane_.send_frame(link_, std::move(item));
 }
 
-void RdmaEndpoint::close(bool) {
+void RdmaEndpoint::close(bool orderly) {
   if (closed_) return;
   closed_ = true;
   lane_.drop_unsent_frames(link_);
+  // After the last frame: the peer waits for it before it fails the link (expects_frames).
+  if (orderly) lane_.say_bye(link_);
 }
 
 bool RdmaEndpoint::busy() const {
@@ -100,6 +104,24 @@ void RdmaLane::drop_unsent_frames(detail::PeerLink& link) {
   PeerRdma* peer = peer_of(link);
   if (peer == nullptr) return;  // failed: fail_peer released them
   peer->frames.drop_unsent();
+}
+
+void RdmaLane::say_bye(detail::PeerLink& link) {
+  if (PeerRdma* peer = peer_of(link)) messenger_.say_bye(*peer);
+}
+
+bool RdmaLane::expects_frames(const detail::PeerLink& link) const {
+  const auto it = peers_.find(const_cast<detail::PeerLink*>(&link));
+  if (it == peers_.end() || it->second->failed || it->second->bye_received) return false;
+  // The peer's message QP ends here: its frames arrive there, the Bye after the last one.
+  for (const auto& [key, end] : it->second->sources) {
+    const Qp* q = qp(end.qp_handle);
+    if (std::get<2>(key) == kMessageSlot && q != nullptr && q->incarnation == end.incarnation &&
+        !q->broken) {
+      return true;
+    }
+  }
+  return false;
 }
 
 Status RdmaEndpoint::read_peer(std::byte*, std::uint64_t, std::uint64_t) {
@@ -180,23 +202,41 @@ Status RdmaLane::init() {
   sent_nic_epoch_ = engine_->nic_epoch();  // the handshakes carry the tables from here on
   const auto& contexts = engine_->contexts();
   cqs_.resize(contexts.size());
+  watches_.resize(contexts.size());
   for (std::size_t i = 0; i < contexts.size(); ++i) {
     if (!contexts[i]->usable()) continue;
-    auto set = std::make_unique<CqSet>(*contexts[i], cfg_.max_cqes, cache_.get(),
-                                       static_cast<std::uint32_t>(caps_.max_frame_payload));
-    ORBITE_RETURN_IF_ERROR(set->init());
-    const int fd = set->channel->fd;
-    const int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
-      return verbs::errno_status(Errc::Internal, "fcntl(O_NONBLOCK) on a completion channel",
-                                 errno);
-    }
-    auto watch = std::make_unique<ChannelWatch>(*set);
-    ORBITE_RETURN_IF_ERROR(poller_.add(fd, EPOLLIN, watch.get()));
-    watches_.push_back(std::move(watch));
-    cqs_[i] = std::move(set);
+    ORBITE_ASSIGN_OR_RETURN(cqs_[i], make_set(i));
   }
   return {};
+}
+
+Result<std::unique_ptr<CqSet>> RdmaLane::make_set(std::size_t context) {
+  auto set = std::make_unique<CqSet>(*engine_->contexts()[context], cfg_.max_cqes, cache_.get(),
+                                     static_cast<std::uint32_t>(caps_.max_frame_payload));
+  ORBITE_RETURN_IF_ERROR(set->init());
+  const int fd = set->channel->fd;
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    return verbs::errno_status(Errc::Internal, "fcntl(O_NONBLOCK) on a completion channel", errno);
+  }
+  auto watch = std::make_unique<ChannelWatch>(*set);
+  ORBITE_RETURN_IF_ERROR(poller_.add(fd, EPOLLIN, watch.get()));
+  watches_[context] = std::move(watch);
+  return set;
+}
+
+Result<std::unique_ptr<CqSet>> RdmaLane::replace_set(std::size_t context) {
+  std::unique_ptr<CqSet> old = std::move(cqs_[context]);
+  std::unique_ptr<ChannelWatch> old_watch = std::move(watches_[context]);
+  auto fresh = make_set(context);
+  if (!fresh.ok()) {
+    cqs_[context] = std::move(old);
+    watches_[context] = std::move(old_watch);
+    return fresh.status();
+  }
+  poller_.remove(old->channel->fd);
+  cqs_[context] = std::move(*fresh);
+  return old;
 }
 
 // ---- handshake --------------------------------------------------------------------------
@@ -369,6 +409,11 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
       return handle(decode_frame_credit(body), to(messenger_, &FrameMessenger::on_credit));
     case ControlKind::NicTable:
       return handle(decode_info(body), to(*this, &RdmaLane::on_nic_table));
+    case ControlKind::QpLost:
+      return handle(decode_qp_lost(body), [this](PeerRdma& p, const QpLost& m) {
+        if (m.slot == kMessageSlot) return messenger_.on_qp_lost(p, m);
+        requester_.on_qp_lost(p, m);
+      });
   }
   return Status::error(Errc::Protocol, "RDMA control kind " + std::to_string(kind) + " unknown");
 }
@@ -382,25 +427,33 @@ void RdmaLane::protocol_error(PeerRdma& peer, const std::string& what) {
 
 int RdmaLane::poll_cqs() {
   int work = 0;
-  for (auto& set : cqs_) {
-    if (!set) continue;
+  const auto now = Clock::now();
+  for (std::size_t c = 0; c < cqs_.size(); ++c) {
+    if (!cqs_[c]) continue;
+    CqSet& set = *cqs_[c];
     for (int round = 0; round < 4; ++round) {
       // Each CQ is polled even when the other's poll failed: a failing send CQ must not starve
       // the receives (or the other way round).
-      const int n = verbs::poll_cq(set->send_cq, kPollBatch, wcs_.data());
-      if (n < 0) poll_failed(*set, "send", n);
+      const int n = verbs::poll_cq(set.send_cq, kPollBatch, wcs_.data());
+      if (n < 0) poll_failed(set, "send", n);
       for (int i = 0; i < n; ++i) on_send_cqe(wcs_[static_cast<std::size_t>(i)]);
-      const int m = verbs::poll_cq(set->recv_cq, kPollBatch, wcs_.data());
-      if (m < 0) poll_failed(*set, "receive", m);
-      for (int i = 0; i < m; ++i) on_recv_cqe(*set, wcs_[static_cast<std::size_t>(i)]);
-      if (n >= 0 && m >= 0 && set->poll_failures_in_row != 0) {
-        ORBITE_LOG(Warn, Rdma) << set->ctx.name << ": ibv_poll_cq works again after "
-                               << set->poll_failures_in_row << " failed polls";
-        set->poll_failures_in_row = 0;
-        set->next_poll_log = {};
+      const int m = verbs::poll_cq(set.recv_cq, kPollBatch, wcs_.data());
+      if (m < 0) poll_failed(set, "receive", m);
+      for (int i = 0; i < m; ++i) on_recv_cqe(set, wcs_[static_cast<std::size_t>(i)]);
+      if (n >= 0 && m >= 0 && set.poll_failures_in_row != 0) {
+        ORBITE_LOG(Warn, Rdma) << set.ctx.name << ": ibv_poll_cq works again after "
+                               << set.poll_failures_in_row << " failed polls";
+        set.poll_failures_in_row = 0;
+        set.next_poll_log = {};
       }
       work += std::max(n, 0) + std::max(m, 0);
       if (n < kPollBatch && m < kPollBatch) break;
+    }
+    // A run of failures that lasts a second: what the set holds is out of reach, and the lane's
+    // progress on this context recovers on a new set.
+    if (set.poll_failures_in_row != 0 && now - set.failing_since >= kRecoverProgressAfter) {
+      recover_progress(c);
+      ++work;
     }
   }
   return work;
@@ -410,8 +463,8 @@ void RdmaLane::poll_failed(CqSet& set, const char* which, int rc) {
   // What the CQ holds stays there and the next pass polls it again; the counter and a log line
   // a second (not one a pass: a lane polls thousands of times a second) make a run visible.
   add(engine_->counters().cq_poll_failures);
-  ++set.poll_failures_in_row;
   const auto now = Clock::now();
+  if (set.poll_failures_in_row++ == 0) set.failing_since = now;
   if (now < set.next_poll_log) return;
   set.next_poll_log = now + std::chrono::seconds(1);
   ORBITE_LOG(Error, Rdma) << set.ctx.name << ": ibv_poll_cq on the " << which << " CQ failed ("
@@ -496,6 +549,7 @@ void RdmaLane::on_recv_cqe(CqSet& cqs, const ibv_wc& wc) {
   if (frame) {
     // A frame's slot goes back once the frame is read (on_frame), or now.
     if (live && wc.status == IBV_WC_SUCCESS && peer != nullptr && !peer->failed) {
+      ++q->frames;  // taken by this end (a QpLost reports the count)
       return messenger_.on_received(*peer, *q, cqs, slot, wc);
     }
     cqs.frames.give(slot);

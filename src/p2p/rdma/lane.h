@@ -88,6 +88,10 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   void send_frame(detail::PeerLink& link, detail::SendItem item);
   bool frames_pending(detail::PeerLink& link);
   void drop_unsent_frames(detail::PeerLink& link);
+  // An orderly close: a Bye frame after the last one, when the peer has this side's message QP.
+  void say_bye(detail::PeerLink& link);
+  // The peer closed in order and its message QP's Bye has not arrived yet.
+  [[nodiscard]] bool expects_frames(const detail::PeerLink& link) const override;
 
  private:
   class ChannelWatch;
@@ -122,6 +126,17 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   void retire_fenced_qps(Clock::time_point now);
   int poll_cqs();
   void poll_failed(CqSet& set, const char* which, int rc);
+  // recovery.cpp: a set whose polls have failed for a second is replaced (progress_recoveries):
+  // a new set on the same context (PD, MRs and key history stay), then every QP of the old set
+  // destroyed at once (its completions can never be polled), and only once a destroy succeeded
+  // are its WRs handed to their handlers as failed; the peers drop their ends (QpRetire from a
+  // requester end, QpLost from a source end). The old set goes once no QP references it.
+  void recover_progress(std::size_t context);
+  void lose_qp(std::uint16_t handle, const Status& why);
+  // lane.cpp: a new CQ set and channel watch for `context` in place of the current one, which
+  // is returned (its channel out of the poller); the current one stays when this fails.
+  Result<std::unique_ptr<CqSet>> replace_set(std::size_t context);
+  Result<std::unique_ptr<CqSet>> make_set(std::size_t context);
   void on_send_cqe(const ibv_wc& wc);
   void on_recv_cqe(CqSet& cqs, const ibv_wc& wc);
   void fail_peer(PeerRdma& peer, const Status& why);
@@ -147,7 +162,10 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   const rdma::RdmaConfig& cfg_;
   // One CQ set per usable context (null for inert ones), indexed like engine_->contexts().
   std::vector<std::unique_ptr<CqSet>> cqs_;
-  std::vector<std::unique_ptr<ChannelWatch>> watches_;
+  std::vector<std::unique_ptr<ChannelWatch>> watches_;  // indexed like cqs_
+  // Replaced sets that a QP whose destroy failed still references: kept for good (retained).
+  std::vector<std::unique_ptr<CqSet>> stale_sets_;
+  std::vector<WrRecord> lost_records_;  // lose_qp(): a killed QP's WRs
   QpTable qps_;                    // every QP of the lane, and the retired ones until destroyed
   Clock::time_point next_reap_{};  // reap_idle_qps()' next look
   bool fence_sweep_ = false;       // retire_fenced_qps() has work, or a table changed

@@ -38,6 +38,7 @@ struct PeerRdma {
   std::uint64_t my_link_incarnation = 0;
   std::uint32_t width = 1;  // W: the smaller num_lanes
   bool failed = false;
+  bool bye_received = false;    // the peer's Bye frame on its message QP: no frame follows it
   std::vector<QpArray> arrays;  // requester role
   // By (the requester's NIC, my NIC, slot): two requester NICs may map to one NIC here (a peer
   // with more rails, or one whose NIC paused), each with its own slots.

@@ -153,8 +153,13 @@ class SlotPool {
 
 enum class QpRole : std::uint8_t { Requester, Source };
 
+// A handle no QP ever gets (the table stops below it): what a parent names once its QP is lost.
+inline constexpr std::uint16_t kNoQpHandle = 0xffff;
+
 // Lifetime: owned by its lane's QP table; destroyed (ERR, then ibv_destroy_qp) by the lane once
-// its ledger is empty or the QP is past saving. Touched by the lane's mutex holder only.
+// its ledger is empty or the QP is past saving. A QP killed with its CQ set (QpTable::kill) stays
+// in the table with `qp` null until the lane has handed its WRs to their handlers. Touched by the
+// lane's mutex holder only.
 struct Qp {
   ibv_qp* qp = nullptr;
   CqSet* cqs = nullptr;
@@ -179,6 +184,9 @@ struct Qp {
   std::uint32_t credits = 0;  // requester role: frames the peer's receives can still take
   std::uint32_t owed = 0;     // source role: consumed receives not yet credited back
   bool ready = false;         // RTS
+  // A message QP: the frames whose SEND completed (requester role) or that arrived (source role).
+  // When a lost set takes the receiving end, the two counts say whether a frame went with it.
+  std::uint64_t frames = 0;
   bool broken = false;  // an error completion, a failed post or a transition failure: no posts
   // Its last post (or its creation): a requester's payload QP idle for rdma.idle_qp_timeout is
   // reaped. When it was retired: a QP that does not drain within rdma.destroy_timeout is
@@ -226,6 +234,8 @@ class CqSet {
   // about them may be written: one a second while they last, however fast the lane polls.
   std::uint64_t poll_failures_in_row = 0;
   std::chrono::steady_clock::time_point next_poll_log{};
+  // The run's first failure: a run that lasts a second gets the set replaced (progress recovery).
+  std::chrono::steady_clock::time_point failing_since{};
 
   // Receipt slots: kSlotBytes each (receives of grant QPs, and receipts not sent inline).
   SlotPool receipts;

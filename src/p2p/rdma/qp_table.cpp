@@ -19,6 +19,12 @@ constexpr std::uint32_t kReceiptSlots = 32;  // receives posted on every grant Q
 
 Result<Qp*> QpTable::create(CqSet& cqs, QpRole role, PeerRdma& peer, std::uint32_t slot,
                             ibv_pd* pd) {
+  // Handles are 16 bits and kNoQpHandle is never one (whatever rdma.max_endpoints allows).
+  if (free_handles_.empty() && qps_.size() >= kNoQpHandle) {
+    add(engine_.counters().budget_exhausted);
+    return Status::error(Errc::ResourceExhausted,
+                         "a lane holds at most " + std::to_string(kNoQpHandle) + " QPs");
+  }
   ORBITE_RETURN_IF_ERROR(engine_.endpoints().take(1, engine_.counters().budget_exhausted));
   const bool message = slot == kMessageSlot;
   const bool private_source = slot == kPrivateSlot && role == QpRole::Source;
@@ -97,7 +103,7 @@ bool QpTable::retired(std::uint16_t handle) const {
 
 void QpTable::retire(std::uint16_t handle) {
   Qp* q = get(handle);
-  if (q == nullptr || retired(handle)) return;
+  if (q == nullptr || q->qp == nullptr || retired(handle)) return;
   q->broken = true;
   q->ready = false;
   q->retired_at = Clock::now();
@@ -138,6 +144,19 @@ void QpTable::destroy_retired(Clock::time_point now) {
 }
 
 bool QpTable::destroy(Qp& q) {
+  const std::uint16_t handle = q.handle;
+  if (!destroy_native(q)) return false;
+  release(handle);
+  return true;
+}
+
+void QpTable::release(std::uint16_t handle) {
+  free_handles_.push_back(handle);
+  peers_[handle] = nullptr;
+  qps_[handle].reset();
+}
+
+bool QpTable::destroy_native(Qp& q) {
   if (q.message && q.role == QpRole::Source) --message_sources_;
   const std::uint16_t handle = q.handle;
   if (const int rc = engine_.api().destroy_qp(q.qp); rc != 0) {
@@ -152,15 +171,42 @@ bool QpTable::destroy(Qp& q) {
   q.cqs->send_reserved -= static_cast<std::uint32_t>(q.sq.outstanding()) + q.sq.room();
   q.cqs->recv_reserved -= q.recv_depth;
   engine_.endpoints().give(1);
-  free_handles_.push_back(handle);
-  peers_[handle] = nullptr;
-  qps_[handle].reset();
+  q.qp = nullptr;
+  return true;
+}
+
+void QpTable::on_set(const CqSet& cqs, std::vector<std::uint16_t>& out) const {
+  out.clear();
+  for (const auto& q : qps_) {
+    if (q != nullptr && q->qp != nullptr && q->cqs == &cqs) out.push_back(q->handle);
+  }
+}
+
+bool QpTable::retains(const CqSet& cqs) const {
+  return std::any_of(retained_.begin(), retained_.end(),
+                     [&](const std::unique_ptr<Qp>& q) { return q->cqs == &cqs; });
+}
+
+bool QpTable::kill(std::uint16_t handle, std::vector<WrRecord>& records) {
+  records.clear();
+  Qp* q = get(handle);
+  if (q == nullptr || q->qp == nullptr) return true;
+  std::erase(retired_, handle);
+  q->broken = true;
+  q->ready = false;
+  records.assign(q->sq.records().begin(), q->sq.records().end());
+  // The payload bytes leave the NIC's meters here, as for any QP destroyed undrained.
+  forget_wrs(*q);
+  if (!destroy_native(*q)) {
+    records.clear();  // a retained QP's WRs may still run: nobody may hear they failed
+    return false;
+  }
   return true;
 }
 
 Status QpTable::destroy_now(std::uint16_t handle) {
   Qp* q = get(handle);
-  if (q == nullptr) return {};
+  if (q == nullptr || q->qp == nullptr) return {};  // absent, or killed with its CQ set
   std::erase(retired_, handle);
   q->broken = true;
   q->ready = false;

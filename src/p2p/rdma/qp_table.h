@@ -50,6 +50,17 @@ class QpTable {
   // ibv_destroy_qp; what it had posted is forgotten (a late completion finds no QP). Unquiesced
   // when the destroy fails (the QP and its charges are kept for good).
   Status destroy_now(std::uint16_t handle);
+  // Progress recovery: the QPs on `cqs` (in the table; retained ones are not), for kill().
+  void on_set(const CqSet& cqs, std::vector<std::uint16_t>& out) const;
+  // Whether a QP whose destroy failed still references `cqs` (the set cannot go then).
+  [[nodiscard]] bool retains(const CqSet& cqs) const;
+  // ibv_destroy_qp now, whatever is outstanding (its CQs can no longer be polled). On success
+  // the QP's send records are moved to `records` and the QP stays in the table, dead (`qp`
+  // null; retire() and destroy_now() leave it alone), until release(): its WRs can run no more,
+  // so the lane hands them to their handlers as failed first. False when the destroy failed (the
+  // QP is retained for good, as destroy_now's are).
+  bool kill(std::uint16_t handle, std::vector<WrRecord>& records);
+  void release(std::uint16_t handle);
   // Shutdown: retired QPs still not drained are destroyed now (only the destroy proves that
   // none of their WRs runs again).
   void abandon_retired();
@@ -62,6 +73,8 @@ class QpTable {
   void forget_wrs(Qp& q);
   // ibv_destroy_qp and the QP's charges back; false when the destroy failed (kept for good).
   bool destroy(Qp& q);
+  // ibv_destroy_qp and the charges back, the QP left in the table dead; false as destroy().
+  bool destroy_native(Qp& q);
 
   RdmaEngine& engine_;
   const RdmaConfig& cfg_;

@@ -76,6 +76,11 @@ void RdmaLane::retire_fenced_qps(Clock::time_point now) {
 
 int RdmaLane::next_timer_ms() const {
   if (fence_sweep_) return static_cast<int>(kFenceSweepPeriod.count());
+  // A set whose polls fail: an armed CQ that cannot be polled may never wake the lane, and the
+  // run must reach its bound (progress recovery) even so.
+  for (const auto& set : cqs_) {
+    if (set && set->poll_failures_in_row != 0) return static_cast<int>(kFenceSweepPeriod.count());
+  }
   if (cfg_.idle_qp_timeout == Duration::zero()) return -1;
   for (const auto& [link, peer] : peers_) {
     for (const QpArray& arr : peer->arrays) {

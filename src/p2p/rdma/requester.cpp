@@ -338,6 +338,21 @@ void Requester::on_qp_accept(PeerRdma& peer, const QpAccept& m) {
   }
   Qp* q = lane_.qp(slot->qp_handle);
   Status st;
+  if (q != nullptr && q->incarnation != slot->incarnation) q = nullptr;  // lost; handle reused
+  if (m.errc == 0 && q == nullptr) {
+    // This end was lost with its CQ set while it was building: the source's new end goes too,
+    // and the parents waiting build the slot again on the new set.
+    const auto index = static_cast<std::uint32_t>(slot - arr->slots.data());
+    lane_.send(peer, ControlKind::QpRetire, encode(QpRetire{index, m.qp_incarnation}));
+    slot->state = QpSlot::State::Empty;
+    std::vector<std::uint64_t> waiters = std::move(slot->waiters);
+    slot->waiters.clear();
+    for (std::uint64_t id : waiters) {
+      Parent* p = peer.parents.find(id);
+      if (p != nullptr && p->state == ParentState::Connecting) connect_parent(peer, *p);
+    }
+    return;
+  }
   if (m.errc != 0) {
     st = Status::error(static_cast<Errc>(m.errc), "the peer refused the connection: " + m.reason);
   } else if (q == nullptr || m.qp.nic_id != arr->remote_nic) {
@@ -511,9 +526,11 @@ void Requester::on_grant_nack(PeerRdma& peer, const GrantNack& m) {
     resume(p);  // Connecting again: its deadline is watched by the passes
     return connect_parent(peer, p);
   }
+  // The source's reason says so already when it comes from a grant it closed unpublished.
+  const char* tail = m.reason.ends_with("(nothing moved)") ? "" : " (nothing moved)";
   fail_parent(peer, p,
-              Status::error(static_cast<Errc>(m.errc), "peer " + p2p::short_id(peer.link->ep.id) +
-                                                           ": " + m.reason + " (nothing moved)"));
+              Status::error(static_cast<Errc>(m.errc),
+                            "peer " + p2p::short_id(peer.link->ep.id) + ": " + m.reason + tail));
 }
 
 void Requester::on_grant_ack(PeerRdma& peer, const GrantAck& m) {

@@ -43,6 +43,12 @@ class Requester {
   Status start_rma(PeerRdma& peer, p2p::RmaOp op);
   // Control messages from the peer (its source).
   void on_qp_accept(PeerRdma& peer, const QpAccept& m);
+  // The source's end of one of this side's payload QPs is gone (QpLost): the slot is rebuilt.
+  void on_qp_lost(PeerRdma& peer, const QpLost& m);
+  // recovery.cpp: this side's payload QP `q` was destroyed with its CQ set (its WRs already
+  // handed back as failed): its slot is emptied (QpRetire to the source), the parents that name
+  // it fail with `why` and forget its handle.
+  void lost_qp(PeerRdma& peer, Qp& q, const Status& why);
   void on_grant(PeerRdma& peer, const Grant& m);
   void on_grant_nack(PeerRdma& peer, const GrantNack& m);
   void on_grant_ack(PeerRdma& peer, const GrantAck& m);

@@ -36,9 +36,10 @@ void GrantSource::retry_deferred(PeerRdma& peer) {
   }
 }
 
-void GrantSource::connection_failed(PeerRdma& peer, std::uint16_t handle, const Status& why) {
+void GrantSource::connection_failed(PeerRdma& peer, std::uint16_t handle, const Status& why,
+                                    bool open_only) {
   std::vector<std::uint64_t> hit;
-  peer.grants.through(handle, true, hit);
+  peer.grants.through(handle, open_only, hit);
   for (std::uint64_t gid : hit) close_grant(peer, gid, why, true);
 }
 

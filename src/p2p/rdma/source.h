@@ -47,7 +47,10 @@ class GrantSource {
   void on_receipt(PeerRdma& peer, Qp& q, CqSet& cqs, std::uint32_t slot, const ibv_wc& wc);
   // The receipt of a private grant (an ordinary SEND on its own QP; private_grant.cpp).
   void on_private_receipt(PeerRdma& peer, Qp& q, const ibv_wc& wc);
-  void connection_failed(PeerRdma& peer, std::uint16_t handle, const Status& why);
+  // open_only: the grants with a segment on it not yet receipted (a flushed receive); else every
+  // grant naming it (its windows must go before the QP can be destroyed).
+  void connection_failed(PeerRdma& peer, std::uint16_t handle, const Status& why,
+                         bool open_only = true);
   // Each pass: the peer's deferred GrantRequests again, in tier order.
   void retry_deferred(PeerRdma& peer);
   // rdma.grant_timeout: whether the earliest open grant is due (a timer, not a scan per pass),

@@ -91,6 +91,7 @@ const char* control_name(std::uint64_t kind) {
     case ControlKind::FrameCredit: return "FrameCredit";
     case ControlKind::NicTable: return "NicTable";
     case ControlKind::GrantCancel: return "GrantCancel";
+    case ControlKind::QpLost: return "QpLost";
   }
   return "unknown";
 }
@@ -213,6 +214,24 @@ Result<QpRetire> decode_qp_retire(std::string_view body) {
   m.slot = r.get<std::uint32_t>();
   m.qp_incarnation = r.get<std::uint64_t>();
   if (!r.done()) return bad("QpRetire", body);
+  return m;
+}
+
+std::string encode(const QpLost& m) {
+  std::string out;
+  wire::Writer w(out);
+  w.put(m.slot);
+  w.put(m.qp_incarnation);
+  w.put(m.frames);
+  return out;
+}
+Result<QpLost> decode_qp_lost(std::string_view body) {
+  wire::Reader r(body);
+  QpLost m;
+  m.slot = r.get<std::uint32_t>();
+  m.qp_incarnation = r.get<std::uint64_t>();
+  m.frames = r.get<std::uint64_t>();
+  if (!r.done()) return bad("QpLost", body);
   return m;
 }
 

@@ -38,9 +38,10 @@ inline constexpr std::size_t kMaxNics = 64;
 
 // The connect blob's version: the control messages' layouts it implies. 2 added the
 // GrantRequest's priority and deadline and the GrantCancel; 3 the private grant path (a
-// GrantRequest's and a Grant's private QP); 4 the blob's frame payload (rdma.eager_limit). An
-// engine refuses any other.
-inline constexpr std::uint8_t kRdmaWireVersion = 4;
+// GrantRequest's and a Grant's private QP); 4 the blob's frame payload (rdma.eager_limit); 5 the
+// QpLost message (an older peer would fail the link on its unknown kind). An engine refuses any
+// other.
+inline constexpr std::uint8_t kRdmaWireVersion = 5;
 
 // The connect blob each side puts in the handshake (one per link).
 struct RdmaInfo {
@@ -73,6 +74,9 @@ enum class ControlKind : std::uint8_t {
   // Requester -> source: release a grant whose payload never started (its deadline passed while
   // it waited for the Grant); the source revokes it and answers with a GrantAck.
   GrantCancel = 10,
+  // Source -> requester: the source-role end of the requester's QP is gone (its CQ set was
+  // replaced after its polls kept failing); the requester drops its end.
+  QpLost = 11,
 };
 const char* control_name(std::uint64_t kind);
 
@@ -103,6 +107,13 @@ struct QpAccept {
 struct QpRetire {
   std::uint32_t slot = 0;
   std::uint64_t qp_incarnation = 0;  // the source's
+};
+struct QpLost {
+  std::uint32_t slot = 0;
+  std::uint64_t qp_incarnation = 0;  // the requester's (as its QpConnect named it)
+  // The message slot: how many of the requester's frames the lost end had taken. A frame the
+  // requester saw complete beyond that count is lost, and the link fails with it.
+  std::uint64_t frames = 0;
 };
 
 // The frames of send/recv travel as SENDs on one QP per direction and peer, slot kMessageSlot
@@ -216,6 +227,8 @@ Result<GrantCancel> decode_grant_cancel(std::string_view body);
 Result<QpConnect> decode_qp_connect(std::string_view body);
 Result<QpAccept> decode_qp_accept(std::string_view body);
 Result<QpRetire> decode_qp_retire(std::string_view body);
+std::string encode(const QpLost& m);
+Result<QpLost> decode_qp_lost(std::string_view body);
 Result<GrantRequest> decode_grant_request(std::string_view body);
 // The segments tile [offset, offset + length) exactly, in order, each inside it, with the slices
 // counted once; no sum can wrap (a peer's lengths are not trusted). Protocol naming the segment.
