@@ -261,6 +261,7 @@ void Executor::poll_locked() {
         }
       }
     }
+    abandon_receives(*owned);
     finish(*owned, why);
     retire(std::move(owned));
   }
@@ -268,6 +269,7 @@ void Executor::poll_locked() {
     while (!active_.empty()) {
       std::unique_ptr<Op> owned = std::move(active_.front());
       active_.pop_front();
+      abandon_receives(*owned);
       finish(*owned,
              Status::error(broken_.code(), owned->name() + " failed because " + broken_.message()));
       retire(std::move(owned));
@@ -298,6 +300,17 @@ void Executor::retire(std::unique_ptr<Op> op) {
   op->task = Task{};
   std::shared_ptr<Op> holder(std::move(op));
   for (Request& r : in_flight) detail::RequestAccess::state(r)->keepalive = holder;
+}
+
+void Executor::abandon_receives(Op& op) {
+  // Nobody waits for the failed collective's receives any more, and the ranks they expected
+  // messages from were told to stop (the abort message): an unmatched one must not hold the
+  // engine's close() until its timeout. Marked before the failure is reported, so that a caller
+  // that closes the engine as soon as it hears of it finds them passive.
+  for (const Request& r : op.ctx->pending()) {
+    const auto& s = detail::RequestAccess::state(r);
+    if (s && s->kind == detail::OpKind::Recv) s->passive.store(true, std::memory_order_relaxed);
+  }
 }
 
 void Executor::check_liveness() {

@@ -113,6 +113,8 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   // A failed op: freed now if none of its messages is in flight, else handed (with its scratch)
   // to those messages' requests, which free it when the last of them is done.
   void retire(std::unique_ptr<Op> op);
+  // A failed op's receives still in flight become passive (close() does not wait for them).
+  void abandon_receives(Op& op);
   void break_all(const Status& why);
   void check_liveness();
   void start_watch();

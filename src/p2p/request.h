@@ -66,9 +66,10 @@ struct RequestState : MpscNode {
   std::shared_ptr<ProgressDriver> driver;
   CompletionCounters* counters = nullptr;  // the engine's; null for collectives
 
-  // A receive that may never be matched (a collective's abort watch): it does not keep the
-  // engine busy, and close() cancels it without waiting.
-  bool passive = false;
+  // A receive that may never be matched (a collective's abort watch, or a receive of a failed
+  // collective that nobody waits for any more): unmatched, it does not keep the engine busy, and
+  // close() cancels it without waiting. Set by the collective's thread while the lane reads it.
+  std::atomic<bool> passive{false};
   // Memory this request may still write into after its owner gave up on it (a failed
   // collective's scratch): freed with the last request that holds it.
   std::shared_ptr<void> keepalive;
