@@ -132,7 +132,7 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   // are its WRs handed to their handlers as failed; the peers drop their ends (QpRetire from a
   // requester end, QpLost from a source end). The old set goes once no QP references it.
   void recover_progress(std::size_t context);
-  void lose_qp(std::uint16_t handle, const Status& why);
+  void lose_qp(std::uint16_t handle, const CqSet& old, const Status& why);
   // lane.cpp: a new CQ set and channel watch for `context` in place of the current one, which
   // is returned (its channel out of the poller); the current one stays when this fails.
   Result<std::unique_ptr<CqSet>> replace_set(std::size_t context);

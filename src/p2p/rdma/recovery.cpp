@@ -38,7 +38,7 @@ void RdmaLane::recover_progress(std::size_t context) {
                     name +
                         ": the lane's completion queues could not be polled and were replaced "
                         "with their QPs");
-  for (std::uint16_t h : handles) lose_qp(h, why);
+  for (std::uint16_t h : handles) lose_qp(h, *old, why);
   if (qps_.retains(*old)) {
     // A QP whose destroy failed still references the CQs: they stay (unpolled) for good.
     engine_->retain(name + ": a replaced CQ set still referenced by a retained QP");
@@ -46,10 +46,11 @@ void RdmaLane::recover_progress(std::size_t context) {
   }
 }
 
-void RdmaLane::lose_qp(std::uint16_t handle, const Status& why) {
+void RdmaLane::lose_qp(std::uint16_t handle, const CqSet& old, const Status& why) {
   Qp* found = qp(handle);
   PeerRdma* peer = qps_.peer(handle);
-  if (found == nullptr || peer == nullptr) return;
+  // A handle whose QP went meanwhile (a private grant's teardown) may serve a QP on the new set.
+  if (found == nullptr || peer == nullptr || found->cqs != &old) return;
   add(engine_->counters().qps_lost);
   if (found->role == QpRole::Source) {
     // Every grant through it is revoked first: a window bound through a QP keeps the QP from
