@@ -90,8 +90,9 @@ struct RdmaStats {
   std::uint64_t grants_active = 0;  // published and not yet closed
   std::uint64_t grants_peak = 0;
   std::uint64_t grant_nacks = 0;  // requests refused before any authority existed
-  // Requests that waited here (receipt slots, SQ room, or for a rendezvous the grant budgets or
-  // its range) before being answered, each counted once.
+  // Requests that waited here (receipt slots, SQ room, or for a rendezvous the grant budgets,
+  // its range, or the receive an announced message waits for) before being answered, each
+  // counted once.
   std::uint64_t grant_requests_deferred = 0;
   std::uint64_t grants_expired = 0;  // revoked after rdma.grant_timeout without their receipts
   std::uint64_t range_conflicts = 0;

@@ -126,6 +126,8 @@ const char* frame_type_name(FrameType t) {
     case FrameType::StageDone: return "StageDone";
     case FrameType::ExposeRequest: return "ExposeRequest";
     case FrameType::Exposed: return "Exposed";
+    case FrameType::RtsRma: return "RtsRma";
+    case FrameType::Abandon: return "Abandon";
   }
   return "?";
 }

@@ -17,9 +17,10 @@ namespace orbite::p2p {
 // Version 2: the handshake carries a list of {transport id, connect blob} (and joins), and tcp
 // data travels on streams of its own. Version 3: staging (StageOpen ... Exposed) and the exposed
 // rendezvous (an Rts with a payload). Version 4: the exposure word's kExposedDevice bit. Version
-// 5: the shm connect blob's proof nonce (p2p/shm/peer_proof.h). A peer of another version fails
-// the handshake.
-inline constexpr std::uint8_t kFrameVersion = 5;
+// 5: the shm connect blob's proof nonce (p2p/shm/peer_proof.h). Version 6: RtsRma and Abandon
+// (a rendezvous whose write's request travels beside its announcement). A peer of another
+// version fails the handshake.
+inline constexpr std::uint8_t kFrameVersion = 6;
 inline constexpr std::size_t kFrameHeaderBytes = 48;
 // The largest payload one frame may carry: bulk data is chunked into frames of at most this size.
 inline constexpr std::uint32_t kMaxFramePayload = 16u << 20;
@@ -67,8 +68,15 @@ enum class FrameType : std::uint8_t {
   ExposeRequest = 23,  // id: sender request; a: receiver request
   Exposed = 24,        // id: receiver request; a: region; b: generation; c: staged transports;
                        // d: the sender's staging chunk
+  // A rendezvous over a transport that runs it itself (RDMA): the sender's request for the
+  // write into the matched receive (its GrantRequest, naming this id) goes out beside the
+  // announcement, so the receiver sends no Cts. Fields as Rts, with d = 0 and no payload.
+  RtsRma = 25,
+  // id: the sender request of an RtsRma; a: Errc; payload: reason. Its write failed or never
+  // started: the matched receive fails with the reason, and no request for it will come.
+  Abandon = 26,
 };
-inline constexpr std::uint8_t kMaxFrameType = 24;
+inline constexpr std::uint8_t kMaxFrameType = 26;
 // The payload of an exposed Rts: region, generation, staged transports, the sender's chunk.
 inline constexpr std::uint32_t kExposedRtsBytes = 28;
 // In an exposure's "staged transports" word (the Rts payload, Exposed's c): bits 0-15, the

@@ -68,6 +68,15 @@ Result<detail::Sink> Protocol::begin_frame(Link& link, const FrameHeader& h, Pee
       }
       sink.kind = h.payload_len != 0 ? detail::Sink::Buffer : detail::Sink::Discard;
       return sink;
+    case FrameType::RtsRma:
+      if (h.payload_len != 0 || h.d != 0 || h.c == 0 || !from.caps().rma) {
+        return Status::error(Errc::Protocol,
+                             "RtsRma frame of " + std::to_string(h.c) + " bytes with a payload of " +
+                                 std::to_string(h.payload_len) + " bytes over " +
+                                 transport_name(from.id()));
+      }
+      sink.kind = detail::Sink::Discard;
+      return sink;
     case FrameType::Bye: link.peer_closing = true; [[fallthrough]];
     case FrameType::Doorbell:
     case FrameType::Fin:
@@ -127,6 +136,7 @@ Result<detail::Sink> Protocol::begin_frame(Link& link, const FrameHeader& h, Pee
       return sink;
     }
     case FrameType::Reject:
+    case FrameType::Abandon:
     case FrameType::Ack:
     case FrameType::Share:
     case FrameType::ShareDone:
@@ -230,7 +240,9 @@ void Protocol::end_frame(Link& link, const FrameHeader& h, PeerEndpoint& from, d
       a.data = std::move(body);
       return deliver_arrival(link, std::move(a));
     }
-    case FrameType::Rts: return deliver_arrival(link, arrival_of(h, from, body));
+    case FrameType::Rts:
+    case FrameType::RtsRma: return deliver_arrival(link, arrival_of(h, from, body));
+    case FrameType::Abandon: return on_abandon(link, h, from, body);
     case FrameType::Cts: return on_cts(link, h, from);
     case FrameType::Fin: {
       auto it = link.inflight.find(h.id);
@@ -301,70 +313,8 @@ void Protocol::on_cts(Link& link, const FrameHeader& h, PeerEndpoint& ep) {
     link.inflight.erase(it);
     return detail::complete_request(*req, {});
   }
-  if (ep.caps().rma) return rendezvous_rma(link, req, ep, h.a, h.c, count);
+  if (ep.caps().rma) return rendezvous_rma(link, req, ep, h.a, false, h.c, count);
   send_data(link, ep, DataTarget::Recv, h.a, req->src, count, req, nullptr, h.c);
-}
-
-void Protocol::rendezvous_rma(Link& link, const ReqPtr& req, PeerEndpoint& ep,
-                              std::uint64_t recv_id, std::uint64_t offset, std::uint64_t count) {
-  RmaOp op;
-  op.write = true;
-  op.req = req;
-  op.local_buffer = req->src;
-  op.local_offset = offset;
-  op.remote_receive = recv_id;
-  op.remote_offset = offset;
-  op.length = count;
-  Req* raw = req.get();
-  const TransportId id = ep.id();
-  Link* at = &link;
-  op.done = [this, raw, at, id, count, recv_id](const Status& st) {
-    if (st.ok()) {
-      bump(counters_.of(id).bytes_sent, count);
-      bump(counters_.bytes_sent, count);
-    } else if (at->state == PeerLink::State::Established && at->endpoint(id) != nullptr) {
-      // The receiver may never have heard of the write (it failed before the grant): its
-      // receive fails too, with the reason. No WR of the write can run any more.
-      send_control(*at->endpoint(id), FrameType::Reject, recv_id,
-                   static_cast<std::uint64_t>(st.code()), 0, 0, 0,
-                   "the sender's RDMA write failed: " + st.message());
-    }
-    // The send ends with the receiver's proof (its GrantAck), or with the failure.
-    add_received(*at, raw->id, count, st);
-  };
-  auto done = op.done;
-  if (Status st = ep.start_rma(std::move(op)); !st.ok()) done(st);
-}
-
-Result<FrameHandler::ReceiveTarget> Protocol::rendezvous_target(Link& link, std::uint64_t recv_id,
-                                                                std::uint64_t offset,
-                                                                std::uint64_t length) {
-  auto it = link.inflight.find(recv_id);
-  if (it == link.inflight.end() || it->second.part || it->second.req->kind != OpKind::Recv ||
-      it->second.req->device || it->second.req->endpoint == nullptr ||
-      !it->second.req->endpoint->caps().rma || length == 0 ||
-      !range_inside(offset, length, it->second.length)) {
-    return Status::error(Errc::InvalidArgument, "receive " + std::to_string(recv_id) +
-                                                    " awaits no rendezvous write of [" +
-                                                    std::to_string(offset) + ", +" +
-                                                    std::to_string(length) + ") from this peer");
-  }
-  return ReceiveTarget{it->second.req->dst, it->second.length, it->second.req};
-}
-
-void Protocol::rendezvous_done(Link& link, std::uint64_t recv_id, std::uint64_t bytes,
-                               const Status& outcome) {
-  auto it = link.inflight.find(recv_id);
-  if (it == link.inflight.end()) return;  // already failed with its link
-  if (!outcome.ok()) {
-    ReqPtr req = it->second.req;
-    link.inflight.erase(it);
-    return detail::complete_request(*req, outcome);
-  }
-  TransportCounters& tc = counters_.of(it->second.req->endpoint->id());
-  bump(tc.bytes_received, bytes);
-  bump(counters_.bytes_received, bytes);
-  add_received(link, recv_id, bytes);
 }
 
 void Protocol::on_share(Link& link, const FrameHeader& h, PeerEndpoint& ep, std::string_view body) {

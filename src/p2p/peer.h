@@ -76,6 +76,15 @@ struct Arrival {
   std::uint64_t exposed_generation = 0;
   std::uint32_t exposed_staged = 0;
   std::uint64_t exposed_chunk = 0;
+  // An RtsRma whose sender gave up its write (Abandon) before a receive matched it.
+  Status abandoned;
+};
+
+// A message announced as RtsRma, once matched: the receive its write targets (or, refused, why
+// not), until the receive ends, the sender abandons it, or the link fails.
+struct Announced {
+  std::uint64_t receive_id = 0;  // 0: refused
+  Status refused;
 };
 
 // This engine's request awaiting frames from the peer (CTS, FIN, DATA, ACK).
@@ -100,6 +109,8 @@ struct Inflight {
   std::uint64_t remote_region = 0;
   std::uint64_t remote_generation = 0;
   std::function<void(const Status&)> part_done;
+  // A receive matched to an RtsRma: the sender's wire id (its `announced` entry).
+  std::uint64_t announced_by = 0;
 };
 
 // Owner side of a put arriving in DATA frames.
@@ -153,6 +164,10 @@ struct PeerLink {
   std::deque<Arrival> unexpected;
   std::size_t unexpected_rts = 0;  // the Rts among `unexpected`, at most kMaxUnexpectedRts
   std::unordered_map<std::uint64_t, Inflight> inflight;
+  // RtsRma messages matched here, by the sender's wire id (the receiver side); and this side's
+  // sends announced so whose writes have not ended (at most kMaxRmaAnnounced).
+  std::unordered_map<std::uint64_t, Announced> announced;
+  std::size_t rma_announced_out = 0;
   std::unordered_map<std::uint64_t, PutSession> sessions;
   // Staging (p2p/staged.h): the requester's chunks waiting for the peer's StageReady or
   // StageDone, by stage id; and the owner's windows the peer opened, by its stage id.

@@ -275,6 +275,11 @@ void Protocol::issue_send(Link& link, const ReqPtr& req) {
   if (needs_exposure(*req, ep)) return send_exposed_rts(link, ep, req, comm_tag, seq);
   link.inflight[req->id] = Inflight{req};
   bump(counters_.rendezvous);
+  if (announce_rma(link, ep, *req)) {
+    // The write's request follows the announcement at once: the receiver sends no Cts.
+    send_control(ep, FrameType::RtsRma, req->id, comm_tag, seq, req->length);
+    return rendezvous_rma(link, req, ep, 0, true, 0, req->length);
+  }
   const bool single = ep.one_sided_usable();
   send_control(ep, FrameType::Rts, req->id, comm_tag, seq, req->length,
                single ? reinterpret_cast<std::uint64_t>(req->src) : 0);
@@ -300,12 +305,15 @@ void Protocol::issue_recv(Link& link, const ReqPtr& req) {
   link.posted.push_back(req);
 }
 
+Status Protocol::truncation(const Link& link, const Req& recv, const detail::Arrival& a) {
+  return Status::error(Errc::InvalidArgument,
+                       "message truncated: peer " + short_id(link.ep.id) + " sent " +
+                           std::to_string(a.length) + " bytes with tag " + std::to_string(a.tag) +
+                           " to a receive of " + std::to_string(recv.length) + " bytes");
+}
+
 void Protocol::reject_truncated(Link& link, const ReqPtr& recv, const detail::Arrival& a) {
-  Status trunc =
-      Status::error(Errc::InvalidArgument,
-                    "message truncated: peer " + short_id(link.ep.id) + " sent " +
-                        std::to_string(a.length) + " bytes with tag " + std::to_string(a.tag) +
-                        " to a receive of " + std::to_string(recv->length) + " bytes");
+  Status trunc = truncation(link, *recv, a);
   send_control(*a.endpoint, FrameType::Reject, a.sender_id,
                static_cast<std::uint64_t>(Errc::InvalidArgument), 0, 0, 0, trunc.message());
   detail::complete_request(*recv, trunc);
@@ -366,6 +374,7 @@ void Protocol::consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& a)
 }
 
 void Protocol::match_rts(Link& link, const ReqPtr& recv, const detail::Arrival& a) {
+  if (a.type == FrameType::RtsRma) return match_rts_rma(link, recv, a);
   if (a.length > recv->length) {
     reject_truncated(link, recv, a);
     return;
@@ -493,6 +502,7 @@ void Protocol::add_received(Link& link, std::uint64_t id, std::uint64_t bytes,
   if (f.received < total) return;
   ReqPtr req = f.req;
   Status result = f.ack_status;
+  if (f.announced_by != 0) settle_announced(link, f, result);
   link.inflight.erase(it);
   if (result.ok()) req->bytes_done.store(total);
   withdraw(req);  // an exposed send's region goes before the send completes
@@ -519,6 +529,7 @@ void Protocol::fail_inflight_of(Link& link, const Status& why) {
   for (auto& a : link.unexpected) a.endpoint = nullptr;
   link.reorder.clear();
   link.sessions.clear();
+  link.announced.clear();
 }
 
 }  // namespace orbite::p2p

@@ -96,6 +96,8 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void protocol_error(detail::PeerLink& link, const std::string& what) override;
   Result<ReceiveTarget> rendezvous_target(detail::PeerLink& link, std::uint64_t recv_id,
                                           std::uint64_t offset, std::uint64_t length) override;
+  Result<ReceiveTarget> message_target(detail::PeerLink& link, std::uint64_t sender_id,
+                                       std::uint64_t offset, std::uint64_t length) override;
   void rendezvous_done(detail::PeerLink& link, std::uint64_t recv_id, std::uint64_t bytes,
                        const Status& outcome) override;
   std::string take_buffer() override;
@@ -142,6 +144,7 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& a);
   // Fails a receive too small for its message and tells the sender (Reject).
   void reject_truncated(Link& link, const ReqPtr& recv, const detail::Arrival& a);
+  static Status truncation(const Link& link, const Req& recv, const detail::Arrival& a);
   void return_credit(Link& link, std::uint64_t bytes, PeerEndpoint& ep);
   void send_control(PeerEndpoint& ep, FrameType type, std::uint64_t id, std::uint64_t a,
                     std::uint64_t b = 0, std::uint64_t c = 0, std::uint64_t d = 0,
@@ -158,9 +161,15 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   // frames.cpp: frame handlers; rma.cpp: put/get
   Result<detail::Sink> data_sink(Link& link, const FrameHeader& h);
   void on_cts(Link& link, const FrameHeader& h, PeerEndpoint& ep);
-  // The payload of a rendezvous written by the endpoint itself into the receiver's buffer.
+  // rendezvous.cpp: a rendezvous whose payload the endpoint writes itself into the receiver's
+  // buffer (RDMA), after the Cts (naming the receive `recv_id`) or announced (RtsRma) at once.
+  bool announce_rma(const Link& link, const PeerEndpoint& ep, const Req& req) const;
   void rendezvous_rma(Link& link, const ReqPtr& req, PeerEndpoint& ep, std::uint64_t recv_id,
-                      std::uint64_t offset, std::uint64_t count);
+                      bool announced, std::uint64_t offset, std::uint64_t count);
+  void match_rts_rma(Link& link, const ReqPtr& recv, const detail::Arrival& a);
+  void on_abandon(Link& link, const FrameHeader& h, PeerEndpoint& from, std::string_view body);
+  // A receive matched to an RtsRma ended: its entry goes (success) or says why (failure).
+  static void settle_announced(Link& link, const detail::Inflight& f, const Status& result);
   void on_share(Link& link, const FrameHeader& h, PeerEndpoint& ep, std::string_view body);
   void on_data(Link& link, const FrameHeader& h);
   void issue_put_get(Link& link, const ReqPtr& req);

@@ -78,6 +78,9 @@ struct Capabilities {
   // Runs put/get itself (start_rma): RDMA's grant protocol. With frames too, a rendezvous's
   // payload goes the same way: the sender writes into the receiver's posted buffer.
   bool rma = false;
+  // With rma: a message up to this many bytes is announced as RtsRma and its write's request
+  // goes out at once, so the receiver answers no Cts (0: every rendezvous waits for the Cts).
+  std::uint64_t rma_message_limit = 0;
 };
 
 class LaneTransport;
@@ -217,6 +220,9 @@ struct RmaOp {
   // Nonzero: the target is the peer's posted receive with this wire id (a rendezvous WRITE into
   // its buffer at remote_offset), not a registered region.
   std::uint64_t remote_receive = 0;
+  // Or nonzero: the target is whatever receive the peer matches to this side's message with this
+  // wire id (announced as RtsRma); the peer's transport asks its FrameHandler (message_target).
+  std::uint64_t remote_message = 0;
   std::uint64_t remote_region = 0;
   std::uint64_t remote_generation = 0;
   std::uint64_t remote_offset = 0;
@@ -250,9 +256,19 @@ class FrameHandler {
     std::byte* buffer = nullptr;  // the receive's first byte
     std::uint64_t length = 0;     // of the matched message
     std::shared_ptr<detail::RequestState> keepalive;
+    std::uint64_t receive_id = 0;  // what rendezvous_done names
+    // message_target only: no receive matched the message yet: ask again later. Nothing else
+    // is set but `announced`: whether its announcement (RtsRma) arrived, so that the wait is
+    // for a receive (as long as the application takes) rather than for the announcement (on
+    // its way: the sender sent it first).
+    bool waiting = false;
+    bool announced = false;
   };
   virtual Result<ReceiveTarget> rendezvous_target(detail::PeerLink& link, std::uint64_t recv_id,
                                                   std::uint64_t offset, std::uint64_t length) = 0;
+  // The same for a message announced as RtsRma, named by the sender's wire id for it.
+  virtual Result<ReceiveTarget> message_target(detail::PeerLink& link, std::uint64_t sender_id,
+                                               std::uint64_t offset, std::uint64_t length) = 0;
   // `bytes` of it landed (proven by the transport), or it failed.
   virtual void rendezvous_done(detail::PeerLink& link, std::uint64_t recv_id, std::uint64_t bytes,
                                const Status& outcome) = 0;

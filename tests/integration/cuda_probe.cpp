@@ -176,6 +176,13 @@ void sendrecv(Context& c) {
     check(rs.private_grants == 0 && rs.dmabuf_registrations == 0,
           "a host-memory rank granted or registered device memory");
   }
+  // A host peer announces its 200 KiB + 1 message with its write's request (RtsRma): this
+  // device receive declines the write (a refusal the send survives) and reads the message.
+  const std::string peer_kind =
+      c.rank == 0 ? env("CUDA_TEST_REMOTE", "cuda") : env("CUDA_TEST_LOCAL", "cuda");
+  if (kind == "cuda" && peer_kind == "host") {
+    check(rs.grant_nacks >= 1, "the host peer's announced write was not declined");
+  }
   std::printf("rank %d: messages unstaged\n", c.rank);
 }
 

@@ -52,6 +52,8 @@ void scenario_rdma_tampered(RdmaContext& r);
 void scenario_rdma_concurrent(RdmaContext& r);
 void scenario_rdma_deferred(RdmaContext& r);
 void scenario_rdma_forged_rendezvous(RdmaContext& r);
+// rdma_probe_rendezvous.cpp
+void scenario_rdma_announced_rendezvous(RdmaContext& r, bool announcing);
 void scenario_rdma_error_cqe(RdmaContext& r);
 void scenario_rdma_unregister_busy(RdmaContext& r);
 void scenario_rdma_failed_post(RdmaContext& r);

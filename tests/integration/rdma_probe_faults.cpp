@@ -276,7 +276,8 @@ void scenario_rdma_killed(RdmaContext& r, const std::string& phase) {
 // the fault campaign.) The sender's request ends too.
 void scenario_rdma_cts_post_fails(RdmaContext& r) {
   Context over_rdma{r.c.comm, r.rdma, r.c.rank, r.c.size};
-  constexpr std::uint64_t kBig = 1 * kMiB;  // above the eager limit: Rts, then the Cts
+  // Above the eager and the announcement limits (1 MiB): Rts, then the Cts.
+  constexpr std::uint64_t kBig = kMiB + 1;
   Bytes b(kBig);
   const int peer = 1 - r.c.rank;
   // Both message QPs exist before the fault (a warm-up each way).

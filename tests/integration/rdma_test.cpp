@@ -219,6 +219,15 @@ TEST(Rdma, ARendezvousGrantRequestForAnUnmatchedReceiveIsRefusedAndBothSidesFail
   expect_pass(run_ranks("forged_rendezvous", {}), "forged_rendezvous");
 }
 
+// Issue 26: a message up to 1 MiB announces itself with its write's request (no Cts).
+TEST(Rdma, AnAnnouncedRendezvousTakesNoClearToSend) {
+  expect_pass(run_ranks("announced_rendezvous", {}), "announced_rendezvous");
+}
+
+TEST(Rdma, ASenderWithoutAnnouncementsStillMeetsAReceiverThatHasThem) {
+  expect_pass(run_ranks("announced_fallback", {}), "announced_fallback");
+}
+
 TEST(Rdma, TheKeyHistoryParksSpentIndicesAndRefusesWhenFull) {
   // softverbs' strict window keys (a bind keeps the window's index) are on by default.
   expect_pass(run_ranks("key_history", {{"ORBITE_RDMA_MAX_WINDOW_KEY_INDICES", "2"}}),

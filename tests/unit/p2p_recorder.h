@@ -48,6 +48,10 @@ class Recorder final : public FrameHandler, public ControlSender {
                                           std::uint64_t) override {
     return Status::error(Errc::Unavailable, "no rendezvous in the contract suite");
   }
+  Result<ReceiveTarget> message_target(detail::PeerLink&, std::uint64_t, std::uint64_t,
+                                       std::uint64_t) override {
+    return Status::error(Errc::Unavailable, "no rendezvous in the contract suite");
+  }
   void rendezvous_done(detail::PeerLink&, std::uint64_t, std::uint64_t, const Status&) override {}
   std::string take_buffer() override { return {}; }
   void give_buffer(std::string&&) override {}

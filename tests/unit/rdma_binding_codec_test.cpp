@@ -173,6 +173,8 @@ TEST(Binding, FieldRangesAreChecked) {
   expect_rejected("op 0x83", [](Binding& b) { b.op = 0x83; });
   expect_rejected("op 0x80", [](Binding& b) { b.op = 0x80; });
   expect_rejected("op 0x41", [](Binding& b) { b.op = 0x41; });
+  expect_rejected("op 0xc1", [](Binding& b) { b.op = 0xc1; });  // to a message, but a READ
+  expect_rejected("op 0x42", [](Binding& b) { b.op = 0x42; });  // to a message, no receive
   expect_rejected("slice_count 0", [](Binding& b) { b.slice_count = 0; });
   expect_rejected("slice_count 65", [](Binding& b) { b.slice_count = 65; });
   expect_rejected("first_slice 64", [](Binding& b) { b.first_slice = 64; });

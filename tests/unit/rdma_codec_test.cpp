@@ -112,7 +112,7 @@ TEST(RdmaInfo, OutOfRangeFieldsAreRejected) {
   EXPECT_NE(decode_info(spoil([](RdmaInfo& i) { i.version = 1; }))
                 .status()
                 .message()
-                .find("wire version 1; this engine speaks 5"),
+                .find("wire version 1; this engine speaks 6"),
             std::string::npos);
   // Version 2 had no private grant path.
   expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 2; }), decode_info, "version 2");
@@ -120,7 +120,7 @@ TEST(RdmaInfo, OutOfRangeFieldsAreRejected) {
   expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 3; }), decode_info, "version 3");
   // Version 4 had no QpLost.
   expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 4; }), decode_info, "version 4");
-  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 6; }), decode_info, "version 6");
+  expect_rejected_body(spoil([](RdmaInfo& i) { i.version = 7; }), decode_info, "version 7");
   // A frame payload outside [4 KiB, 256 KiB] (rdma.eager_limit's bounds) is refused.
   expect_rejected_body(spoil([](RdmaInfo& i) { i.frame_payload = 0; }), decode_info, "frames 0");
   expect_rejected_body(spoil([](RdmaInfo& i) { i.frame_payload = 4095; }), decode_info,
@@ -488,7 +488,7 @@ TEST(FrameCredit, RoundTripsAndBoundsTheCount) {
   EXPECT_FALSE(decode_frame_credit(encode(m)).ok());
 }
 
-TEST(GrantRequest, TheRendezvousOpIsWriteToAReceiveOnly) {
+TEST(GrantRequest, TheRendezvousOpsAreWritesToAReceiveOnly) {
   GrantRequest m;
   m.parent = 7;
   m.target = 99;
@@ -499,6 +499,17 @@ TEST(GrantRequest, TheRendezvousOpIsWriteToAReceiveOnly) {
   EXPECT_EQ(got->op, kOpWrite | kOpToReceive);
   m.op = kOpRead | kOpToReceive;  // a READ of a posted receive means nothing
   EXPECT_FALSE(decode_grant_request(encode(m)).ok());
+  // An announced message's write (the target names the requester's message).
+  m.op = kOpWrite | kOpToReceive | kOpToMessage;
+  got = decode_grant_request(encode(m));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->op, kOpWrite | kOpToReceive | kOpToMessage);
+  for (std::uint8_t op : {std::uint8_t(kOpWrite | kOpToMessage),
+                          std::uint8_t(kOpRead | kOpToReceive | kOpToMessage),
+                          std::uint8_t(kOpRead | kOpToMessage)}) {
+    m.op = op;
+    EXPECT_FALSE(decode_grant_request(encode(m)).ok()) << "op " << int(op);
+  }
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -80,6 +80,24 @@ TEST(RdmaTables, DeferredGrantRequestsAreBoundedAndRetriedInTierOrder) {
   EXPECT_FALSE(t.defer(request(10, 2), &first)) << "the bound was not enforced";
 }
 
+TEST(RdmaTables, ARequestWaitingForItsReceiveKeepsNoEngineBusy) {
+  GrantTable t;
+  bool first = false;
+  GrantRequest m;
+  m.parent = 1;
+  ASSERT_TRUE(t.defer(m, &first, /*awaits_receive=*/true));
+  EXPECT_TRUE(t.has_deferred());
+  EXPECT_FALSE(t.has_deferred_work()) << "a message waiting for its receive counted as work";
+  m.parent = 2;
+  ASSERT_TRUE(t.defer(m, &first));
+  EXPECT_TRUE(t.has_deferred_work());
+  // Retried, a request says again why it waits: the mark is the latest deferral's.
+  auto taken = t.take_deferred();
+  ASSERT_EQ(taken.size(), 2u);
+  ASSERT_TRUE(t.defer(taken.front(), &first, /*awaits_receive=*/false));
+  EXPECT_TRUE(t.has_deferred_work());
+}
+
 TEST(RdmaTables, GrantsAreFoundTakenOnceAndExpireOnTheirTimer) {
   GrantTable t;
   const auto t0 = GrantTable::Clock::now();

@@ -13,16 +13,23 @@
 
 namespace orbite::rdma {
 
+namespace {
+// How long a kOpToMessage GrantRequest waits for its message's announcement (sent before it, on
+// another channel): far beyond a frame's way, so only a request naming no message is refused.
+constexpr std::chrono::milliseconds kAnnouncementBound{3000};
+}  // namespace
+
 void GrantSource::refuse_grant(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan,
                                const Status& why, bool cache_miss) {
-  if (plan.receive_matched && why.code() == Errc::ResourceExhausted) {
+  if (plan.awaits_message || (plan.receive_matched && why.code() == Errc::ResourceExhausted)) {
     // A message is not refused for want of slots or budget, as a put would be: it waits here
-    // (FIFO) until grants end, so back-pressure slows the sender instead of failing it.
-    return defer(peer, m);
+    // (FIFO) until grants end, so back-pressure slows the sender instead of failing it. One
+    // announced as RtsRma also waits here for its receive.
+    return defer(peer, m, plan.awaits_receive);
   }
   if (plan.receive_matched && !cache_miss) {  // a cache miss is retried: the receive waits
     lane_.handler().rendezvous_done(
-        *peer.link, m.target, 0,
+        *peer.link, plan.receive_id, 0,
         Status::error(why.code(), "the RDMA rendezvous was refused here: " + why.message()));
   }
   add(engine_->counters().grant_nacks);
@@ -67,16 +74,35 @@ Status GrantSource::resolve_target(PeerRdma& peer, const GrantRequest& m, GrantP
                                                plan.write, p2p::TransportId::Rdma));
     return {};
   }
-  // A rendezvous: the target is a receive the protocol matched to this peer's message.
+  // A rendezvous: the target is a receive the protocol matched to this peer's message (named by
+  // the receive, after a Cts; or by the message, announced as RtsRma).
+  p2p::FrameHandler& handler = lane_.handler();
   ORBITE_ASSIGN_OR_RETURN(
-      auto target, lane_.handler().rendezvous_target(*peer.link, m.target, m.offset, m.length));
+      auto target, (m.op & kOpToMessage) != 0
+                       ? handler.message_target(*peer.link, m.target, m.offset, m.length)
+                       : handler.rendezvous_target(*peer.link, m.target, m.offset, m.length));
+  if (target.waiting) {
+    if (!target.announced && Clock::now() - m.arrived > kAnnouncementBound) {
+      // The sender announces before it asks: a request that outlives the announcement's way
+      // here names a message that was never announced.
+      return Status::error(Errc::InvalidArgument,
+                           "message " + std::to_string(m.target) +
+                               " of this peer awaits no rendezvous write: it was not announced "
+                               "within " +
+                               std::to_string(kAnnouncementBound.count()) + " ms of the request");
+    }
+    plan.awaits_message = true;
+    plan.awaits_receive = target.announced;
+    return Status::error(Errc::ResourceExhausted, "its message matched no receive yet");
+  }
   plan.receive_matched = true;
+  plan.receive_id = target.receive_id;
   if (m.target_generation != 0) {
     return Status::error(Errc::InvalidArgument,
                          "a rendezvous GrantRequest with a target generation");
   }
   auto record = std::make_shared<detail::RegionRecord>();
-  record->id = m.target;
+  record->id = target.receive_id;
   record->base = target.buffer;
   record->length = target.length;
   record->access = Access{false, true};
@@ -174,7 +200,7 @@ void GrantSource::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   if (!grant_request_valid(peer, m)) return;
   GrantPlan plan;
   plan.to_receive = (m.op & kOpToReceive) != 0;
-  plan.write = (m.op & ~kOpToReceive) == kOpWrite;
+  plan.write = (m.op & kOpWrite) != 0;  // kOpToReceive and kOpToMessage come with kOpWrite only
   if (!plan.to_receive && Clock::now() >= m.local_deadline) {
     // Deferred past the requester's deadline (a rendezvous has none: its receive matched it).
     return refuse_grant(peer, m, plan,
@@ -270,6 +296,7 @@ std::uint64_t GrantSource::record_grant(PeerRdma& peer, const GrantRequest& m, G
   g.parent = m.parent;
   g.op = m.op;
   g.target = m.target;
+  g.receive_id = plan.receive_id;
   g.target_generation = m.target_generation;
   g.offset = m.offset;
   g.length = m.length;

@@ -77,6 +77,7 @@ struct GrantState {
   // only, holding the MR over exactly the granted range, and `receive` keeps the request.
   bool to_receive = false;
   std::shared_ptr<detail::RequestState> receive;
+  std::uint64_t receive_id = 0;  // the receive's wire id (target names the message for RtsRma)
   std::vector<GrantSegment> segments;
   std::unique_ptr<PrivateGrant> priv;  // the private grant path's objects (device memory)
   bool published = false;
@@ -139,14 +140,20 @@ class GrantTable {
 
   // Deferred GrantRequests: at most kMaxPendingGrantRequests (false: the peer exceeded it, a
   // protocol error). `first` says whether this request had not waited before.
-  bool defer(const GrantRequest& m, bool* first) {
+  bool defer(const GrantRequest& m, bool* first, bool awaits_receive = false) {
     if (deferred_.size() >= kMaxPendingGrantRequests) return false;
     *first = !m.deferred;
     deferred_.push_back(m);
     deferred_.back().deferred = true;
+    deferred_.back().awaits_receive = awaits_receive;
     return true;
   }
   [[nodiscard]] bool has_deferred() const { return !deferred_.empty(); }
+  // Any deferred request that ends by itself (not one waiting for a receive to be posted).
+  [[nodiscard]] bool has_deferred_work() const {
+    return std::any_of(deferred_.begin(), deferred_.end(),
+                       [](const GrantRequest& m) { return !m.awaits_receive; });
+  }
   // Every deferred request, in the requesters' tier order (FIFO within a tier: High waits least
   // behind Low); the queue is empty afterwards (those still waiting defer again).
   std::deque<GrantRequest> take_deferred() {

@@ -25,6 +25,11 @@ constexpr int kPollBatch = 32;
 // How long a CQ set's polls may keep failing before the set is replaced (progress recovery).
 constexpr std::chrono::seconds kRecoverProgressAfter{1};
 
+// Messages up to this size announce themselves with their write's request (RtsRma): a message
+// that waits for its receive holds its registration and budget charges meanwhile, so large ones
+// (whose WRITE outweighs a round trip anyway) wait for the Cts instead.
+constexpr std::uint64_t kRmaMessageLimit = 1 << 20;
+
 p2p::Capabilities rdma_caps(std::uint32_t frame_payload) {
   p2p::Capabilities c;
   c.id = p2p::TransportId::Rdma;
@@ -160,6 +165,7 @@ RdmaLane::RdmaLane(std::shared_ptr<RdmaEngine> engine, std::shared_ptr<MrCache> 
       source_(*this, engine_, regions_, cache_, hooks_),
       requester_(*this, engine_, cache_, hooks_) {
   wcs_.resize(kPollBatch);
+  caps_.rma_message_limit = hooks_.rts_cts ? 0 : std::min(cfg_.max_direct_bytes, kRmaMessageLimit);
   if (hooks_.any()) {
     ORBITE_LOG(Warn, Rdma) << "ORBITE_RDMA_TEST_HOOKS is set: test misbehaviour on";
   }
@@ -191,6 +197,7 @@ TestHooks TestHooks::from_env() {
   h.hold_later_segments = has("hold_later_segments");
   h.flip_private_path = has("flip_private_path");
   h.fail_private_connect = has("fail_private_connect");
+  h.rts_cts = has("rts_cts");
   return h;
 }
 
@@ -390,6 +397,7 @@ Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view
     case ControlKind::GrantRequest: {
       auto m = decode_grant_request(body);
       if (!m.ok()) return m.status();
+      m->arrived = Clock::now();
       if (m->deadline_us != 0) {  // time left when sent, here in this host's clock (bounded)
         m->local_deadline = Clock::now() + std::chrono::microseconds(
                                                std::min<std::uint64_t>(m->deadline_us, 1ULL << 40));
@@ -646,7 +654,7 @@ void RdmaLane::end_sleep() {}
 bool RdmaLane::busy() const {
   for (const auto& [link, peer] : peers_) {
     if (!peer->parents.empty() || !peer->grants.empty() || peer->frames.pending() ||
-        peer->grants.has_deferred()) {
+        peer->grants.has_deferred_work()) {
       return true;
     }
   }

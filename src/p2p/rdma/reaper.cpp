@@ -81,6 +81,11 @@ int RdmaLane::next_timer_ms() const {
   for (const auto& set : cqs_) {
     if (set && set->poll_failures_in_row != 0) return static_cast<int>(kFenceSweepPeriod.count());
   }
+  // A deferred GrantRequest waiting for its message's announcement must reach its bound even
+  // if nothing else wakes the lane.
+  for (const auto& [link, peer] : peers_) {
+    if (peer->grants.has_deferred_work()) return 100;
+  }
   if (cfg_.idle_qp_timeout == Duration::zero()) return -1;
   for (const auto& [link, peer] : peers_) {
     for (const QpArray& arr : peer->arrays) {

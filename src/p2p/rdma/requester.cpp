@@ -226,9 +226,11 @@ Status Requester::start_rma(PeerRdma& peer, p2p::RmaOp op) {
   }
   job->op = std::move(op);
   const p2p::RmaOp& o = job->op;
-  if (o.remote_receive != 0) {
-    job->wire_op = kOpWrite | kOpToReceive;
-    job->target = o.remote_receive + (hooks_.forge_rendezvous ? 1000 : 0);
+  const bool to_message = o.remote_message != 0;
+  if (o.remote_receive != 0 || to_message) {
+    job->wire_op = kOpWrite | kOpToReceive | (to_message ? kOpToMessage : 0);
+    job->target = (to_message ? o.remote_message : o.remote_receive) +
+                  (hooks_.forge_rendezvous ? 1000 : 0);
   } else {
     job->wire_op = o.write ? kOpWrite : kOpRead;
     job->target = o.remote_region;
@@ -242,7 +244,7 @@ Status Requester::start_rma(PeerRdma& peer, p2p::RmaOp op) {
   const Priority priority = o.req != nullptr ? o.req->options.priority : Priority::High;
   // A rendezvous's receiver matched it already: once announced, a message is not dropped here.
   const Clock::time_point deadline =
-      o.req != nullptr && o.req->options.deadline && o.remote_receive == 0
+      o.req != nullptr && o.req->options.deadline && o.remote_receive == 0 && !to_message
           ? *o.req->options.deadline
           : kNoDeadline;
   std::vector<Parent> planned;

@@ -156,9 +156,9 @@ void GrantSource::on_grant_cancel(PeerRdma& peer, const GrantCancel& m) {
               true);
 }
 
-void GrantSource::defer(PeerRdma& peer, const GrantRequest& m) {
+void GrantSource::defer(PeerRdma& peer, const GrantRequest& m, bool awaits_receive) {
   bool first = false;
-  if (!peer.grants.defer(m, &first)) {
+  if (!peer.grants.defer(m, &first, awaits_receive)) {
     // A conforming requester never has that many unanswered (see kMaxPendingGrantRequests):
     // the queue, and the passes that retry it, stay bounded.
     return lane_.protocol_error(peer, "more than " + std::to_string(kMaxPendingGrantRequests) +
@@ -372,7 +372,7 @@ void GrantSource::close_grant(PeerRdma& peer, std::uint64_t id, const Status& ou
   }
   const bool published = g.published;
   const bool to_receive = g.to_receive;
-  const std::uint64_t target = g.target;
+  const std::uint64_t receive_id = g.receive_id;
   const std::uint64_t parent = g.parent;
   const std::uint64_t length = g.length;
   const std::uint64_t generation = g.generation;
@@ -404,7 +404,7 @@ void GrantSource::close_grant(PeerRdma& peer, std::uint64_t id, const Status& ou
                              "buffer may still be written (" +
                                  outcome.message() + ")");
     }
-    lane_.handler().rendezvous_done(*peer.link, target, result.ok() ? length : 0, result);
+    lane_.handler().rendezvous_done(*peer.link, receive_id, result.ok() ? length : 0, result);
     // The grant's own MR goes with its record (now, unless the grant is retained).
     g.region.reset();
   }

@@ -69,6 +69,10 @@ class GrantSource {
   struct GrantPlan {  // what the phases of a GrantRequest resolved
     bool to_receive = false, write = false;
     bool receive_matched = false;  // a rendezvous target was found: a refusal fails it too
+    // kOpToMessage before its message matched a receive: waiting for the announcement, or
+    // (announced) for a receive.
+    bool awaits_message = false, awaits_receive = false;
+    std::uint64_t receive_id = 0;  // the matched receive's wire id (rendezvous_done's)
     std::shared_ptr<detail::RegionRecord> region;
     std::shared_ptr<detail::RequestState> receive;
     std::vector<Qp*> qps;               // each segment's
@@ -100,7 +104,7 @@ class GrantSource {
   void refuse_grant(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan, const Status& why,
                     bool cache_miss = false);
   // Queues a GrantRequest to run again next pass, counting it once however often it waits.
-  void defer(PeerRdma& peer, const GrantRequest& m);
+  void defer(PeerRdma& peer, const GrantRequest& m, bool awaits_receive = false);
   // private_grant.cpp: a GrantRequest on the private grant path (device memory), its objects
   // built (PD, exact MR, receipt buffer, QP connected to the requester's), and their teardown
   // (false: something refused to go and stays, with the grant retained).

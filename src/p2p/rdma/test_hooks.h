@@ -38,12 +38,14 @@ struct TestHooks {
   // requester: connecting the first private QP to its Grant fails (the grant goes back with a
   // GrantCancel)
   bool fail_private_connect = false;
+  // Every rendezvous waits for the Cts (no RtsRma): the flow before 2026-12-06, for comparison.
+  bool rts_cts = false;
   [[nodiscard]] bool any() const {
     return widen_write || replay_key || other_qp || kill_after_payload || kill_before_receipt ||
            kill_on_grant_request || kill_after_grant || retire_source_once || forge_nic_table ||
            forge_rendezvous || forge_connect_slot || withhold_receipt || flood_grant_requests ||
            hold_granted || defer_deadlined || hold_later_segments || flip_private_path ||
-           fail_private_connect;
+           fail_private_connect || rts_cts;
   }
   static TestHooks from_env();
 };

@@ -322,7 +322,7 @@ Result<GrantRequest> decode_grant_request(std::string_view body) {
   m.slices = r.get<std::uint8_t>();
   m.link_incarnation = r.get<std::uint64_t>();
   const auto n = r.get<std::uint8_t>();
-  if ((m.op != kOpRead && m.op != kOpWrite && m.op != (kOpWrite | kOpToReceive)) ||
+  if (!valid_wire_op(m.op) ||
       n > kMaxSegments || m.slices > 64) {
     r.fail();
   }
@@ -515,7 +515,7 @@ Result<Binding> decode_binding(const std::uint8_t* p, std::size_t length) {
   b.payload_wrs = load<std::uint32_t>(p + 132);
   b.status = p[136];
   if (b.version != 1) return fail("version " + std::to_string(b.version));
-  if ((b.op & 0x7f) != kOpRead && (b.op & 0x7f) != kOpWrite) {
+  if (!valid_wire_op(b.op)) {
     return fail("op " + std::to_string(b.op));
   }
   if (b.first_slice > 63 || b.slice_count < 1 || b.slice_count > 64) {

@@ -39,9 +39,9 @@ inline constexpr std::size_t kMaxNics = 64;
 // The connect blob's version: the control messages' layouts it implies. 2 added the
 // GrantRequest's priority and deadline and the GrantCancel; 3 the private grant path (a
 // GrantRequest's and a Grant's private QP); 4 the blob's frame payload (rdma.eager_limit); 5 the
-// QpLost message (an older peer would fail the link on its unknown kind). An engine refuses any
-// other.
-inline constexpr std::uint8_t kRdmaWireVersion = 5;
+// QpLost message (an older peer would fail the link on its unknown kind); 6 the GrantRequest's
+// kOpToMessage. An engine refuses any other.
+inline constexpr std::uint8_t kRdmaWireVersion = 6;
 
 // The connect blob each side puts in the handshake (one per link).
 struct RdmaInfo {
@@ -138,6 +138,13 @@ inline constexpr std::uint8_t kOpWrite = 2;
 // With kOpWrite: the target is a posted receive of the source (send/recv rendezvous), not a
 // registered region; target_id is the receive's request id and target_generation 0.
 inline constexpr std::uint8_t kOpToReceive = 0x80;
+// With kOpWrite | kOpToReceive: target_id is the requester's wire id of a message it announced
+// as RtsRma, and the source writes into whatever receive matched it (or waits for the match).
+inline constexpr std::uint8_t kOpToMessage = 0x40;
+inline constexpr bool valid_wire_op(std::uint8_t op) {
+  return op == kOpRead || op == kOpWrite || op == (kOpWrite | kOpToReceive) ||
+         op == (kOpWrite | kOpToReceive | kOpToMessage);
+}
 inline constexpr std::size_t kMaxSegments = 64;
 // At most this many of one requester's GrantRequests go unanswered (no Grant or GrantNack yet)
 // on a link: its lane holds further parents back, so the source's queue of deferred requests
@@ -177,6 +184,12 @@ struct GrantRequest {
   std::chrono::steady_clock::time_point local_deadline =
       std::chrono::steady_clock::time_point::max();
   bool deferred = false;  // not on the wire: it waited at the source before
+  // Not on the wire: when it arrived here (a kOpToMessage request waits at most
+  // kAnnouncementBound for its message's announcement).
+  std::chrono::steady_clock::time_point arrived{};
+  // Not on the wire: it waits for the receive its message will match (kOpToMessage), which
+  // may never be posted, so it keeps no engine busy.
+  bool awaits_receive = false;
 };
 struct GrantCancel {
   std::uint64_t parent = 0;
