@@ -70,10 +70,10 @@ Result<detail::Sink> Protocol::begin_frame(Link& link, const FrameHeader& h, Pee
       return sink;
     case FrameType::RtsRma:
       if (h.payload_len != 0 || h.d != 0 || h.c == 0 || !from.caps().rma) {
-        return Status::error(Errc::Protocol,
-                             "RtsRma frame of " + std::to_string(h.c) + " bytes with a payload of " +
-                                 std::to_string(h.payload_len) + " bytes over " +
-                                 transport_name(from.id()));
+        return Status::error(Errc::Protocol, "RtsRma frame of " + std::to_string(h.c) +
+                                                 " bytes with a payload of " +
+                                                 std::to_string(h.payload_len) + " bytes over " +
+                                                 transport_name(from.id()));
       }
       sink.kind = detail::Sink::Discard;
       return sink;

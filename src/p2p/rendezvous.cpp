@@ -117,9 +117,9 @@ void Protocol::settle_announced(Link& link, const Inflight& f, const Status& res
 
 void Protocol::on_abandon(Link& link, const FrameHeader& h, PeerEndpoint& from,
                           std::string_view body) {
-  const Status why = Status::error(errc_from_wire(h.a), "peer " + short_id(link.ep.id) +
-                                                            " gave up its message: " +
-                                                            quote(body, 300));
+  const Status why =
+      Status::error(errc_from_wire(h.a),
+                    "peer " + short_id(link.ep.id) + " gave up its message: " + quote(body, 300));
   if (auto it = link.announced.find(h.id); it != link.announced.end()) {
     const std::uint64_t recv_id = it->second.receive_id;
     link.announced.erase(it);
@@ -151,8 +151,8 @@ Result<FrameHandler::ReceiveTarget> Protocol::rendezvous_target(Link& link, std:
   auto it = link.inflight.find(recv_id);
   if (it == link.inflight.end() || it->second.part || it->second.req->kind != OpKind::Recv ||
       it->second.req->device || it->second.announced_by != 0 ||
-      it->second.req->endpoint == nullptr || !it->second.req->endpoint->caps().rma ||
-      length == 0 || !range_inside(offset, length, it->second.length)) {
+      it->second.req->endpoint == nullptr || !it->second.req->endpoint->caps().rma || length == 0 ||
+      !range_inside(offset, length, it->second.length)) {
     return Status::error(Errc::InvalidArgument, "receive " + std::to_string(recv_id) +
                                                     " awaits no rendezvous write of [" +
                                                     std::to_string(offset) + ", +" +

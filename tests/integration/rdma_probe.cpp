@@ -413,8 +413,8 @@ void scenario_rdma_forged_rendezvous(RdmaContext& r) {
   for (const Case& k : kCases) {
     const int tag = 70 + 2 * round;
     const int step = 700 + round++;
-    const std::string what = sz(k.n) + "-byte forged rendezvous" +
-                             (k.receive_late ? " (receive posted late)" : "");
+    const std::string what =
+        sz(k.n) + "-byte forged rendezvous" + (k.receive_late ? " (receive posted late)" : "");
     Bytes big(k.n), small(100);
     auto forged = [&](const Status& st) {
       return st.code() == Errc::InvalidArgument &&

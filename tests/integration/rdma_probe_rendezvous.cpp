@@ -125,8 +125,8 @@ void many_unmatched(RdmaContext& r, bool announcing) {
   }
   const std::uint64_t frames = rdma_frames_sent(r) - sent_before;
   const std::uint64_t want = announcing ? kCount - 16 : kCount;
-  check(frames == want, "20 messages sent before their receives: the receiver sent " +
-                            sz(frames) + " Cts; expected " + sz(want));
+  check(frames == want, "20 messages sent before their receives: the receiver sent " + sz(frames) +
+                            " Cts; expected " + sz(want));
   barrier(r.c, "many unmatched");
 }
 

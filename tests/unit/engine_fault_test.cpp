@@ -381,6 +381,25 @@ TEST_P(EngineFaultTest, UnexpectedZeroByteMessagesAreBoundedByCount) {
                      "over the credit of " + std::to_string(a_->config().eager_credit_bytes), 41);
 }
 
+// Issue 26: the announced rendezvous (RtsRma) exists only where the transport runs the write
+// itself (RDMA); over tcp (a fake peer's stream) it fails that peer's link, naming the transport.
+// An Abandon naming no announced message is ignored (its receive may have ended already).
+TEST_P(EngineFaultTest, AnAnnouncedRendezvousOverTcpFailsThatPeerOnly) {
+  auto fake = connected_fake();
+  ASSERT_NE(fake, nullptr);
+  const auto errors = a_->stats().protocol_errors;
+  Request get = get_from_fake(*fake);
+  ASSERT_TRUE(get.valid());
+  FrameHeader abandon;
+  abandon.type = FrameType::Abandon;
+  abandon.id = 77;
+  abandon.a = static_cast<std::uint64_t>(Errc::Internal);
+  ASSERT_TRUE(fake->send_bytes(FakePeer::frame(abandon)).ok());
+  ASSERT_TRUE(fake->send_bytes(unmatched_frames(FrameType::RtsRma, 0, 0, 4096)).ok());
+  expect_fake_failed(get, errors, "RtsRma frame of 4096 bytes with a payload of 0 bytes over tcp",
+                     43);
+}
+
 // Messages that arrive ahead of a gap in the sequence wait for it, at most 65536 of them per link:
 // a peer that never fills the gap (here: sequence 0 never comes) fails its link at the next one.
 TEST_P(EngineFaultTest, MessagesHeldAheadOfASequenceGapAreBounded) {

@@ -504,9 +504,9 @@ TEST(GrantRequest, TheRendezvousOpsAreWritesToAReceiveOnly) {
   got = decode_grant_request(encode(m));
   ASSERT_TRUE(got.ok()) << got.status().to_string();
   EXPECT_EQ(got->op, kOpWrite | kOpToReceive | kOpToMessage);
-  for (std::uint8_t op : {std::uint8_t(kOpWrite | kOpToMessage),
-                          std::uint8_t(kOpRead | kOpToReceive | kOpToMessage),
-                          std::uint8_t(kOpRead | kOpToMessage)}) {
+  for (std::uint8_t op :
+       {std::uint8_t(kOpWrite | kOpToMessage), std::uint8_t(kOpRead | kOpToReceive | kOpToMessage),
+        std::uint8_t(kOpRead | kOpToMessage)}) {
     m.op = op;
     EXPECT_FALSE(decode_grant_request(encode(m)).ok()) << "op " << int(op);
   }

@@ -229,8 +229,8 @@ Status Requester::start_rma(PeerRdma& peer, p2p::RmaOp op) {
   const bool to_message = o.remote_message != 0;
   if (o.remote_receive != 0 || to_message) {
     job->wire_op = kOpWrite | kOpToReceive | (to_message ? kOpToMessage : 0);
-    job->target = (to_message ? o.remote_message : o.remote_receive) +
-                  (hooks_.forge_rendezvous ? 1000 : 0);
+    job->target =
+        (to_message ? o.remote_message : o.remote_receive) + (hooks_.forge_rendezvous ? 1000 : 0);
   } else {
     job->wire_op = o.write ? kOpWrite : kOpRead;
     job->target = o.remote_region;

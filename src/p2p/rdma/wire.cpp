@@ -322,8 +322,7 @@ Result<GrantRequest> decode_grant_request(std::string_view body) {
   m.slices = r.get<std::uint8_t>();
   m.link_incarnation = r.get<std::uint64_t>();
   const auto n = r.get<std::uint8_t>();
-  if (!valid_wire_op(m.op) ||
-      n > kMaxSegments || m.slices > 64) {
+  if (!valid_wire_op(m.op) || n > kMaxSegments || m.slices > 64) {
     r.fail();
   }
   for (std::uint8_t i = 0; r.ok() && i < n; ++i) {
