@@ -304,7 +304,7 @@ void Protocol::on_cts(Link& link, const FrameHeader& h, PeerEndpoint& ep) {
   const std::uint64_t len = it == link.inflight.end() ? 0 : it->second.req->length;
   const std::uint64_t count = h.d == 0 ? len - std::min(len, h.c) : h.d;
   if (it == link.inflight.end() || it->second.req->kind != OpKind::Send || h.b != len ||
-      !range_inside(h.c, count, len)) {
+      !range_inside(h.c, count, len) || it->second.announced) {
     return protocol_error(link, "Cts for request " + std::to_string(h.id) + " matches no send of " +
                                     std::to_string(h.b) + " bytes");
   }

@@ -111,6 +111,7 @@ struct Inflight {
   std::function<void(const Status&)> part_done;
   // A receive matched to an RtsRma: the sender's wire id (its `announced` entry).
   std::uint64_t announced_by = 0;
+  bool announced = false;  // a send announced as RtsRma: it takes no Cts
 };
 
 // Owner side of a put arriving in DATA frames.

@@ -277,6 +277,7 @@ void Protocol::issue_send(Link& link, const ReqPtr& req) {
   bump(counters_.rendezvous);
   if (announce_rma(link, ep, *req)) {
     // The write's request follows the announcement at once: the receiver sends no Cts.
+    link.inflight[req->id].announced = true;
     send_control(ep, FrameType::RtsRma, req->id, comm_tag, seq, req->length);
     return rendezvous_rma(link, req, ep, 0, true, 0, req->length);
   }
