@@ -57,14 +57,17 @@ struct Point {
 
 class PutGetBench {
  public:
-  PutGetBench(Communicator& comm, const perf::Options& options, int window,
+  PutGetBench(Communicator& comm, const perf::Options& options, int window, bool batch,
               const std::string& memory)
       : comm_(comm),
         engine_(comm.engine()),
         o_(options),
         window_(window),
+        batch_(batch),
         rank_(comm.rank()),
-        largest_(perf::size_list(options).back()),
+        // A batch's W ranges are disjoint: the region holds W of the largest size.
+        largest_(perf::size_list(options).back() *
+                 (batch ? static_cast<std::uint64_t>(window) : 1)),
         topt_(perf::transfer_options(options)),
         ctl_(perf::control_options(options)),
         exclusive_ranges_(topt_.transport == orbite::Transport::Rdma),
@@ -182,9 +185,11 @@ class PutGetBench {
     return perf::median(std::move(samples));
   }
 
-  // `iters` windows of W operations, each window waited as a whole. Returns the time.
+  // `iters` windows of W operations, each window waited as a whole (or, --batch, one operation
+  // of W ranges). Returns the time.
   double stream(Op op, std::uint64_t size, int iters) {
     int n = slots(size);
+    if (batch_) return stream_batches(op, size, iters);
     auto start = perf::PerfClock::now();
     for (int it = 0; it < iters; ++it) {
       reqs_.clear();
@@ -195,6 +200,23 @@ class PutGetBench {
         reqs_.push_back(post(op, static_cast<std::uint64_t>(j % n) * size, size));
       }
       wait_window(op, size);
+    }
+    return perf::micros_since(start);
+  }
+
+  double stream_batches(Op op, std::uint64_t size, int iters) {
+    std::vector<orbite::TransferRange> ranges(static_cast<std::size_t>(window_));
+    for (int j = 0; j < window_; ++j) {
+      const std::uint64_t at = static_cast<std::uint64_t>(j) * size;
+      ranges[static_cast<std::size_t>(j)] = {at, at, size};
+    }
+    auto start = perf::PerfClock::now();
+    for (int it = 0; it < iters; ++it) {
+      auto r = op == Op::Put ? engine_.put(region_, remote_, ranges, topt_)
+                             : engine_.get(region_, remote_, ranges, topt_);
+      if (!r.ok()) fail(op, size * ranges.size(), r.status());
+      Status st = r->wait(perf::kOpTimeout);
+      if (!st.ok()) fail(op, size * ranges.size(), st);
     }
     return perf::micros_since(start);
   }
@@ -219,6 +241,7 @@ class PutGetBench {
   orbite::TransferEngine& engine_;
   const perf::Options& o_;
   int window_;
+  bool batch_;  // each bandwidth iteration is one batched operation of W ranges
   int rank_;
   std::uint64_t largest_;
   orbite::TransferOptions topt_;  // the puts and gets
@@ -259,6 +282,18 @@ std::string describe_rails(const std::vector<orbite::NicLoad>& before,
 int main(int argc, char** argv) {
   int window = 16;
   int rails = 0;
+  bool batch = false;
+  perf::ExtraFlag batch_flag;
+  batch_flag.name = "--batch";
+  batch_flag.value_name = "";
+  batch_flag.takes_value = false;
+  batch_flag.help =
+      "each bandwidth iteration is one put (get) of W disjoint ranges, the batch API, instead "
+      "of W operations (the region holds W of the largest size)";
+  batch_flag.set = [&batch](std::string_view) {
+    batch = true;
+    return std::string();
+  };
   std::string memory = "host";
   bool verbose = false;
   perf::ExtraFlag verbose_flag;
@@ -279,7 +314,7 @@ int main(int argc, char** argv) {
                       &window, 1, 1024),
        perf::int_flag("--rails", "RDMA NICs to spread over: the first N (rdma.device_mask); 0: all",
                       &rails, 0, 64),
-       verbose_flag, perf::memory_flag(&memory)}};
+       verbose_flag, batch_flag, perf::memory_flag(&memory)}};
   program.rdma = true;
   program.nvlink = true;
   perf::Options o = perf::parse_options(argc, argv, program, perf::launcher_rank() <= 0);
@@ -312,7 +347,7 @@ int main(int argc, char** argv) {
   for (const std::string& transport : perf::transports_to_measure(o, comm, rank == 0 ? 1 : 0)) {
     o.transport = transport;
     if (rank >= 2) continue;
-    PutGetBench bench(comm, o, window, memory);
+    PutGetBench bench(comm, o, window, batch, memory);
     std::optional<perf::Report> report;
     if (rank == 0) {
       perf::RunInfo info{
@@ -320,7 +355,7 @@ int main(int argc, char** argv) {
           .implementation = "orbite",
           .ranks = comm.size(),
           .transport = o.transport,
-          .config = {{"window", window}},
+          .config = {{"window", window}, {"batch", batch ? 1 : 0}},
           .notes = {"lat: one put (get) and its wait, median; the request completes once the "
                     "bytes are at the target (in the local buffer)",
                     "bw: W operations per iteration to disjoint slots, waited together; "
