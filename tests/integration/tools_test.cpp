@@ -470,11 +470,27 @@ TEST(PerfHarness, RejectsBadFlagsNamingThem) {
 // putget_perf --batch: each bandwidth iteration is one batched put (get) of W disjoint ranges;
 // every byte of every range is checked on both sides, and the header says so.
 TEST(PerfHarness, BatchedPutGetSweepChecksEveryRange) {
-  Outcome o = run_program(
-      {kBin + "/orbite-run", "-n", "2", "--timeout", "100", "--",
-       std::string(ORBITE_BINARY_DIR) + "/perf_tests/putget_perf", "--sizes", "8,70000", "-n",
-       "3", "-w", "1", "-c", "1", "--transport", "tcp", "--window", "5", "--batch"},
-      120s);
+  Outcome o = run_program({kBin + "/orbite-run",
+                           "-n",
+                           "2",
+                           "--timeout",
+                           "100",
+                           "--",
+                           std::string(ORBITE_BINARY_DIR) + "/perf_tests/putget_perf",
+                           "--sizes",
+                           "8,70000",
+                           "-n",
+                           "3",
+                           "-w",
+                           "1",
+                           "-c",
+                           "1",
+                           "--transport",
+                           "tcp",
+                           "--window",
+                           "5",
+                           "--batch"},
+                          120s);
   ASSERT_EQ(o.status, 0) << o.out << o.err;
   EXPECT_NE(o.out.find("window 5, batch 1"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("check: 0 wrong bytes, OK"), std::string::npos) << o.out;
