@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <type_traits>
 
 #include "common/log.h"
 #include "common/strings.h"
@@ -19,6 +21,17 @@ struct TopologyDeleter {
   void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
 };
 using Topology = std::unique_ptr<hwloc_topology, TopologyDeleter>;
+
+// hwloc's XML loader stores the integers of bridge_type and osdev_type in its enums unchecked, and
+// loading an enum object that holds a value outside the enum's range is undefined behaviour (the
+// hwloc_xml fuzzer found bridge_type="2-1"). Compare the stored integer instead.
+template <typename E>
+bool holds(const E& field, E value) {
+  std::underlying_type_t<E> stored;
+  static_assert(sizeof stored == sizeof field);
+  std::memcpy(&stored, &field, sizeof stored);
+  return stored == static_cast<std::underlying_type_t<E>>(value);
+}
 
 // hwloc loads its plugins (the PCI one links libpciaccess) when a topology is created and unloads
 // them when the last one is destroyed; the memory libpciaccess keeps then becomes unreachable
@@ -100,7 +113,7 @@ PciFunction pci_function(hwloc_obj_t obj) {
   for (hwloc_obj_t p = obj->parent; p != nullptr && p->type == HWLOC_OBJ_BRIDGE; p = p->parent) {
     // A host bridge is the root complex: two devices "sharing" it share nothing nearer than the
     // CPU socket, so only PCI-to-PCI bridges (switch and root ports) are recorded.
-    if (p->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI) {
+    if (holds(p->attr->bridge.upstream_type, HWLOC_OBJ_BRIDGE_PCI)) {
       f.bridges.push_back(address_of(p->attr->bridge.upstream.pci));
     }
   }
@@ -151,7 +164,7 @@ NicInfo nic_from_osdev(hwloc_topology_t t, hwloc_obj_t osdev) {
   if (parent != nullptr && parent->type == HWLOC_OBJ_PCI_DEVICE) {
     nic.pci = pci_function(parent);
     for (hwloc_obj_t c = parent->io_first_child; c != nullptr; c = c->next_sibling) {
-      if (c->type == HWLOC_OBJ_OS_DEVICE && c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK &&
+      if (c->type == HWLOC_OBJ_OS_DEVICE && holds(c->attr->osdev.type, HWLOC_OBJ_OSDEV_NETWORK) &&
           c->name != nullptr) {
         nic.netdev = c->name;
         break;
@@ -174,7 +187,7 @@ std::vector<NicInfo> join_nics(hwloc_topology_t t, const DiscoveryInput& in) {
   std::vector<NicInfo> from_hwloc;
   for (hwloc_obj_t o = hwloc_get_next_osdev(t, nullptr); o != nullptr;
        o = hwloc_get_next_osdev(t, o)) {
-    if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS)
+    if (holds(o->attr->osdev.type, HWLOC_OBJ_OSDEV_OPENFABRICS))
       from_hwloc.push_back(nic_from_osdev(t, o));
   }
   if (!in.verbs) return from_hwloc;
