@@ -125,6 +125,57 @@ TEST(RdmaTables, GrantsAreFoundTakenOnceAndExpireOnTheirTimer) {
   EXPECT_FALSE(t.take(1).has_value());
   EXPECT_EQ(t.find(1), nullptr);
   EXPECT_NE(t.find(2), nullptr);
+  EXPECT_FALSE(t.has_parent(11)) << "the parent index kept a grant that was taken";
+  EXPECT_TRUE(t.has_parent(12));
+}
+
+TEST(RdmaTables, RequestsStillShortOfRoomStayQueuedAndTheRestAreTakenInTierOrder) {
+  GrantTable t;
+  bool first = false;
+  auto request = [](std::uint64_t parent, std::uint8_t priority) {
+    GrantRequest m;
+    m.parent = parent;
+    m.priority = priority;
+    return m;
+  };
+  for (auto [parent, tier] : {std::pair{1, 2}, {2, 2}, {3, 0}, {4, 2}, {5, 0}}) {
+    ASSERT_TRUE(t.defer(request(parent, static_cast<std::uint8_t>(tier)), &first, false,
+                        /*awaits_room=*/parent % 2 == 1));
+  }
+  std::vector<std::uint64_t> looked_at;
+  auto taken = t.take_deferred([&](const GrantRequest& m) {
+    looked_at.push_back(m.parent);
+    return m.awaits_room;  // as if every connection were still short
+  });
+  EXPECT_EQ(looked_at, (std::vector<std::uint64_t>{3, 5, 1, 2, 4})) << "each looked at once";
+  std::vector<std::uint64_t> order;
+  for (const GrantRequest& m : taken) order.push_back(m.parent);
+  EXPECT_EQ(order, (std::vector<std::uint64_t>{2, 4}));
+  // Those that stayed are still queued, in tier order, and still marked.
+  order.clear();
+  for (const GrantRequest& m : t.take_deferred()) {
+    order.push_back(m.parent);
+    EXPECT_TRUE(m.awaits_room);
+  }
+  EXPECT_EQ(order, (std::vector<std::uint64_t>{3, 5, 1}));
+}
+
+TEST(RdmaTables, OnlyDrainingParentsAreListedForTheDrainTimer) {
+  ParentTable t;
+  for (std::uint64_t id = 1; id <= 3; ++id) t.insert(connecting(id));
+  const auto t0 = std::chrono::steady_clock::now();
+  t.start_draining(*t.find(2), t0);
+  t.start_draining(*t.find(2), t0 + std::chrono::seconds(1));  // listed once, from the first
+  EXPECT_EQ(*t.find(2)->draining_since, t0);
+  std::vector<std::uint64_t> ids;
+  t.take_draining(ids);
+  EXPECT_EQ(ids, (std::vector<std::uint64_t>{2}));
+  std::vector<std::uint64_t> again;
+  t.take_draining(again);
+  EXPECT_TRUE(again.empty()) << "taken ids are gone until put back";
+  t.keep_draining(2);
+  t.take_draining(again);
+  EXPECT_EQ(again, (std::vector<std::uint64_t>{2}));
 }
 
 TEST(RdmaTables, EveryFrameOfAChannelReleasesItsPinOnce) {

@@ -7,6 +7,7 @@
 // for it; after, the grant goes back with a GrantCancel.
 #include <algorithm>
 #include <limits>
+#include <span>
 
 #include "common/log.h"
 #include "p2p/rdma/requester.h"
@@ -57,11 +58,14 @@ void Requester::read_transmit() {
   // whose parents all wait for grants takes no selector lock.
   if (transmit_read_) return;
   transmit_read_ = true;
-  engine_->selector().transmit(transmit_);
+  // The selector's NICs only: it never names another, and the entries beyond keep their
+  // defaults (no rate, unhealthy). A pass per completion made the whole table a cost.
+  const std::size_t nics = std::min(engine_->selector().nic_count(), transmit_.size());
+  engine_->selector().transmit(std::span(transmit_).first(nics));
   if (!post_room_bounded_) return;
   const double target = std::chrono::duration<double>(cfg_.post_queue_target).count();
   const auto& outstanding = engine_->counters().nic_tier_outstanding;
-  for (std::size_t i = 0; i < transmit_.size(); ++i) {
+  for (std::size_t i = 0; i < nics; ++i) {
     const auto window = std::max<std::uint64_t>(
         kMinPostWindow, static_cast<std::uint64_t>(transmit_[i].Bps * target));
     std::uint64_t ahead = 0;
@@ -89,6 +93,13 @@ Scheduler::Verdict Requester::visit(SchedEntry& e, Clock::time_point now) {
       // Its GrantRequest is not sent yet (QPs building, or held by kMaxPendingGrantRequests).
       if (now >= p.deadline) {
         drop(peer, p, e, "its connection");
+        return V::Remove;
+      }
+      if (p.request_waiting && p.deadline == kNoDeadline) {
+        // Held by the window with no deadline to watch: nothing for a pass to do until its
+        // request leaves, so it waits out of the passes (a batch holds hundreds here) and is
+        // resumed by its Grant, as a Requesting parent is.
+        p.parked = e;
         return V::Remove;
       }
       return V::Keep;

@@ -5,6 +5,7 @@
 // (slot, bytes, exact range lock, pin), then one window bound per segment. A refusal before
 // authority is a GrantNack; a rendezvous is deferred rather than refused for want of resources.
 #include <algorithm>
+#include <array>
 #include <csignal>
 
 #include "common/log.h"
@@ -115,12 +116,8 @@ Status GrantSource::resolve_qps(PeerRdma& peer, const GrantRequest& m, GrantPlan
   // Every segment's QP: the current incarnation of a ready source-role end, connected to the QP
   // the requester names. Anything else happened before authority existed: a cache miss.
   for (const SegmentRequest& s : m.segments) {
-    Qp* q = nullptr;
-    for (const auto& [key, src] : peer.sources) {
-      if (std::get<2>(key) == s.slot && src.incarnation == s.qp_incarnation)
-        q = lane_.qp(src.qp_handle);
-    }
-    if (q == nullptr || !q->ready || q->broken || q->remote_qpn != s.requester_qpn) {
+    Qp* q = source_qp(peer, s);
+    if (q == nullptr) {
       return Status::error(Errc::Unavailable, "the connection of slot " + std::to_string(s.slot) +
                                                   " is not (or no longer) established here");
     }
@@ -128,6 +125,42 @@ Status GrantSource::resolve_qps(PeerRdma& peer, const GrantRequest& m, GrantPlan
     plan.contexts.push_back(lane_.context_of(*q->cqs));  // a grant may span rails
   }
   return {};
+}
+
+Qp* GrantSource::source_qp(PeerRdma& peer, const SegmentRequest& s) const {
+  Qp* q = nullptr;
+  for (const auto& [key, src] : peer.sources) {
+    if (std::get<2>(key) == s.slot && src.incarnation == s.qp_incarnation)
+      q = lane_.qp(src.qp_handle);
+  }
+  if (q == nullptr || !q->ready || q->broken || q->remote_qpn != s.requester_qpn) return nullptr;
+  return q;
+}
+
+bool GrantSource::room_still_short(PeerRdma& peer, const GrantRequest& m) {
+  // receipt_room()'s test on the same connections; anything else about them (gone, broken) is
+  // for the full answer to find. The connections are looked up once per pass (qp_memo_).
+  std::array<const Qp*, kMaxSegments> qps{};
+  const std::size_t n = std::min(m.segments.size(), qps.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const SegmentRequest& s = m.segments[i];
+    auto known = std::find_if(qp_memo_.begin(), qp_memo_.end(), [&](const QpMemo& e) {
+      return e.slot == s.slot && e.incarnation == s.qp_incarnation &&
+             e.requester_qpn == s.requester_qpn;
+    });
+    if (known == qp_memo_.end()) {
+      qp_memo_.push_back(QpMemo{s.slot, s.qp_incarnation, s.requester_qpn, source_qp(peer, s)});
+      known = std::prev(qp_memo_.end());
+    }
+    qps[i] = known->qp;
+    if (qps[i] == nullptr) return false;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const Qp* q = qps[i];
+    const auto need = static_cast<std::uint32_t>(std::count(qps.begin(), qps.begin() + n, q));
+    if (q->recv_posted < q->receipts_reserved + need || q->sq.room() < need) return true;
+  }
+  return false;
 }
 
 Status GrantSource::prepare_memory(const GrantRequest& m, GrantPlan& plan) {
@@ -233,7 +266,7 @@ void GrantSource::on_grant_request(PeerRdma& peer, const GrantRequest& m) {
   if (Status st = prepare_memory(m, plan); !st.ok()) return refuse_grant(peer, m, plan, st);
   auto room = receipt_room(plan);
   if (!room.ok()) return refuse_grant(peer, m, plan, room.status());
-  if (!*room) return defer(peer, m);
+  if (!*room) return defer(peer, m, false, true);
   std::optional<std::uint64_t> id = reserve_grant(peer, m, plan);
   if (id) bind_windows(peer, *id, plan);
 }

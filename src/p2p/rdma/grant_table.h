@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "p2p/rdma/engine.h"
@@ -94,6 +96,7 @@ class GrantTable {
   }
   GrantState& insert(GrantState g) {
     const std::uint64_t id = g.id;
+    parents_.insert(g.parent);
     return grants_.emplace(id, std::move(g)).first->second;
   }
   // Removes the grant; nullopt when it is not (or no longer) there.
@@ -102,13 +105,11 @@ class GrantTable {
     if (it == grants_.end()) return std::nullopt;
     GrantState g = std::move(it->second);
     grants_.erase(it);
+    if (auto p = parents_.find(g.parent); p != parents_.end()) parents_.erase(p);
     return g;
   }
   [[nodiscard]] bool empty() const { return grants_.empty(); }
-  [[nodiscard]] bool has_parent(std::uint64_t parent) const {
-    return std::any_of(grants_.begin(), grants_.end(),
-                       [&](const auto& kv) { return kv.second.parent == parent; });
-  }
+  [[nodiscard]] bool has_parent(std::uint64_t parent) const { return parents_.count(parent) != 0; }
   // The grants with a segment on QP `handle` (only those not yet receipted with `open_only`).
   void through(std::uint16_t handle, bool open_only, std::vector<std::uint64_t>& out) const {
     out.clear();
@@ -140,12 +141,14 @@ class GrantTable {
 
   // Deferred GrantRequests: at most kMaxPendingGrantRequests (false: the peer exceeded it, a
   // protocol error). `first` says whether this request had not waited before.
-  bool defer(const GrantRequest& m, bool* first, bool awaits_receive = false) {
+  bool defer(const GrantRequest& m, bool* first, bool awaits_receive = false,
+             bool awaits_room = false) {
     if (deferred_.size() >= kMaxPendingGrantRequests) return false;
     *first = !m.deferred;
     deferred_.push_back(m);
     deferred_.back().deferred = true;
     deferred_.back().awaits_receive = awaits_receive;
+    deferred_.back().awaits_room = awaits_room;
     return true;
   }
   [[nodiscard]] bool has_deferred() const { return !deferred_.empty(); }
@@ -154,20 +157,35 @@ class GrantTable {
     return std::any_of(deferred_.begin(), deferred_.end(),
                        [](const GrantRequest& m) { return !m.awaits_receive; });
   }
-  // Every deferred request, in the requesters' tier order (FIFO within a tier: High waits least
-  // behind Low); the queue is empty afterwards (those still waiting defer again).
-  std::deque<GrantRequest> take_deferred() {
-    std::deque<GrantRequest> out;
-    out.swap(deferred_);
-    std::stable_sort(out.begin(), out.end(), [](const GrantRequest& a, const GrantRequest& b) {
+  // The deferred requests, in the requesters' tier order (FIFO within a tier: High waits least
+  // behind Low), except those `stays(m)` keeps queued, in that order, ahead of any deferred
+  // again. The others leave the queue (those still waiting defer again).
+  template <class Stays>
+  std::vector<GrantRequest> take_deferred(Stays&& stays) {
+    const auto by_tier = [](const GrantRequest& a, const GrantRequest& b) {
       return a.priority < b.priority;
-    });
+    };
+    // Mostly one tier, and then already in order: no sort every pass.
+    if (!std::is_sorted(deferred_.begin(), deferred_.end(), by_tier)) {
+      std::stable_sort(deferred_.begin(), deferred_.end(), by_tier);
+    }
+    const auto mid = std::stable_partition(deferred_.begin(), deferred_.end(),
+                                           [&](const GrantRequest& m) { return stays(m); });
+    std::vector<GrantRequest> out(std::make_move_iterator(mid),
+                                  std::make_move_iterator(deferred_.end()));
+    deferred_.erase(mid, deferred_.end());
     return out;
+  }
+  std::vector<GrantRequest> take_deferred() {
+    return take_deferred([](const GrantRequest&) { return false; });
   }
   void clear_deferred() { deferred_.clear(); }
 
  private:
   std::unordered_map<std::uint64_t, GrantState> grants_;
+  // The requesters' parent ids of grants_ (a multiset: a forged second request is refused by
+  // has_parent, but the index must never forget a live grant). Every GrantRequest asks.
+  std::unordered_multiset<std::uint64_t> parents_;
   std::deque<GrantRequest> deferred_;
 };
 

@@ -134,7 +134,24 @@ class ParentTable {
   }
   void erase(std::uint64_t id) { parents_.erase(id); }
   Map::iterator erase(Map::iterator it) { return parents_.erase(it); }
-  void clear() { parents_.clear(); }
+  void clear() {
+    parents_.clear();
+    draining_.clear();
+  }
+  // `p` failed and drains from `now` (or from when it first did): listed for expire_drains(),
+  // which then looks at these parents only, not at every parent every pass.
+  void start_draining(Parent& p, std::chrono::steady_clock::time_point now) {
+    if (p.draining_since) return;
+    p.draining_since = now;
+    draining_.push_back(p.id);
+  }
+  // The listed ids (of parents that may have ended since), moved out; keep_draining() puts back
+  // those still draining.
+  void take_draining(std::vector<std::uint64_t>& out) {
+    out.clear();
+    out.swap(draining_);
+  }
+  void keep_draining(std::uint64_t id) { draining_.push_back(id); }
   [[nodiscard]] bool empty() const { return parents_.empty(); }
   Map::iterator begin() { return parents_.begin(); }
   Map::iterator end() { return parents_.end(); }
@@ -184,6 +201,7 @@ class ParentTable {
   Map parents_;
   std::size_t requests_out_ = 0;    // GrantRequests sent, not yet answered
   std::deque<std::uint64_t> held_;  // parents whose request waits for the window (FIFO)
+  std::vector<std::uint64_t> draining_;  // parents with draining_since set, not yet reported
 };
 
 }  // namespace orbite::rdma

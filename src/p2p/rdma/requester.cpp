@@ -32,7 +32,7 @@ void Requester::link_failed(PeerRdma& peer, const Status& why) {
   for (auto& [id, p] : peer.parents) {
     if (p.failure.ok()) p.failure = why;
     if (p.state != ParentState::Draining) p.state = ParentState::Draining;
-    if (!p.draining_since) p.draining_since = Clock::now();
+    peer.parents.start_draining(p, Clock::now());
   }
   std::vector<std::uint64_t> ids;
   peer.parents.ids(ids);
@@ -567,17 +567,20 @@ void Requester::on_grant_ack(PeerRdma& peer, const GrantAck& m) {
 void Requester::fail_parent(PeerRdma& peer, Parent& p, const Status& why) {
   if (p.failure.ok()) p.failure = why;
   p.state = ParentState::Draining;
-  if (!p.draining_since) p.draining_since = Clock::now();
+  peer.parents.start_draining(p, Clock::now());
   maybe_finish_parent(peer, p.id);
 }
 
 void Requester::expire_drains(PeerRdma& peer) {
+  peer.parents.take_draining(drain_scratch_);
+  if (drain_scratch_.empty()) return;
   const auto now = Clock::now();
-  for (auto it = peer.parents.begin(); it != peer.parents.end();) {
-    Parent& p = it->second;
-    if (p.reported || !p.draining_since || p.wrs_outstanding == 0 ||
-        now - *p.draining_since < cfg_.destroy_timeout) {
-      ++it;
+  for (std::uint64_t id : drain_scratch_) {
+    Parent* found = peer.parents.find(id);
+    if (found == nullptr || found->reported) continue;  // ended, or told already: off the list
+    Parent& p = *found;
+    if (p.wrs_outstanding == 0 || now - *p.draining_since < cfg_.destroy_timeout) {
+      peer.parents.keep_draining(id);
       continue;
     }
     // A timeout proves nothing: the WRs may still run, so the loan stays charged for good and
@@ -589,7 +592,7 @@ void Requester::expire_drains(PeerRdma& peer) {
                             "rdma.destroy_timeout; its buffer may still be accessed (" +
                                 p.failure.message() + ")"));
     if (const Qp* q = own_qp(p)) lane_.retire_qp(q->handle);
-    it = peer.parents.erase(it);
+    peer.parents.erase(id);
   }
 }
 

@@ -149,6 +149,7 @@ class Requester {
   std::vector<ibv_send_wr> wr_scratch_;
   std::vector<ibv_sge> sge_scratch_;
   std::vector<std::uint32_t> seq_scratch_;
+  std::vector<std::uint64_t> drain_scratch_;  // expire_drains()' list of draining parents
   // The order of work (dispatch.cpp): every parent from its start until its payload is all
   // posted or it ends.
   Scheduler sched_;

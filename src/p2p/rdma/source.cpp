@@ -30,8 +30,17 @@ GrantSource::GrantSource(LaneServices& lane, std::shared_ptr<RdmaEngine> engine,
 
 void GrantSource::retry_deferred(PeerRdma& peer) {
   if (!peer.grants.has_deferred()) return;
-  for (const GrantRequest& m : peer.grants.take_deferred()) {
+  const Clock::time_point now = Clock::now();
+  qp_memo_.clear();
+  // One waiting for receipt slots or SQ room that no grant freed since stays queued, not answered
+  // again: with a batch of hundreds deferred, answering each one every pass cost more than the
+  // grants themselves (docs/rdma.md, plan item 4). Its deadline is still watched.
+  auto again = peer.grants.take_deferred([&](const GrantRequest& m) {
+    return m.awaits_room && now < m.local_deadline && room_still_short(peer, m);
+  });
+  for (GrantRequest& m : again) {
     if (peer.failed) break;
+    m.awaits_room = false;
     on_grant_request(peer, m);
   }
 }
@@ -156,9 +165,10 @@ void GrantSource::on_grant_cancel(PeerRdma& peer, const GrantCancel& m) {
               true);
 }
 
-void GrantSource::defer(PeerRdma& peer, const GrantRequest& m, bool awaits_receive) {
+void GrantSource::defer(PeerRdma& peer, const GrantRequest& m, bool awaits_receive,
+                        bool awaits_room) {
   bool first = false;
-  if (!peer.grants.defer(m, &first, awaits_receive)) {
+  if (!peer.grants.defer(m, &first, awaits_receive, awaits_room)) {
     // A conforming requester never has that many unanswered (see kMaxPendingGrantRequests):
     // the queue, and the passes that retry it, stay bounded.
     return lane_.protocol_error(peer, "more than " + std::to_string(kMaxPendingGrantRequests) +

@@ -83,6 +83,11 @@ class GrantSource {
   bool grant_request_valid(PeerRdma& peer, const GrantRequest& m);  // false: the link failed
   Status resolve_target(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan);
   Status resolve_qps(PeerRdma& peer, const GrantRequest& m, GrantPlan& plan);  // else cache miss
+  // The ready source-role end of the segment's slot that the requester names, or null.
+  Qp* source_qp(PeerRdma& peer, const SegmentRequest& s) const;
+  // A request deferred for room (GrantRequest::awaits_room) whose connections still lack it:
+  // true when answering it again would only defer it again.
+  bool room_still_short(PeerRdma& peer, const GrantRequest& m);
   Status prepare_memory(const GrantRequest& m, GrantPlan& plan);
   // Whether the QPs have receipt slots and SQ room for the grant now (false: it waits).
   Result<bool> receipt_room(const GrantPlan& plan);
@@ -104,7 +109,8 @@ class GrantSource {
   void refuse_grant(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan, const Status& why,
                     bool cache_miss = false);
   // Queues a GrantRequest to run again next pass, counting it once however often it waits.
-  void defer(PeerRdma& peer, const GrantRequest& m, bool awaits_receive = false);
+  void defer(PeerRdma& peer, const GrantRequest& m, bool awaits_receive = false,
+             bool awaits_room = false);
   // private_grant.cpp: a GrantRequest on the private grant path (device memory), its objects
   // built (PD, exact MR, receipt buffer, QP connected to the requester's), and their teardown
   // (false: something refused to go and stays, with the grant retained).
@@ -132,6 +138,15 @@ class GrantSource {
   // refusal): kept for good, as a retained grant's are.
   std::vector<std::unique_ptr<PrivateGrant>> retained_private_;
   std::vector<std::uint64_t> expired_;  // expire()'s scratch (no allocation per pass)
+  // retry_deferred()'s lookups of the source-role QPs that deferred requests name, for one pass
+  // (a pass neither makes nor destroys QPs while it looks).
+  struct QpMemo {
+    std::uint32_t slot = 0;
+    std::uint64_t incarnation = 0;
+    std::uint32_t requester_qpn = 0;
+    Qp* qp = nullptr;
+  };
+  std::vector<QpMemo> qp_memo_;
   // When the earliest open grant reaches rdma.grant_timeout (max: none open); a grant closed
   // early leaves it early, which only costs one scan.
   Clock::time_point next_grant_expiry_ = Clock::time_point::max();

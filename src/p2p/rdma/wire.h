@@ -190,6 +190,9 @@ struct GrantRequest {
   // Not on the wire: it waits for the receive its message will match (kOpToMessage), which
   // may never be posted, so it keeps no engine busy.
   bool awaits_receive = false;
+  // Not on the wire: it waits for receipt slots or SQ room on its connections (retry_deferred
+  // looks at exactly that before answering it again).
+  bool awaits_room = false;
 };
 struct GrantCancel {
   std::uint64_t parent = 0;
