@@ -199,8 +199,8 @@ class ParentTable {
 
  private:
   Map parents_;
-  std::size_t requests_out_ = 0;    // GrantRequests sent, not yet answered
-  std::deque<std::uint64_t> held_;  // parents whose request waits for the window (FIFO)
+  std::size_t requests_out_ = 0;         // GrantRequests sent, not yet answered
+  std::deque<std::uint64_t> held_;       // parents whose request waits for the window (FIFO)
   std::vector<std::uint64_t> draining_;  // parents with draining_since set, not yet reported
 };
 
