@@ -563,6 +563,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"receipt_slots", {scenario_rdma_receipt_slots, {}}},
       {"grant_timeout", {scenario_rdma_grant_timeout, {{0, "withhold_receipt"}}}},
       {"deferred_limit", {scenario_rdma_deferred_limit, {{0, "flood_grant_requests"}}}},
+      {"own_grants", {scenario_rdma_own_grants, {}}},
       {"priority", {scenario_rdma_priority, {}}},
       {"promotion", {scenario_rdma_promotion, {}}},
       {"deadline_queued", {scenario_rdma_deadline_queued, {}}},

@@ -72,6 +72,7 @@ void scenario_rdma_failed_destroy(RdmaContext& r);
 void scenario_rdma_receipt_slots(RdmaContext& r);
 void scenario_rdma_grant_timeout(RdmaContext& r);
 void scenario_rdma_deferred_limit(RdmaContext& r);
+void scenario_rdma_own_grants(RdmaContext& r);
 // rdma_probe_sched.cpp
 void scenario_rdma_priority(RdmaContext& r);
 void scenario_rdma_promotion(RdmaContext& r);

@@ -323,4 +323,46 @@ void scenario_rdma_deferred_limit(RdmaContext& r) {
   barrier(r.c, "deferred_limit: checked");
 }
 
+// ---------------------------------------------------------------------------------------------
+// own_grants: with ORBITE_RDMA_MAX_GRANTS=2 from the test, rank 0 starts 64 puts of 4 KiB at once
+// into rank 1's region (a batch far beyond the source's grant budget, which only this requester
+// spends). Rank 1 paces them: a request that finds the budget spent by this peer's own grants
+// waits for them instead of failing (a batch of 1,000 ranges failed ResourceExhausted with four
+// lanes before). Every put succeeds and every byte lands; the budget was hit; nothing stays
+// charged.
+
+void scenario_rdma_own_grants(RdmaContext& r) {
+  constexpr std::uint64_t kPuts = 64;
+  constexpr std::uint64_t kEach = 4 * kKiB;
+  auto [mine, remote] = setup_region(r, kPuts * kEach, 0xE0, 0xE1);
+  TransferEngine& engine = r.c.comm.engine();
+  barrier(r.c, "own_grants: regions");
+  if (r.c.rank == 0) {
+    fill_pattern(mine.bytes.data(), kPuts * kEach, 0xE2);
+    std::vector<Request> puts;
+    for (std::uint64_t i = 0; i < kPuts; ++i) {
+      puts.push_back(accepted(engine.put(mine.region, i * kEach, remote, i * kEach, kEach, r.rdma),
+                              "a put of the batch"));
+    }
+    for (Request& q : puts) wait_ok(q, "a put beyond the source's grant budget");
+    signal_peer(r.c, 1, 91);
+  } else {
+    await_peer(r.c, 0, 91);
+    check_pattern(mine.bytes.data(), kPuts * kEach, 0xE2, "the paced puts");
+    const bool drained = eventually([&] {
+      const RdmaStats s = engine.rdma_stats();
+      return s.grants_active == 0 && s.grants_in_use == 0 && s.granted_bytes_in_use == 0;
+    });
+    const RdmaStats s = engine.rdma_stats();
+    std::printf("rank 1: %llu grant requests deferred, budget hit %llu times\n",
+                static_cast<unsigned long long>(s.grant_requests_deferred),
+                static_cast<unsigned long long>(s.budget_exhausted));
+    check(drained,
+          "grants left: " + sz(s.grants_active) + " active, " + sz(s.grants_in_use) + " in use");
+    check(s.budget_exhausted > 0 && s.grant_requests_deferred > 0,
+          "the grant budget of 2 was never hit by 64 puts at once");
+  }
+  barrier(r.c, "own_grants: checked");
+}
+
 }  // namespace orbite::probe

@@ -144,6 +144,12 @@ TEST(Rdma, ARequesterFloodingDeferredGrantRequestsFailsItsLink) {
   expect_pass(run_ranks("deferred_limit", {}), "deferred_limit");
 }
 
+// A batch larger than the source's max_grants, from the one requester that spends it, is paced
+// by the source rather than failed ResourceExhausted (issue 26, found measuring batches).
+TEST(Rdma, ABatchBeyondTheGrantBudgetIsPacedNotFailed) {
+  expect_pass(run_ranks("own_grants", {{"ORBITE_RDMA_MAX_GRANTS", "2"}}), "own_grants");
+}
+
 // The scheduler (issue 24) on one rail limited to 2.5 Gb/s with a 16 MiB direct-bytes budget.
 std::map<std::string, std::string> slow_rail(const std::string& dir,
                                              std::map<std::string, std::string> extra) {

@@ -204,6 +204,16 @@ Status GrantSource::prepare_memory(const GrantRequest& m, GrantPlan& plan) {
   return {};
 }
 
+void GrantSource::refuse_or_wait_for_own(PeerRdma& peer, const GrantRequest& m,
+                                         const GrantPlan& plan, const Status& why) {
+  // max_grants or max_direct_bytes is spent. While this peer holds grants of its own, its request
+  // waits for them: they end by themselves (their receipts, or rdma.grant_timeout), so a batch
+  // larger than the budget is paced rather than failed by its own earlier ranges. Spent by others
+  // alone, the budget refuses it (ResourceExhausted naming it), as docs/rdma.md's budgets say.
+  if (!peer.grants.empty()) return defer(peer, m, false, false, true);
+  refuse_grant(peer, m, plan, why);
+}
+
 Result<bool> GrantSource::receipt_room(const GrantPlan& plan) {
   for (Qp* q : plan.qps) {
     const auto need = static_cast<std::uint32_t>(std::count(plan.qps.begin(), plan.qps.end(), q));
@@ -284,12 +294,12 @@ std::optional<GrantSource::Reservations> GrantSource::reserve(PeerRdma& peer, co
   // Reservations, owned: each goes back by itself if a later one fails.
   auto slot = charge(engine_->grants(), 1, engine_->counters().budget_exhausted);
   if (!slot.ok()) {
-    refuse_grant(peer, m, plan, slot.status());
+    refuse_or_wait_for_own(peer, m, plan, slot.status());
     return std::nullopt;
   }
   auto bytes = charge(engine_->granted_bytes(), m.length, engine_->counters().budget_exhausted);
   if (!bytes.ok()) {
-    refuse_grant(peer, m, plan, bytes.status());
+    refuse_or_wait_for_own(peer, m, plan, bytes.status());
     return std::nullopt;
   }
   RangeLock lock = RangeLock::try_lock(reinterpret_cast<std::uintptr_t>(r.base + m.offset),

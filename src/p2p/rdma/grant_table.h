@@ -142,13 +142,14 @@ class GrantTable {
   // Deferred GrantRequests: at most kMaxPendingGrantRequests (false: the peer exceeded it, a
   // protocol error). `first` says whether this request had not waited before.
   bool defer(const GrantRequest& m, bool* first, bool awaits_receive = false,
-             bool awaits_room = false) {
+             bool awaits_room = false, bool awaits_own = false) {
     if (deferred_.size() >= kMaxPendingGrantRequests) return false;
     *first = !m.deferred;
     deferred_.push_back(m);
     deferred_.back().deferred = true;
     deferred_.back().awaits_receive = awaits_receive;
     deferred_.back().awaits_room = awaits_room;
+    deferred_.back().awaits_own = awaits_own;
     return true;
   }
   [[nodiscard]] bool has_deferred() const { return !deferred_.empty(); }

@@ -35,12 +35,20 @@ void GrantSource::retry_deferred(PeerRdma& peer) {
   // One waiting for receipt slots or SQ room that no grant freed since stays queued, not answered
   // again: with a batch of hundreds deferred, answering each one every pass cost more than the
   // grants themselves (docs/rdma.md, plan item 4). Its deadline is still watched.
+  // Likewise one waiting for the grant budgets while this peer's own grants hold them.
+  const bool slots_spent = engine_->grants().used() >= engine_->grants().limit();
+  const std::uint64_t bytes_used = engine_->granted_bytes().used();
   auto again = peer.grants.take_deferred([&](const GrantRequest& m) {
-    return m.awaits_room && now < m.local_deadline && room_still_short(peer, m);
+    if (now >= m.local_deadline) return false;
+    if (m.awaits_own) {
+      return !peer.grants.empty() &&
+             (slots_spent || bytes_used + m.length > engine_->granted_bytes().limit());
+    }
+    return m.awaits_room && room_still_short(peer, m);
   });
   for (GrantRequest& m : again) {
     if (peer.failed) break;
-    m.awaits_room = false;
+    m.awaits_room = m.awaits_own = false;
     on_grant_request(peer, m);
   }
 }
@@ -166,9 +174,9 @@ void GrantSource::on_grant_cancel(PeerRdma& peer, const GrantCancel& m) {
 }
 
 void GrantSource::defer(PeerRdma& peer, const GrantRequest& m, bool awaits_receive,
-                        bool awaits_room) {
+                        bool awaits_room, bool awaits_own) {
   bool first = false;
-  if (!peer.grants.defer(m, &first, awaits_receive, awaits_room)) {
+  if (!peer.grants.defer(m, &first, awaits_receive, awaits_room, awaits_own)) {
     // A conforming requester never has that many unanswered (see kMaxPendingGrantRequests):
     // the queue, and the passes that retry it, stay bounded.
     return lane_.protocol_error(peer, "more than " + std::to_string(kMaxPendingGrantRequests) +

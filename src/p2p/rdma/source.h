@@ -110,7 +110,11 @@ class GrantSource {
                     bool cache_miss = false);
   // Queues a GrantRequest to run again next pass, counting it once however often it waits.
   void defer(PeerRdma& peer, const GrantRequest& m, bool awaits_receive = false,
-             bool awaits_room = false);
+             bool awaits_room = false, bool awaits_own = false);
+  // A budget (max_grants, max_direct_bytes) refused the grant: it waits while this peer holds
+  // grants of its own, and is refused otherwise.
+  void refuse_or_wait_for_own(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan,
+                              const Status& why);
   // private_grant.cpp: a GrantRequest on the private grant path (device memory), its objects
   // built (PD, exact MR, receipt buffer, QP connected to the requester's), and their teardown
   // (false: something refused to go and stays, with the grant retained).

@@ -193,6 +193,8 @@ struct GrantRequest {
   // Not on the wire: it waits for receipt slots or SQ room on its connections (retry_deferred
   // looks at exactly that before answering it again).
   bool awaits_room = false;
+  // Not on the wire: it waits for the grant budgets, which this peer's own grants hold.
+  bool awaits_own = false;
 };
 struct GrantCancel {
   std::uint64_t parent = 0;
