@@ -12,6 +12,14 @@
 namespace orbite::rdma {
 namespace {
 
+// A GrantRequest of `parent` at tier `priority`, as the deferred queue sees it.
+GrantRequest request(std::uint64_t parent, std::uint8_t priority) {
+  GrantRequest m;
+  m.parent = parent;
+  m.priority = priority;
+  return m;
+}
+
 Parent connecting(std::uint64_t id) {
   Parent p;
   p.id = id;
@@ -53,12 +61,6 @@ TEST(RdmaTables, AParentUsingAQpKeepsItFromTheReaper) {
 TEST(RdmaTables, DeferredGrantRequestsAreBoundedAndRetriedInTierOrder) {
   GrantTable t;
   bool first = false;
-  auto request = [](std::uint64_t parent, std::uint8_t priority) {
-    GrantRequest m;
-    m.parent = parent;
-    m.priority = priority;
-    return m;
-  };
   ASSERT_TRUE(t.defer(request(1, 2), &first));
   EXPECT_TRUE(first);
   ASSERT_TRUE(t.defer(request(2, 0), &first));
@@ -132,12 +134,6 @@ TEST(RdmaTables, GrantsAreFoundTakenOnceAndExpireOnTheirTimer) {
 TEST(RdmaTables, RequestsStillShortOfRoomStayQueuedAndTheRestAreTakenInTierOrder) {
   GrantTable t;
   bool first = false;
-  auto request = [](std::uint64_t parent, std::uint8_t priority) {
-    GrantRequest m;
-    m.parent = parent;
-    m.priority = priority;
-    return m;
-  };
   for (auto [parent, tier] : {std::pair{1, 2}, {2, 2}, {3, 0}, {4, 2}, {5, 0}}) {
     ASSERT_TRUE(t.defer(request(parent, static_cast<std::uint8_t>(tier)), &first, false,
                         /*awaits_room=*/parent % 2 == 1));

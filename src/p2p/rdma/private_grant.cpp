@@ -84,7 +84,7 @@ void GrantSource::grant_private(PeerRdma& peer, const GrantRequest& m, GrantPlan
   // The budgets, range lock and pin first: a request they refuse costs no PD, MR or QP (a peer
   // cannot make this engine build and destroy objects for grants it would never give).
   std::optional<Reservations> res = reserve(peer, m, plan);
-  if (!res) return;  // refused (its GrantNack is sent)
+  if (!res) return;  // refused (its GrantNack is sent), or waiting in the deferred queue
   auto priv = std::make_unique<PrivateGrant>();
   if (Status st = build_private(peer, m, plan, *priv); !st.ok()) {
     // What was built goes (not counted: no private grant existed); the reservations go back.
