@@ -18,6 +18,12 @@ namespace {
 // How long a kOpToMessage GrantRequest waits for its message's announcement (sent before it, on
 // another channel): far beyond a frame's way, so only a request naming no message is refused.
 constexpr std::chrono::milliseconds kAnnouncementBound{3000};
+
+// Whether connection `q` lacks `need` free receipt slots or SQ places for a grant's segments now
+// (held by grants and binds in flight, which end on their own).
+bool short_of_room(const Qp& q, std::uint32_t need) {
+  return q.recv_posted < q.receipts_reserved + need || q.sq.room() < need;
+}
 }  // namespace
 
 void GrantSource::refuse_grant(PeerRdma& peer, const GrantRequest& m, const GrantPlan& plan,
@@ -158,7 +164,7 @@ bool GrantSource::room_still_short(PeerRdma& peer, const GrantRequest& m) {
   for (std::size_t i = 0; i < n; ++i) {
     const Qp* q = qps[i];
     const auto need = static_cast<std::uint32_t>(std::count(qps.begin(), qps.begin() + n, q));
-    if (q->recv_posted < q->receipts_reserved + need || q->sq.room() < need) return true;
+    if (short_of_room(*q, need)) return true;
   }
   return false;
 }
@@ -226,7 +232,7 @@ Result<bool> GrantSource::receipt_room(const GrantPlan& plan) {
     }
     // Held by grants and binds in flight on this connection, which end on their own: the
     // request waits (false) rather than failing.
-    if (q->recv_posted < q->receipts_reserved + need || q->sq.room() < need) return false;
+    if (short_of_room(*q, need)) return false;
   }
   return true;
 }
