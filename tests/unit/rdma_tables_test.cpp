@@ -156,6 +156,30 @@ TEST(RdmaTables, RequestsStillShortOfRoomStayQueuedAndTheRestAreTakenInTierOrder
   EXPECT_EQ(order, (std::vector<std::uint64_t>{3, 5, 1}));
 }
 
+// The lane scans deferred requests only after an event of its own, unless one waits for a
+// receive (posted by the user, no event of the lane's): the table must know while one does.
+TEST(RdmaTables, TheTableKnowsWhileADeferredRequestWaitsForAReceive) {
+  GrantTable t;
+  bool first = false;
+  EXPECT_FALSE(t.awaits_receives());
+  ASSERT_TRUE(t.defer(request(1, 0), &first, /*awaits_receive=*/true));
+  ASSERT_TRUE(t.defer(request(2, 0), &first, false, /*awaits_room=*/true));
+  EXPECT_TRUE(t.awaits_receives());
+  // The room waiter taken, the receive waiter kept: still waiting for a receive.
+  auto taken = t.take_deferred([](const GrantRequest& m) { return m.awaits_receive; });
+  ASSERT_EQ(taken.size(), 1U);
+  EXPECT_EQ(taken[0].parent, 2U);
+  EXPECT_TRUE(t.awaits_receives());
+  // Taken too (its receive was posted): no longer.
+  taken = t.take_deferred();
+  ASSERT_EQ(taken.size(), 1U);
+  EXPECT_FALSE(t.awaits_receives()) << "a taken request still counted as waiting";
+  ASSERT_TRUE(t.defer(taken[0], &first, true));
+  EXPECT_TRUE(t.awaits_receives());
+  t.clear_deferred();
+  EXPECT_FALSE(t.awaits_receives()) << "cleared, and still counted";
+}
+
 TEST(RdmaTables, OnlyDrainingParentsAreListedForTheDrainTimer) {
   ParentTable t;
   for (std::uint64_t id = 1; id <= 3; ++id) t.insert(connecting(id));

@@ -150,8 +150,12 @@ class GrantTable {
     deferred_.back().awaits_receive = awaits_receive;
     deferred_.back().awaits_room = awaits_room;
     deferred_.back().awaits_own = awaits_own;
+    if (awaits_receive) ++receive_waits_;
     return true;
   }
+  // Whether a deferred request waits for a receive to be posted: that is no event of the lane's
+  // (the user posts it), so the lane looks every pass while one does.
+  [[nodiscard]] bool awaits_receives() const { return receive_waits_ > 0; }
   [[nodiscard]] bool has_deferred() const { return !deferred_.empty(); }
   // Any deferred request that ends by itself (not one waiting for a receive to be posted).
   [[nodiscard]] bool has_deferred_work() const {
@@ -175,12 +179,18 @@ class GrantTable {
     std::vector<GrantRequest> out(std::make_move_iterator(mid),
                                   std::make_move_iterator(deferred_.end()));
     deferred_.erase(mid, deferred_.end());
+    receive_waits_ = static_cast<std::size_t>(
+        std::count_if(deferred_.begin(), deferred_.end(),
+                      [](const GrantRequest& m) { return m.awaits_receive; }));
     return out;
   }
   std::vector<GrantRequest> take_deferred() {
     return take_deferred([](const GrantRequest&) { return false; });
   }
-  void clear_deferred() { deferred_.clear(); }
+  void clear_deferred() {
+    deferred_.clear();
+    receive_waits_ = 0;
+  }
 
  private:
   std::unordered_map<std::uint64_t, GrantState> grants_;
@@ -188,6 +198,7 @@ class GrantTable {
   // has_parent, but the index must never forget a live grant). Every GrantRequest asks.
   std::unordered_multiset<std::uint64_t> parents_;
   std::deque<GrantRequest> deferred_;
+  std::size_t receive_waits_ = 0;  // of deferred_, those with awaits_receive
 };
 
 }  // namespace orbite::rdma

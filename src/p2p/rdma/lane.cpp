@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 
 #include "common/log.h"
 #include "p2p/rdma/verbs.h"
@@ -22,6 +23,9 @@ using detail::PeerLink;
 
 namespace {
 constexpr int kPollBatch = 32;
+// How often a pass without an event still scans the waiting work: budgets another lane frees,
+// deadlines and shared slots are no event of this lane's.
+constexpr std::chrono::microseconds kIdleScanPeriod{20};
 // How long a CQ set's polls may keep failing before the set is replaced (progress recovery).
 constexpr std::chrono::seconds kRecoverProgressAfter{1};
 
@@ -145,6 +149,7 @@ Status RdmaLane::start_rma(detail::PeerLink& link, p2p::RmaOp op) {
     return Status::error(Errc::Unavailable,
                          "no RDMA endpoint to peer " + p2p::short_id(link.ep.id));
   }
+  stirred_ = true;
   return requester_.start_rma(*peer, std::move(op));
 }
 
@@ -365,6 +370,7 @@ void RdmaLane::send(PeerRdma& peer, ControlKind kind, std::string body) {
 }
 
 Status RdmaLane::on_control(PeerLink& link, std::uint64_t kind, std::string_view body) {
+  stirred_ = true;
   PeerRdma* peer = peer_of(link);
   if (peer == nullptr) {
     return Status::error(Errc::Protocol, std::string("RDMA ") + control_name(kind) +
@@ -435,7 +441,6 @@ void RdmaLane::protocol_error(PeerRdma& peer, const std::string& what) {
 
 int RdmaLane::poll_cqs() {
   int work = 0;
-  const auto now = Clock::now();
   for (std::size_t c = 0; c < cqs_.size(); ++c) {
     if (!cqs_[c]) continue;
     CqSet& set = *cqs_[c];
@@ -459,7 +464,8 @@ int RdmaLane::poll_cqs() {
     }
     // A run of failures that lasts a second: what the set holds is out of reach, and the lane's
     // progress on this context recovers on a new set.
-    if (set.poll_failures_in_row != 0 && now - set.failing_since >= kRecoverProgressAfter) {
+    if (set.poll_failures_in_row != 0 &&
+        Clock::now() - set.failing_since >= kRecoverProgressAfter) {
       recover_progress(c);
       ++work;
     }
@@ -614,21 +620,29 @@ int RdmaLane::progress() {
   // Every WR belongs to a parent, a grant, a frame or a retired QP, and frames arrive only where
   // a message QP's receiving end exists: with none of them, no completion can come, and the
   // lane's passes (shm's hot path among them) skip the CQs.
-  reap_idle_qps(Clock::now());
-  retire_fenced_qps(Clock::now());
+  // One clock read for the pass's timers (in a VM each read is a measurable share of a pass).
+  const auto now = Clock::now();
+  reap_idle_qps(now);
+  retire_fenced_qps(now);
   if (!busy() && qps_.message_sources() == 0) return 0;
   int work = poll_cqs();
+  bool scan =
+      work > 0 || std::exchange(stirred_, false) || requester_.dispatch_due() || now >= next_scan_;
+  for (auto& [link, peer] : peers_) {
+    if (!scan && peer->grants.awaits_receives()) scan = true;
+  }
+  if (scan) next_scan_ = now + kIdleScanPeriod;
   for (auto& [link, peer] : peers_) {
     requester_.expire_drains(*peer);
     if (peer->failed) continue;
     messenger_.pump(*peer);
-    source_.retry_deferred(*peer);
+    if (scan) source_.retry_deferred(*peer);
     requester_.send_waiting_requests(*peer);
   }
-  if (const auto now = Clock::now(); source_.expiry_due(now)) {
+  if (source_.expiry_due(now)) {
     for (auto& [link, peer] : peers_) source_.expire(*peer, now);
   }
-  requester_.dispatch();
+  if (scan) requester_.dispatch();
   if (qps_.any_retired()) qps_.destroy_retired(Clock::now());
   return work;
 }

@@ -170,6 +170,12 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   Clock::time_point next_reap_{};  // reap_idle_qps()' next look
   bool fence_sweep_ = false;       // retire_fenced_qps() has work, or a table changed
   Clock::time_point next_fence_sweep_{};
+  // The scans of waiting work (the source's deferred requests, the requester's scheduler pass)
+  // run in a pass after an event of the lane (a completion, a control message, a new request) and
+  // otherwise at most every kIdleScanPeriod: a spinning worker's passes mostly see nothing new,
+  // and with a batch of hundreds waiting each scan cost more than the work (docs/rdma.md).
+  bool stirred_ = true;
+  Clock::time_point next_scan_{};
   std::unordered_map<detail::PeerLink*, std::unique_ptr<PeerRdma>> peers_;
   std::unordered_map<detail::PeerLink*, std::uint64_t> offered_;  // link incarnations offered
   std::uint64_t next_builder_ = 1;
