@@ -218,6 +218,10 @@ struct EngineStats {
   // Times the control listener rested: accept found no file descriptor, or
   // tcp.max_pending_handshakes connections were still to send their Hello.
   std::uint64_t control_listener_rests = 0;
+  // Whether a thread waiting on this engine gives its core away on every idle pass (Open MPI's
+  // mpi_yield_when_idle): set once a communicator found its host's ranks outnumbering the CPUs
+  // they run on.
+  bool yields_when_idle = false;
   // The staging pool (device memory, and host memory a transport carries staged): chunks lent so
   // far, the most lent at once, chunks kept for good (a copy that could not be proven finished),
   // and the bytes of the slabs made (bounded by rdma.max_staging_bytes).

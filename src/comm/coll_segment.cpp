@@ -24,6 +24,7 @@
 #include "coll/shared_area.h"
 #include "comm/communicator_impl.h"
 #include "common/log.h"
+#include "proxy/engine_core.h"
 
 namespace orbite {
 
@@ -51,6 +52,14 @@ std::pair<int, int> cpu_placement() {
     if (CPU_ISSET(cpu, &set)) return {1, cpu};
   }
   return {1, -1};
+}
+
+// Without a segment to compare the host's placements in, this rank's own mask stands in for
+// the others' (as the widest does in SharedArea::oversubscribed): `k` ranks on fewer CPUs. A rank
+// bound to one CPU cannot tell whether others share it, and says no.
+bool oversubscribed_by_mask(int k) {
+  const auto [cpus, only_cpu] = cpu_placement();
+  return k >= 2 && only_cpu < 0 && cpus < k;
 }
 
 Status sys_error(const std::string& what, const std::string& name) {
@@ -165,7 +174,12 @@ Status Communicator::Impl::attach_segment(const std::string& barrier_key) {
   Store& store = *bootstrap.store();
   const int n = static_cast<int>(peers.size());
   const Duration timeout = config.bootstrap.timeout;
-  if (!wants_segment()) return store.barrier(barrier_key, rank, n, timeout);
+  if (!wants_segment()) {
+    if (oversubscribed_by_mask(static_cast<int>(hosts->of(rank).size()))) {
+      core->yield_when_idle.store(true);
+    }
+    return store.barrier(barrier_key, rank, n, timeout);
+  }
   // One segment per host, numbered by local rank; the host's first rank creates it.
   const std::vector<int>& mine = hosts->of(rank);
   const int k = static_cast<int>(mine.size());
@@ -203,10 +217,12 @@ Status Communicator::Impl::attach_segment(const std::string& barrier_key) {
                            << " could not attach"
                            << (who == rank ? ": " + area_or.status().message() : "")
                            << "); they run over messages";
+    if (oversubscribed_by_mask(k)) core->yield_when_idle.store(true);
     return {};
   }
   area = std::move(*area_or);
   executor->set_yield_when_idle(area->oversubscribed());
+  if (area->oversubscribed()) core->yield_when_idle.store(true);
   return {};
 }
 

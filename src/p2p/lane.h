@@ -60,6 +60,9 @@ class LaneProtocol {
   // Device copies (staging) are in flight: no fd announces their end, so an idle worker naps
   // (tens of microseconds) instead of sleeping until a socket or doorbell wakes it.
   [[nodiscard]] virtual bool copies_pending() const = 0;
+  // Whether the last pass polled the sockets (syscalls: a pass then costs microseconds, not
+  // nanoseconds).
+  [[nodiscard]] virtual bool polled_sockets() const = 0;
   // The soonest of the transports' timers (LaneTransport::next_timer_ms), or -1 for none.
   [[nodiscard]] virtual int next_timer_ms() const = 0;
   // Fails every request and closes every connection.

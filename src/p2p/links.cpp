@@ -319,7 +319,8 @@ int Protocol::progress(bool sockets) {
   }
   // Sockets are polled every pass while they are busy (output pending, or input seen lately);
   // otherwise the lane polls them every Nth pass, sparing shared-memory traffic the syscalls.
-  if (sockets || quiet_polls_ < 64 || poller_.writers() > 0 || control_->busy()) {
+  polled_sockets_ = sockets || quiet_polls_ < 64 || poller_.writers() > 0 || control_->busy();
+  if (polled_sockets_) {
     const auto before = poller_.activity;
     if (!sockets && poller_.writers() == 0 && poller_.streams() <= 4 && !control_->busy()) {
       // Few sockets and a hot path: one recv() per socket finds data without epoll's syscall.

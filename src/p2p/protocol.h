@@ -83,6 +83,7 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   // Requests or sessions in flight, output queued, or connections being made.
   [[nodiscard]] bool busy() const override;
   [[nodiscard]] bool copies_pending() const override;
+  [[nodiscard]] bool polled_sockets() const override { return polled_sockets_; }
   [[nodiscard]] int next_timer_ms() const override;
   void shutdown(const Status& why) override;
 
@@ -287,6 +288,7 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   std::vector<std::string> spare_buffers_;
   std::uint64_t next_wire_id_ = 1;
   int quiet_polls_ = 0;
+  bool polled_sockets_ = false;  // by the last progress()
 };
 
 }  // namespace orbite::p2p

@@ -474,6 +474,7 @@ EngineStats TransferEngine::stats() const {
   EngineStats s;
   s.requests_submitted = core_->submitted.load(std::memory_order_relaxed);
   s.regions_registered = core_->regions.size();
+  s.yields_when_idle = core_->yield_when_idle.load(std::memory_order_relaxed);
   if (core_->staging.pool) {
     const cuda::StagingStats st = core_->staging.pool->stats();
     s.staging_loans = st.loans;

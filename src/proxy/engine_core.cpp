@@ -261,7 +261,16 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
   auto last_work = std::chrono::steady_clock::time_point();
   auto last_yield = last_work;
   unsigned idle = 0;
+  bool timing = false;   // the clock was read since the last pass that did work
   bool copying = false;  // device copies in flight on the lane (read under its mutex)
+  // Oversubscribed, with passes that poll sockets (a recv per socket: microseconds of syscalls):
+  // every idle pass reads the clock and yields. 16 such passes between two looks at the clock
+  // kept the peer that needed this core waiting 100-200 us per message (4 ranks on 2 cores: a
+  // small all_reduce over tcp at 3x Open MPI's time). Passes over rings cost nanoseconds, and
+  // yielding each of them added a syscall to every shm message (4x its latency): they keep the
+  // default.
+  const bool oversubscribed = yield_when_idle.load(std::memory_order_relaxed);
+  bool yield_each_pass = false;
   while (phase.load(std::memory_order_acquire) == 0) {
     int work = 0;
     if (lane.mu.try_lock()) {
@@ -270,19 +279,22 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
       // on this lane (or submitting to it) get their turn.
       // No pause between them: a pause costs about as much as a pass, and a message that lands
       // meanwhile waits for it.
-      for (int pass = 0; pass < 8; ++pass) {
+      for (int pass = 0; pass < (yield_each_pass ? 1 : 8); ++pass) {
         work = lane.progress_once();
         if (work > 0 || phase.load(std::memory_order_acquire) != 0) break;
       }
       copying = lane.protocol->copies_pending();
+      yield_each_pass = oversubscribed && lane.protocol->polled_sockets();
       lane.mu.unlock();
     }
     if (phase.load(std::memory_order_acquire) != 0) break;
     if (work > 0) {
       idle = 0;
+      timing = false;
       continue;
     }
-    if ((++idle & 15) != 0) {
+    ++idle;
+    if (!yield_each_pass && (idle & 15) != 0) {
       // Waiting on device copies, whose threads (softcuda's copy engine, the driver's) need the
       // core more than this loop does.
       if (copying) {
@@ -293,7 +305,8 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
       continue;
     }
     const auto now = std::chrono::steady_clock::now();
-    if (idle == 16) {
+    if (!timing) {
+      timing = true;
       last_work = last_yield = now;
       if (deadline.time_point() == Clock::time_point::max()) deadline = Deadline::after(timeout);
     }
@@ -301,7 +314,7 @@ void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration
     // cores), a peer waiting on this core would otherwise wait for the scheduler's tick. By time,
     // not by passes: a pass over TCP sockets costs microseconds, one over rings nanoseconds.
     // Every 5 us: this process's own worker may need the core (it serves put/get for peers).
-    if (now - last_yield >= std::chrono::microseconds(5)) {
+    if (yield_each_pass || now - last_yield >= std::chrono::microseconds(5)) {
       ::sched_yield();
       last_yield = now;
     }

@@ -87,6 +87,10 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   net::Fd listener;
   p2p::RegionRegistry regions;
   std::atomic<std::uint64_t> submitted{0};  // any thread
+  // Set (never cleared) once a communicator finds this host's ranks outnumbering the CPUs they
+  // run on: a thread driving a lane then gives its core away on every idle pass (Open MPI's
+  // mpi_yield_when_idle), since the peer it waits for may be waiting for that core.
+  std::atomic<bool> yield_when_idle{false};
   // One memory domain per transport, indexed by TransportId; the table's built column.
   p2p::MemoryDomains domains;
   std::array<bool, p2p::kTransportCount> built{};

@@ -1,6 +1,10 @@
 // Communicators whose ranks are threads of this process (in-process and TCP stores).
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <cerrno>
+#include <cstring>
 #include <set>
 #include <thread>
 #include <vector>
@@ -124,6 +128,68 @@ TEST(Communicator, ShmAlgorithmWithoutASegmentIsUnavailableAndChangesNothing) {
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// Thread ranks each run on `cpus` (set on the thread before its communicator exists) and report
+// whether their engine yields its core on every idle pass.
+std::vector<bool> yields_with(int n, const std::vector<int>& cpus, bool segment) {
+  auto store = std::make_shared<InProcessStore>();
+  EngineConfig config = quick_config();
+  config.shm.enable = segment;
+  std::vector<bool> out(static_cast<std::size_t>(n), false);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int cpu : cpus) CPU_SET(cpu, &set);
+      ASSERT_EQ(::sched_setaffinity(0, sizeof set, &set), 0) << std::strerror(errno);
+      auto boot = Bootstrap::from_store(store, r, n);
+      ASSERT_TRUE(boot.ok()) << boot.status().to_string();
+      auto comm = Communicator::create(*boot, config);
+      ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+      out[static_cast<std::size_t>(r)] = comm->engine().stats().yields_when_idle;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+// The CPUs this process may use, in order.
+std::vector<int> usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) out.push_back(cpu);
+  }
+  return out;
+}
+
+// Open MPI's mpi_yield_when_idle: an engine whose waiting threads would otherwise spin a core
+// away from the rank they wait for. Found in the segment (every rank's placement) and, without
+// one, from the rank's own mask.
+TEST(Communicator, RanksOutnumberingTheirCpusMakeTheEngineYieldWhenIdle) {
+  const std::vector<int> cpus = usable_cpus();
+  ASSERT_FALSE(cpus.empty());
+  const int one = cpus[0];
+  EXPECT_EQ(yields_with(3, {one}, true), std::vector<bool>(3, true))
+      << "three ranks on one CPU, with the segment";
+  EXPECT_EQ(yields_with(3, {one}, false), std::vector<bool>(3, false))
+      << "a rank bound to one CPU cannot tell without the segment whether others share it";
+  if (cpus.size() < 2) {
+    GTEST_SKIP() << "this process may run on one CPU only: the cases of two CPUs need two";
+  }
+  const int two = cpus[1];
+  EXPECT_EQ(yields_with(3, {one, two}, false), std::vector<bool>(3, true))
+      << "three ranks on two CPUs, without the segment";
+  EXPECT_EQ(yields_with(3, {one, two}, true), std::vector<bool>(3, true))
+      << "three ranks on two CPUs, with the segment";
+  EXPECT_EQ(yields_with(2, {one, two}, true), std::vector<bool>(2, false))
+      << "two ranks on two CPUs";
+  EXPECT_EQ(yields_with(2, {one, two}, false), std::vector<bool>(2, false))
+      << "two ranks on two CPUs, without the segment";
 }
 
 TEST(Communicator, SuccessiveCommunicatorsFromOneBootstrapDoNotCollide) {
