@@ -282,6 +282,21 @@ void scenario_rdma_grant_timeout(RdmaContext& r) {
 // pass re-ran it). Every put of rank 0 ends with an error well before the 60 s grant timeout, and
 // rank 1's grants and budgets all come back.
 
+namespace {
+
+// `n` puts at once of `each` bytes, the i-th from and to offset i * each.
+std::vector<Request> adjacent_puts(RdmaContext& r, const MemoryRegion& from, const RemoteRegion& to,
+                                   std::uint64_t n, std::uint64_t each, const std::string& what) {
+  std::vector<Request> puts;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    puts.push_back(
+        accepted(r.c.comm.engine().put(from, i * each, to, i * each, each, r.rdma), what));
+  }
+  return puts;
+}
+
+}  // namespace
+
 void scenario_rdma_deferred_limit(RdmaContext& r) {
   constexpr std::uint64_t kPuts = 320;
   constexpr std::uint64_t kEach = 4 * kKiB;
@@ -289,11 +304,7 @@ void scenario_rdma_deferred_limit(RdmaContext& r) {
   TransferEngine& engine = r.c.comm.engine();
   barrier(r.c, "deferred_limit: regions");
   if (r.c.rank == 0) {
-    std::vector<Request> puts;
-    for (std::uint64_t i = 0; i < kPuts; ++i) {
-      puts.push_back(accepted(engine.put(mine.region, i * kEach, remote, i * kEach, kEach, r.rdma),
-                              "flooding put"));
-    }
+    std::vector<Request> puts = adjacent_puts(r, mine.region, remote, kPuts, kEach, "flooding put");
     std::size_t failed = 0;
     std::string first;
     for (Request& q : puts) {
@@ -339,11 +350,8 @@ void scenario_rdma_own_grants(RdmaContext& r) {
   barrier(r.c, "own_grants: regions");
   if (r.c.rank == 0) {
     fill_pattern(mine.bytes.data(), kPuts * kEach, 0xE2);
-    std::vector<Request> puts;
-    for (std::uint64_t i = 0; i < kPuts; ++i) {
-      puts.push_back(accepted(engine.put(mine.region, i * kEach, remote, i * kEach, kEach, r.rdma),
-                              "a put of the batch"));
-    }
+    std::vector<Request> puts =
+        adjacent_puts(r, mine.region, remote, kPuts, kEach, "a put of the batch");
     for (Request& q : puts) wait_ok(q, "a put beyond the source's grant budget");
     signal_peer(r.c, 1, 91);
   } else {
