@@ -179,6 +179,7 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   std::unordered_map<detail::PeerLink*, std::unique_ptr<PeerRdma>> peers_;
   std::unordered_map<detail::PeerLink*, std::uint64_t> offered_;  // link incarnations offered
   std::uint64_t next_builder_ = 1;
+  static constexpr int kPollBatch = 32;  // completions taken per ibv_poll_cq
   std::vector<ibv_wc> wcs_;
   std::uint64_t sent_nic_epoch_ = 0;  // the engine's nic_epoch() whose table the peers have
   std::vector<std::pair<WrRecord, bool>> resolved_;  // on_send_cqe(): one completion's records
