@@ -10,7 +10,9 @@
 
 #include "../support/subprocess.h"
 
-namespace orbite {
+// A namespace of its own: a unity build puts this file beside tools_test.cpp in one translation
+// unit, whose anonymous namespace holds a kBin too.
+namespace orbite::perf_harness {
 namespace {
 
 using namespace std::chrono_literals;
@@ -314,4 +316,4 @@ TEST(PerfHarness, PercentilesOfThePerCallTimeAreReportedWhenAskedFor) {
 }
 
 }  // namespace
-}  // namespace orbite
+}  // namespace orbite::perf_harness
