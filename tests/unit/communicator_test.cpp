@@ -136,7 +136,8 @@ std::vector<bool> yields_with(int n, const std::vector<int>& cpus, bool segment)
   auto store = std::make_shared<InProcessStore>();
   EngineConfig config = quick_config();
   config.shm.enable = segment;
-  std::vector<bool> out(static_cast<std::size_t>(n), false);
+  // Not vector<bool>: its elements share words, and the threads write theirs concurrently.
+  std::vector<std::uint8_t> yields(static_cast<std::size_t>(n), 0);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
@@ -148,11 +149,11 @@ std::vector<bool> yields_with(int n, const std::vector<int>& cpus, bool segment)
       ASSERT_TRUE(boot.ok()) << boot.status().to_string();
       auto comm = Communicator::create(*boot, config);
       ASSERT_TRUE(comm.ok()) << comm.status().to_string();
-      out[static_cast<std::size_t>(r)] = comm->engine().stats().yields_when_idle;
+      yields[static_cast<std::size_t>(r)] = comm->engine().stats().yields_when_idle ? 1 : 0;
     });
   }
   for (auto& t : threads) t.join();
-  return out;
+  return std::vector<bool>(yields.begin(), yields.end());
 }
 
 // The CPUs this process may use, in order.
