@@ -256,6 +256,9 @@ struct ORBITE_API EngineConfig {
   ProgressMode progress_mode = ProgressMode::Polling;
   // Unexpected eager bytes a sender may have outstanding at each receiver (credit window).
   std::uint64_t eager_credit_bytes = 4 * kMiB;
+  // Batched puts and gets join ranges that continue each other on both sides (TENT's
+  // merge_requests): one range, and one RDMA grant, for a run of adjacent blocks.
+  bool merge_requests = true;
 
   rdma::RdmaConfig rdma;
   TcpConfig tcp;

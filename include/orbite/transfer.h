@@ -199,6 +199,9 @@ struct TransportStats {
 
 struct EngineStats {
   std::uint64_t requests_submitted = 0;
+  // Ranges of batched puts and gets joined to the range before them because both sides continue
+  // it (merge_requests): a batch of N adjacent ranges adds N - 1.
+  std::uint64_t ranges_merged = 0;
   std::uint64_t requests_completed = 0;
   std::uint64_t requests_failed = 0;
   std::uint64_t bytes_sent = 0;

@@ -109,6 +109,7 @@ std::vector<TransferRange> ranges_of(py::handle ranges) {
 py::dict stats_of(const EngineStats& s) {
   py::dict d;
   d["requests_submitted"] = s.requests_submitted;
+  d["ranges_merged"] = s.ranges_merged;
   d["requests_completed"] = s.requests_completed;
   d["requests_failed"] = s.requests_failed;
   d["bytes_sent"] = s.bytes_sent;

@@ -325,6 +325,10 @@ void visit_engine(V& v, C& c) {
   v.field("eager_credit_bytes", c.eager_credit_bytes, Bytes{64 * kKiB, 1 * kGiB},
           "Unexpected eager bytes a sender may have outstanding at each receiver; beyond it, "
           "messages wait for rendezvous, so a fast sender cannot exhaust a receiver's memory.");
+  v.field("merge_requests", c.merge_requests, std::monostate{},
+          "A batched put or get joins ranges that continue each other in both regions (after "
+          "sorting them by remote offset), so adjacent blocks cost one range and one RDMA grant; "
+          "false keeps one range per block.");
   v.section("rdma", [&](V& sub) { visit_rdma(sub, c.rdma); });
   v.section("tcp", [&](V& sub) { visit_tcp(sub, c.tcp); });
   v.section("shm", [&](V& sub) { visit_shm(sub, c.shm); });

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "cuda/allocation.h"
 #include "p2p/descriptor.h"
+#include "p2p/ranges.h"
 #include "p2p/select.h"
 #include "proxy/engine_core.h"
 
@@ -419,6 +420,9 @@ Result<Request> submit_rma(EngineCore& core, OpKind kind, const MemoryRegion& lo
   s->remote_staged = detail::DescriptorCodec::staged(remote);
   s->remote_chunk = detail::DescriptorCodec::staging_chunk(remote);
   s->ranges.assign(ranges.begin(), ranges.end());
+  if (core.config.merge_requests) {
+    core.ranges_merged.fetch_add(p2p::merge_adjacent(s->ranges), std::memory_order_relaxed);
+  }
   return core.submit(std::move(s));
 }
 
@@ -473,6 +477,7 @@ RdmaStats TransferEngine::rdma_stats() const {
 EngineStats TransferEngine::stats() const {
   EngineStats s;
   s.requests_submitted = core_->submitted.load(std::memory_order_relaxed);
+  s.ranges_merged = core_->ranges_merged.load(std::memory_order_relaxed);
   s.regions_registered = core_->regions.size();
   s.yields_when_idle = core_->yield_when_idle.load(std::memory_order_relaxed);
   if (core_->staging.pool) {

@@ -86,7 +86,8 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   Identity self;
   net::Fd listener;
   p2p::RegionRegistry regions;
-  std::atomic<std::uint64_t> submitted{0};  // any thread
+  std::atomic<std::uint64_t> submitted{0};      // any thread
+  std::atomic<std::uint64_t> ranges_merged{0};  // any thread (merge_requests)
   // Set (never cleared) once a communicator finds this host's ranks outnumbering the CPUs they
   // run on: a thread driving a lane then gives its core away on every idle pass (Open MPI's
   // mpi_yield_when_idle), since the peer it waits for may be waiting for that core.

@@ -56,6 +56,13 @@ void expect_avg_busbw(double printed, const nlohmann::json& doc,
   EXPECT_NEAR(doc["avg_busbw_gbps"].get<double>(), mean, 1e-7 * mean);
 }
 
+// The JSON file a sweep wrote; nullopt when it cannot be opened.
+std::optional<nlohmann::json> read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  return nlohmann::json::parse(in);
+}
+
 // The benchmark harness: bad flags are refused before any rank joins (exit 2, the flag and value
 // named), and a small checked sweep writes its rows as JSON.
 TEST(PerfHarness, RejectsBadFlagsNamingThem) {
@@ -123,9 +130,9 @@ TEST(PerfHarness, CheckedSweepWritesJsonRows) {
   EXPECT_NE(o.out.find("check: 0 wrong bytes, OK"), std::string::npos) << o.out;
   const std::optional<double> avg = nccl_tests_avg_busbw(o.out, "0 OK");
   ASSERT_TRUE(avg) << o.out;
-  std::ifstream in(json_path);
-  ASSERT_TRUE(in) << json_path;
-  auto doc = nlohmann::json::parse(in);
+  const std::optional<nlohmann::json> parsed = read_json(json_path);
+  ASSERT_TRUE(parsed) << json_path;
+  const nlohmann::json& doc = *parsed;
   EXPECT_EQ(doc["transport"], "tcp");
   EXPECT_EQ(doc["ok"], true);
   ASSERT_EQ(doc["rows"].size(), 2U);
@@ -181,9 +188,9 @@ TEST(PerfHarness, UncheckedSweepClosesAsNcclTests) {
   EXPECT_EQ(o.out.find("# check:"), std::string::npos) << o.out;
   const std::optional<double> avg = nccl_tests_avg_busbw(o.out, "0 OK");
   ASSERT_TRUE(avg) << o.out;
-  std::ifstream in(json_path);
-  ASSERT_TRUE(in) << json_path;
-  auto doc = nlohmann::json::parse(in);
+  const std::optional<nlohmann::json> parsed = read_json(json_path);
+  ASSERT_TRUE(parsed) << json_path;
+  const nlohmann::json& doc = *parsed;
   EXPECT_TRUE(doc["wrong_bytes"].is_null());
   expect_avg_busbw(*avg, doc, {"bw_gbps"});
 }
@@ -263,9 +270,9 @@ TEST(PerfHarness, CheckedCollectiveSweepWritesJsonRows) {
   EXPECT_NE(o.out.find("check: 0 wrong elements, OK"), std::string::npos) << o.out;
   const std::optional<double> avg = nccl_tests_avg_busbw(o.out, "0 OK");
   ASSERT_TRUE(avg) << o.out;
-  std::ifstream in(json_path);
-  ASSERT_TRUE(in) << json_path;
-  auto doc = nlohmann::json::parse(in);
+  const std::optional<nlohmann::json> parsed = read_json(json_path);
+  ASSERT_TRUE(parsed) << json_path;
+  const nlohmann::json& doc = *parsed;
   EXPECT_EQ(doc["program"], "all_reduce_perf");
   EXPECT_EQ(doc["ranks"], 2);
   EXPECT_EQ(doc["ok"], true);
@@ -300,9 +307,9 @@ TEST(PerfHarness, PercentilesOfThePerCallTimeAreReportedWhenAskedFor) {
                   120s);
   ASSERT_EQ(o.status, 0) << o.out << o.err;
   EXPECT_NE(o.out.find("p99(us)"), std::string::npos) << o.out;
-  std::ifstream in(json_path);
-  ASSERT_TRUE(in) << json_path;
-  auto doc = nlohmann::json::parse(in);
+  const std::optional<nlohmann::json> parsed = read_json(json_path);
+  ASSERT_TRUE(parsed) << json_path;
+  const nlohmann::json& doc = *parsed;
   ASSERT_EQ(doc["rows"].size(), 2U);
   for (const auto& row : doc["rows"]) {
     const double p50 = row["p50_us"].get<double>();

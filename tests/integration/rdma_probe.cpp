@@ -68,10 +68,27 @@ bool eventually(const std::function<bool()>& done) {
   return done();
 }
 
+// 32 blocks of 16 KiB adjacent on both sides, listed in a shuffled order, and one more block that
+// continues them on the remote side only (its local bytes lie elsewhere).
+namespace {
+std::vector<TransferRange> kv_blocks() {
+  constexpr std::uint64_t kBlock = 16 * kKiB;
+  constexpr std::uint64_t kBlocks = 32;
+  std::vector<TransferRange> out;
+  for (std::uint64_t i = 0; i < kBlocks; ++i) {
+    const std::uint64_t j = (i * 13) % kBlocks;
+    out.push_back({10 * kMiB + j * kBlock, 12 * kMiB + j * kBlock, kBlock});
+  }
+  out.push_back({9 * kMiB, 12 * kMiB + kBlocks * kBlock, kBlock});
+  return out;
+}
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // bytes: put and get at every size of the issue at odd offsets (local 4099, remote 4101), each
 // checked over the whole of both regions (so nothing outside the window moved), then a batched
-// put and get of three ranges. The route: the payload counted on RDMA, none on tcp or shm.
+// put and get of three ranges and a batch of adjacent blocks (one parent for them). The route: the
+// payload counted on RDMA, none on tcp or shm.
 
 void scenario_rdma_bytes(RdmaContext& r) {
   // RDMA_TEST_BYTES_SHORT: three sizes over a 24 MiB region, for the tests that vary a setting
@@ -148,11 +165,28 @@ void scenario_rdma_bytes(RdmaContext& r) {
     check(q.bytes() == 270002, "batched put moved " + sz(q.bytes()) + " bytes");
     put_bytes += 270002;
     get_bytes += 270002;
+    // Adjacent blocks listed out of order travel as one parent and one grant (merge_requests);
+    // a block adjacent to them on the remote side only is a parent of its own.
+    const RdmaStats rs_before = engine.rdma_stats();
+    const std::uint64_t merged_before = engine.stats().ranges_merged;
+    const std::vector<TransferRange> blocks = kv_blocks();
+    Request kv = accepted(engine.put(mine.region, remote, blocks, r.rdma), "batch of blocks");
+    wait_ok(kv, "batch of blocks");
+    put_bytes += kv.bytes();
+    const std::uint64_t parents = engine.rdma_stats().parents - rs_before.parents;
+    const std::uint64_t merged = engine.stats().ranges_merged - merged_before;
+    check(parents == 2 && merged == blocks.size() - 2,
+          "a batch of " + sz(blocks.size()) + " blocks took " + sz(parents) + " parents, " +
+              sz(merged) + " ranges merged");
     signal_peer(r.c, 1, 90);
   } else {
     await_peer(r.c, 0, 90);
     for (const auto& t : ranges) {
       check_pattern(mine.bytes.data() + t.remote_offset, t.length, 0xBA7C1, "batched put range",
+                    t.local_offset);
+    }
+    for (const auto& t : kv_blocks()) {
+      check_pattern(mine.bytes.data() + t.remote_offset, t.length, 0xBA7C1, "a block's put",
                     t.local_offset);
     }
   }

@@ -230,6 +230,61 @@ TEST_P(EngineTest, BatchPutAndGetOfThreeRanges) {
   EXPECT_TRUE(back.guards_intact());
 }
 
+// Ranges that continue each other in both regions travel as one range (merge_requests, TENT's),
+// in whatever order the batch lists them; ranges adjacent on one side only stay apart. With
+// merge_requests false every range travels alone. The bytes are the same either way.
+TEST_P(EngineTest, BatchJoinsRangesThatContinueEachOtherOnBothSides) {
+  EngineConfig unmerged_config = config();
+  unmerged_config.merge_requests = false;
+  auto unmerged = make_engine(unmerged_config);
+  ASSERT_NE(unmerged, nullptr);
+  // Three blocks adjacent on both sides, listed out of order (two joins); two adjacent only
+  // locally and two adjacent only remotely (no join).
+  const std::vector<TransferRange> ranges = {{200, 1200, 100}, {0, 1000, 100},  {100, 1100, 100},
+                                             {400, 2000, 50},  {450, 2100, 50}, {600, 3000, 30},
+                                             {700, 3030, 30}};
+  for (TransferEngine* a : {a_.get(), unmerged.get()}) {
+    const bool merging = a == a_.get();
+    SCOPED_TRACE(merging ? "merge_requests true" : "merge_requests false");
+    Guarded src(4096), dst(4096), back(4096);
+    src.fill(11);
+    MemoryRegion src_r = must_register(*a, src.data(), 4096);
+    MemoryRegion back_r = must_register(*a, back.data(), 4096);
+    MemoryRegion dst_r = must_register(*b_, dst.data(), 4096);
+    const RemoteRegion remote = import(dst_r);
+    const std::uint64_t before = a->stats().ranges_merged;
+
+    auto put = a->put(src_r, remote, ranges);
+    ASSERT_TRUE(put.ok()) << put.status().to_string();
+    ASSERT_TRUE(put->wait(kWait).ok());
+    EXPECT_EQ(put->bytes(), 460U);
+    EXPECT_EQ(a->stats().ranges_merged - before, merging ? 2U : 0U);
+    std::vector<std::uint8_t> written(4096, 0);
+    for (const auto& r : ranges) {
+      EXPECT_EQ(dst.mismatch(r.remote_offset, r.length, 11, r.local_offset), std::nullopt)
+          << r.length << " bytes at +" << r.remote_offset;
+      for (std::uint64_t i = 0; i < r.length; ++i) written[r.remote_offset + i] = 1;
+    }
+    for (std::size_t i = 0; i < 4096; ++i) {
+      if (written[i] == 0) {
+        ASSERT_EQ(dst[i], std::byte{0}) << "byte " << i << " outside the ranges";
+      }
+    }
+    EXPECT_TRUE(dst.guards_intact());
+
+    auto get = a->get(back_r, remote, ranges);
+    ASSERT_TRUE(get.ok()) << get.status().to_string();
+    ASSERT_TRUE(get->wait(kWait).ok());
+    EXPECT_EQ(a->stats().ranges_merged - before, merging ? 4U : 0U);
+    for (const auto& r : ranges) {
+      EXPECT_EQ(back.mismatch(r.local_offset, r.length, 11, r.local_offset), std::nullopt)
+          << r.length << " bytes at +" << r.local_offset;
+    }
+    EXPECT_TRUE(back.guards_intact());
+  }
+  EXPECT_TRUE(unmerged->close(kWait).ok());
+}
+
 TEST_P(EngineTest, BatchWithOneBadRangeIsRejectedWhole) {
   Guarded src(4096), dst(4096);
   src.fill(9);
