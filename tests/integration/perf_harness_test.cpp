@@ -63,6 +63,31 @@ std::optional<nlohmann::json> read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
+// A 2-rank run of perf_tests/<bench> with `args` and --json into a temporary file: its output,
+// and the rows it wrote (nullopt when there are none).
+struct JsonSweep {
+  Outcome run;
+  std::optional<nlohmann::json> doc;
+};
+
+JsonSweep run_json_sweep(const std::string& bench, const std::vector<std::string>& args) {
+  TempDir dir;
+  const std::string json_path = dir.path() + "/rows.json";
+  std::vector<std::string> argv = {kBin + "/orbite-run",
+                                   "-n",
+                                   "2",
+                                   "--timeout",
+                                   "100",
+                                   "--",
+                                   std::string(ORBITE_BINARY_DIR) + "/perf_tests/" + bench};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"--json", json_path});
+  JsonSweep sweep;
+  sweep.run = run_program(argv, 120s);
+  sweep.doc = read_json(json_path);
+  return sweep;
+}
+
 // The benchmark harness: bad flags are refused before any rank joins (exit 2, the flag and value
 // named), and a small checked sweep writes its rows as JSON.
 TEST(PerfHarness, RejectsBadFlagsNamingThem) {
@@ -119,20 +144,15 @@ TEST(PerfHarness, BatchedPutGetSweepChecksEveryRange) {
 }
 
 TEST(PerfHarness, CheckedSweepWritesJsonRows) {
-  TempDir dir;
-  const std::string json_path = dir.path() + "/rows.json";
-  Outcome o = run_program(
-      {kBin + "/orbite-run", "-n", "2", "--timeout", "100", "--",
-       std::string(ORBITE_BINARY_DIR) + "/perf_tests/sendrecv_perf", "--sizes", "8,70000", "-n",
-       "5", "-w", "1", "-c", "1", "--transport", "tcp", "--json", json_path},
-      120s);
+  const JsonSweep sweep = run_json_sweep("sendrecv_perf", {"--sizes", "8,70000", "-n", "5", "-w",
+                                                           "1", "-c", "1", "--transport", "tcp"});
+  const Outcome& o = sweep.run;
   ASSERT_EQ(o.status, 0) << o.out << o.err;
   EXPECT_NE(o.out.find("check: 0 wrong bytes, OK"), std::string::npos) << o.out;
   const std::optional<double> avg = nccl_tests_avg_busbw(o.out, "0 OK");
   ASSERT_TRUE(avg) << o.out;
-  const std::optional<nlohmann::json> parsed = read_json(json_path);
-  ASSERT_TRUE(parsed) << json_path;
-  const nlohmann::json& doc = *parsed;
+  ASSERT_TRUE(sweep.doc) << o.out;
+  const nlohmann::json& doc = *sweep.doc;
   EXPECT_EQ(doc["transport"], "tcp");
   EXPECT_EQ(doc["ok"], true);
   ASSERT_EQ(doc["rows"].size(), 2U);
@@ -178,19 +198,15 @@ TEST(PerfHarness, EachTableReportsTheRouteItMeasured) {
 
 // Without -c nothing is checked and, as nccl-tests with -c 0, the sweep still closes with 0 OK.
 TEST(PerfHarness, UncheckedSweepClosesAsNcclTests) {
-  TempDir dir;
-  const std::string json_path = dir.path() + "/rows.json";
-  Outcome o = run_program({kBin + "/orbite-run", "-n", "2", "--timeout", "100", "--",
-                           std::string(ORBITE_BINARY_DIR) + "/perf_tests/sendrecv_perf", "--sizes",
-                           "4096", "-n", "3", "-w", "1", "--transport", "tcp", "--json", json_path},
-                          120s);
+  const JsonSweep sweep = run_json_sweep(
+      "sendrecv_perf", {"--sizes", "4096", "-n", "3", "-w", "1", "--transport", "tcp"});
+  const Outcome& o = sweep.run;
   ASSERT_EQ(o.status, 0) << o.out << o.err;
   EXPECT_EQ(o.out.find("# check:"), std::string::npos) << o.out;
   const std::optional<double> avg = nccl_tests_avg_busbw(o.out, "0 OK");
   ASSERT_TRUE(avg) << o.out;
-  const std::optional<nlohmann::json> parsed = read_json(json_path);
-  ASSERT_TRUE(parsed) << json_path;
-  const nlohmann::json& doc = *parsed;
+  ASSERT_TRUE(sweep.doc) << o.out;
+  const nlohmann::json& doc = *sweep.doc;
   EXPECT_TRUE(doc["wrong_bytes"].is_null());
   expect_avg_busbw(*avg, doc, {"bw_gbps"});
 }
@@ -242,37 +258,16 @@ TEST(PerfHarness, CollectiveRootOutsideTheJobIsRefused) {
 // The table and JSON contract scripts/plot.py and compare-mpi.sh read: nccl-tests' columns, both
 // placements per row, the bus bandwidth and the checked results.
 TEST(PerfHarness, CheckedCollectiveSweepWritesJsonRows) {
-  TempDir dir;
-  const std::string json_path = dir.path() + "/rows.json";
-  Outcome o = run_program({kBin + "/orbite-run",
-                           "-n",
-                           "2",
-                           "--timeout",
-                           "100",
-                           "--",
-                           std::string(ORBITE_BINARY_DIR) + "/perf_tests/all_reduce_perf",
-                           "--sizes",
-                           "8,70000",
-                           "-n",
-                           "3",
-                           "-w",
-                           "1",
-                           "-c",
-                           "1",
-                           "-d",
-                           "bfloat16",
-                           "-o",
-                           "max",
-                           "--json",
-                           json_path},
-                          120s);
+  const JsonSweep sweep = run_json_sweep(
+      "all_reduce_perf",
+      {"--sizes", "8,70000", "-n", "3", "-w", "1", "-c", "1", "-d", "bfloat16", "-o", "max"});
+  const Outcome& o = sweep.run;
   ASSERT_EQ(o.status, 0) << o.out << o.err;
   EXPECT_NE(o.out.find("check: 0 wrong elements, OK"), std::string::npos) << o.out;
   const std::optional<double> avg = nccl_tests_avg_busbw(o.out, "0 OK");
   ASSERT_TRUE(avg) << o.out;
-  const std::optional<nlohmann::json> parsed = read_json(json_path);
-  ASSERT_TRUE(parsed) << json_path;
-  const nlohmann::json& doc = *parsed;
+  ASSERT_TRUE(sweep.doc) << o.out;
+  const nlohmann::json& doc = *sweep.doc;
   EXPECT_EQ(doc["program"], "all_reduce_perf");
   EXPECT_EQ(doc["ranks"], 2);
   EXPECT_EQ(doc["ok"], true);
@@ -298,18 +293,13 @@ TEST(PerfHarness, CheckedCollectiveSweepWritesJsonRows) {
 
 // -p 1: the per-call time's percentiles, ordered, beside the loop's mean, in table and JSON.
 TEST(PerfHarness, PercentilesOfThePerCallTimeAreReportedWhenAskedFor) {
-  TempDir dir;
-  const std::string json_path = dir.path() + "/rows.json";
-  Outcome o =
-      run_program({kBin + "/orbite-run", "-n", "2", "--timeout", "100", "--",
-                   std::string(ORBITE_BINARY_DIR) + "/perf_tests/all_reduce_perf", "--sizes",
-                   "8,70000", "-n", "50", "-w", "1", "-c", "1", "-p", "1", "--json", json_path},
-                  120s);
+  const JsonSweep sweep = run_json_sweep(
+      "all_reduce_perf", {"--sizes", "8,70000", "-n", "50", "-w", "1", "-c", "1", "-p", "1"});
+  const Outcome& o = sweep.run;
   ASSERT_EQ(o.status, 0) << o.out << o.err;
   EXPECT_NE(o.out.find("p99(us)"), std::string::npos) << o.out;
-  const std::optional<nlohmann::json> parsed = read_json(json_path);
-  ASSERT_TRUE(parsed) << json_path;
-  const nlohmann::json& doc = *parsed;
+  ASSERT_TRUE(sweep.doc) << o.out;
+  const nlohmann::json& doc = *sweep.doc;
   ASSERT_EQ(doc["rows"].size(), 2U);
   for (const auto& row : doc["rows"]) {
     const double p50 = row["p50_us"].get<double>();
