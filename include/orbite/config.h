@@ -254,8 +254,10 @@ struct ORBITE_API EngineConfig {
   // Data worker threads of the per-process proxy.
   std::uint32_t num_lanes = 1;
   ProgressMode progress_mode = ProgressMode::Polling;
-  // Unexpected eager bytes a sender may have outstanding at each receiver (credit window).
-  std::uint64_t eager_credit_bytes = 4 * kMiB;
+  // Unexpected eager bytes a sender may have outstanding at each receiver (credit window). Also
+  // how far an eager sender may run ahead of its receiver: four 64 KiB messages, not 64
+  // (docs/performance.md, "The broadcast's tail").
+  std::uint64_t eager_credit_bytes = 256 * kKiB;
   // Batched puts and gets join ranges that continue each other on both sides (TENT's
   // merge_requests): one range, and one RDMA grant, for a run of adjacent blocks.
   bool merge_requests = true;

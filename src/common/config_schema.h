@@ -324,7 +324,8 @@ void visit_engine(V& v, C& c) {
           "sleeps on epoll/eventfd until woken, so that an idle engine costs no CPU.");
   v.field("eager_credit_bytes", c.eager_credit_bytes, Bytes{64 * kKiB, 1 * kGiB},
           "Unexpected eager bytes a sender may have outstanding at each receiver; beyond it, "
-          "messages wait for rendezvous, so a fast sender cannot exhaust a receiver's memory.");
+          "messages wait for rendezvous, so a fast sender cannot exhaust a receiver's memory "
+          "or run far ahead of its receives.");
   v.field("merge_requests", c.merge_requests, std::monostate{},
           "A batched put or get joins ranges that continue each other in both regions (after "
           "sorting them by remote offset), so adjacent blocks cost one range and one RDMA grant; "

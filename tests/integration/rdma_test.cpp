@@ -98,15 +98,17 @@ TEST(Rdma, CrossedMessagesThatEachNeedTheWholeDirectBudgetBothArrive) {
 
 // rdma.eager_limit: each side names its frame size in its connect blob and both use the smaller
 // (64 KiB against 8 KiB), so a frame never exceeds the receiver's slots; messages up to it go
-// eager, the rest rendezvous. And the largest limit (256 KiB) on both sides.
+// eager, the rest rendezvous. And the largest limit (256 KiB) on both sides, with a credit
+// window that holds such messages (the default, 256 KiB, holds none with its header).
 TEST(RdmaFrames, EagerMessagesUpToTheSmallerOfTheTwoLimitsInOneFrame) {
   Outcome o = run_ranks("eager_frames", {{"ORBITE_RDMA_EAGER_LIMIT", "64KiB"},
                                          {"RDMA_PROBE_RANK_ENV", "1:ORBITE_RDMA_EAGER_LIMIT=8KiB"},
                                          {"EAGER_EXPECT", "8192"}});
   expect_pass(o, "eager_frames");
   EXPECT_EQ(count_of(o.out, "eager_frames 6 eager, 5 rendezvous, limit 8192"), 2U) << o.out;
-  o = run_ranks("eager_frames",
-                {{"ORBITE_RDMA_EAGER_LIMIT", "256KiB"}, {"EAGER_EXPECT", "262144"}});
+  o = run_ranks("eager_frames", {{"ORBITE_RDMA_EAGER_LIMIT", "256KiB"},
+                                 {"ORBITE_EAGER_CREDIT_BYTES", "4MiB"},
+                                 {"EAGER_EXPECT", "262144"}});
   expect_pass(o, "eager_frames");
 }
 

@@ -144,8 +144,8 @@ TEST_F(CommP2p, TcpBetweenSameHostRanks) {
 }
 
 // A sender far ahead of its receiver: 400 eager-sized messages (6.4 MiB) before any receive is
-// posted. Credit holds the unexpected bytes at the receiver within eager_credit_bytes (4 MiB); the
-// rest waits as rendezvous, and every message still arrives in order.
+// posted. Credit holds the unexpected bytes at the receiver within eager_credit_bytes (256 KiB);
+// the rest waits as rendezvous, and every message still arrives in order.
 TEST_F(CommP2p, CreditBoundsUnexpectedEagerBytes) {
   for (Transport transport : {Transport::Shm, Transport::Tcp}) {
     constexpr int kCount = 400;
