@@ -7,6 +7,7 @@
 // and after the announcement arrived; a truncated announced message fails both sides with
 // InvalidArgument and writes nothing; 20 messages sent before any receive is posted go 16 by
 // announcement and 4 by Cts (a sender keeps at most 16 announcements waiting per peer).
+// And forged_rendezvous (below): GrantRequests that name a target that does not exist.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -149,6 +150,73 @@ void scenario_rdma_announced_rendezvous(RdmaContext& r, bool announcing) {
               static_cast<unsigned long long>(s.grant_requests_deferred),
               static_cast<unsigned long long>(s.grant_nacks));
   barrier(r.c, "announced rendezvous checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// forged_rendezvous: rank 0's rendezvous GrantRequests name a target that does not exist (hook
+// forge_rendezvous), in both flows: a message announced as RtsRma (64 KiB + 1) whose request
+// names another message (refused once the announcement would long have arrived), with the
+// receive posted before the sender gives up and after it; and a message past the announcement
+// limit (1 MiB + 1) whose request after the Cts names a receive that was never matched. Each time
+// the receiver refuses it before any authority; the send fails, the receive it was meant for
+// fails too (the sender's Abandon or Reject), nothing lands, and the link goes on: an eager
+// message afterwards arrives.
+
+namespace {
+
+constexpr std::uint64_t kForgedSenderSeed = 0xF0B;
+constexpr std::uint64_t kForgedReceiverSeed = 0xF0A;
+
+std::uint64_t engine_nacks(RdmaContext& r) {
+  return r.c.comm.engine().rdma_stats().grant_nacks;
+}
+
+}  // namespace
+
+void scenario_rdma_forged_rendezvous(RdmaContext& r) {
+  struct Case {
+    std::uint64_t n;
+    bool receive_late;  // posted after the send failed
+  };
+  constexpr Case kCases[] = {{64 * kKiB + 1, false}, {64 * kKiB + 1, true}, {kMiB + 1, false}};
+  Context over_rdma{r.c.comm, r.rdma, r.c.rank, r.c.size};
+  int round = 0;
+  for (const Case& k : kCases) {
+    const int tag = 70 + 2 * round;
+    const int step = 700 + round++;
+    const std::string what =
+        sz(k.n) + "-byte forged rendezvous" + (k.receive_late ? " (receive posted late)" : "");
+    Bytes big(k.n), small(100);
+    auto forged = [&](const Status& st) {
+      return st.code() == Errc::InvalidArgument &&
+             st.message().find("awaits no rendezvous write") != std::string::npos;
+    };
+    if (r.c.rank == 0) {
+      fill_pattern(big.data(), k.n, kForgedSenderSeed);
+      auto q = r.c.comm.isend(big.data(), k.n, 1, tag, r.rdma);
+      const Status st = q.ok() ? q->wait(std::chrono::seconds(30)) : q.status();
+      std::printf("rank 0: %s: the send: %s\n", what.c_str(), st.to_string().c_str());
+      check(forged(st), what + ": the send " + st.to_string());
+      if (k.receive_late) signal_peer(r.c, 1, step);
+      fill_pattern(small.data(), small.size(), kForgedSenderSeed + 1);
+      send(over_rdma, small.data(), small.size(), 1, tag + 1, "the message after");
+    } else {
+      fill_pattern(big.data(), k.n, kForgedReceiverSeed);
+      const std::uint64_t nacks = engine_nacks(r);
+      if (k.receive_late) await_peer(r.c, 0, step);
+      auto q = r.c.comm.irecv(big.data(), k.n, 0, tag, r.rdma);
+      const Status st = q.ok() ? q->wait(std::chrono::seconds(30)) : q.status();
+      std::printf("rank 1: %s: the receive it aimed past: %s\n", what.c_str(),
+                  st.to_string().c_str());
+      check(forged(st), what + ": the receive " + st.to_string());
+      check_pattern(big.data(), k.n, kForgedReceiverSeed, what + ": the receive's buffer");
+      check(recv(over_rdma, small.data(), small.size(), 0, tag + 1, "the message after") == 100,
+            "the message after: size");
+      check_pattern(small.data(), small.size(), kForgedSenderSeed + 1, "the message after");
+      check(engine_nacks(r) > nacks, what + ": the forged GrantRequest was not refused");
+    }
+  }
+  barrier(r.c, "forged rendezvous checked");
 }
 
 }  // namespace orbite::probe
