@@ -109,6 +109,9 @@ TEST(ConfigDefaults, EngineAndOtherSectionDefaults) {
   const EngineConfig c;
   EXPECT_EQ(c.num_lanes, 1u);
   EXPECT_EQ(c.progress_mode, ProgressMode::Polling);
+  // Four 64 KiB eager messages of run-ahead (docs/transports.md, "Credit"), and batches merged.
+  EXPECT_EQ(c.eager_credit_bytes, 256ULL * 1024);
+  EXPECT_TRUE(c.merge_requests);
 
   EXPECT_EQ(c.tcp.interface, "");
   EXPECT_EQ(c.tcp.streams_per_peer, 1u);
