@@ -116,6 +116,17 @@ struct ORBITE_API RdmaConfig {
   // size plus a 48-byte header per lane and context, charged to max_cached_mr_bytes (8 KiB: 126
   // peers' receives take 33 MB of the default 64 MiB). Two peers use the smaller of their limits.
   std::uint64_t eager_limit = 8 * kKiB;
+  // Bounce buffers: a rendezvous message of at most this many bytes is copied through a chunk of
+  // an engine-owned pool, registered once and kept (the MR cache), on both sides: the sender
+  // copies its buffer into a chunk and WRITEs from it, the receiver grants a chunk and copies it
+  // into the posted buffer on the receipt. No user buffer is registered for such a message. Larger
+  // messages (and any message when the pool or the MR budgets are spent) register the user's
+  // buffers for the message alone. 0: never bounce. Rounded up to a multiple of 64.
+  std::uint64_t bounce_limit = 256 * kKiB;
+  // Bound on the bounce pool (per process, all peers and lanes), in chunks of bounce_limit made
+  // eight at a time on first need; its slabs are registered through the MR cache and charged to
+  // max_cached_mrs / max_cached_mr_bytes like any engine-owned memory.
+  std::uint64_t bounce_pool_bytes = 8 * kMiB;
 
   // Budgets (admission limits, not throughput guarantees).
   std::uint32_t max_endpoints = 64;

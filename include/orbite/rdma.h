@@ -52,6 +52,15 @@ struct RdmaMrCacheStats {
   // The lanes' receive and staging slot slabs (one MR copy each), included in mr_copies/bytes.
   std::uint64_t slabs = 0;
   std::uint64_t slab_bytes = 0;
+  // Bounce buffers (rdma.bounce_limit): rendezvous messages copied through the pool's chunks
+  // instead of registering the user's buffer, as the sender and as the receiver; messages under
+  // the limit that registered their buffer because no chunk (or no budget for its slab) was
+  // there; the pool's slabs made so far (bytes) and chunks lent now.
+  std::uint64_t bounce_sends = 0;
+  std::uint64_t bounce_receives = 0;
+  std::uint64_t bounce_fallbacks = 0;
+  std::uint64_t bounce_pool_bytes = 0;
+  std::uint64_t bounce_lent = 0;
 };
 
 // One priority tier of the RDMA scheduler (requester side).

@@ -307,6 +307,13 @@ Status EngineConfig::validate() const {
             " exceeds rdma.max_staging_bytes (" + std::to_string(rdma.max_staging_bytes) +
             "), the staging pool's bound");
   }
+  if (rdma.bounce_limit != 0 && rdma.bounce_pool_bytes < rdma.bounce_limit) {
+    return Status::error(
+        Errc::Configuration,
+        "config: rdma.bounce_pool_bytes = " + std::to_string(rdma.bounce_pool_bytes) +
+            " cannot hold one chunk of rdma.bounce_limit = " + std::to_string(rdma.bounce_limit) +
+            " (set bounce_limit to 0 instead)");
+  }
   if (cuda.staging_chunk_bytes % 64 != 0) {
     return Status::error(Errc::Configuration, "config: cuda.staging_chunk_bytes = " +
                                                   std::to_string(cuda.staging_chunk_bytes) +

@@ -163,6 +163,12 @@ void visit_rdma(V& v, C& r) {
           "Largest send/recv message carried eagerly in one RDMA frame; larger ones use the "
           "rendezvous. Each peer's message QP keeps 32 receives of this size per lane and context, "
           "charged to max_cached_mr_bytes; two peers use the smaller of their limits.");
+  v.field("bounce_limit", r.bounce_limit, Bytes{0, 64 * kMiB},
+          "Largest rendezvous message copied through the bounce pool's registered chunks on both "
+          "sides instead of registering the user's buffers for it; 0 never bounces.");
+  v.field("bounce_pool_bytes", r.bounce_pool_bytes, Bytes{0, 1ULL << 40},
+          "Bound on the bounce pool (chunks of bounce_limit, per process); a message finding no "
+          "chunk free registers its buffer instead.");
   v.field("max_endpoints", r.max_endpoints, UInt{1, kU32Max},
           "Physical QPs, including retained connections.");
   v.field("max_grants", r.max_grants, UInt{1, kU32Max}, "Whole-parent grant reservations.");

@@ -34,22 +34,24 @@ void StagingLease::retain(const std::string& why) {
   kept->push_back(slab_);
 }
 
-StagingPool::StagingPool(std::uint64_t max_bytes, std::uint64_t chunk_bytes, SlabHook hook)
-    : max_(max_bytes), chunk_(chunk_bytes), hook_(std::move(hook)) {
+StagingPool::StagingPool(std::uint64_t max_bytes, std::uint64_t chunk_bytes, SlabHook hook,
+                         bool pin)
+    : max_(max_bytes), chunk_(chunk_bytes), hook_(std::move(hook)), pin_(pin) {
   stats_.chunk_bytes = chunk_bytes;
   stats_.max_bytes = max_bytes;
 }
 
 Result<std::shared_ptr<StagingPool>> StagingPool::create(std::uint64_t max_bytes,
                                                          std::uint64_t chunk_bytes,
-                                                         SlabHook on_slab) {
+                                                         SlabHook on_slab, bool pin_for_cuda) {
   if (chunk_bytes == 0 || chunk_bytes % 64 != 0 || max_bytes < chunk_bytes) {
     return Status::error(Errc::Configuration,
                          "staging: chunk of " + std::to_string(chunk_bytes) +
                              " bytes (a positive multiple of 64) within a bound of " +
                              std::to_string(max_bytes) + " bytes");
   }
-  return std::shared_ptr<StagingPool>(new StagingPool(max_bytes, chunk_bytes, std::move(on_slab)));
+  return std::shared_ptr<StagingPool>(
+      new StagingPool(max_bytes, chunk_bytes, std::move(on_slab), pin_for_cuda));
 }
 
 Result<std::shared_ptr<StagingLease>> StagingPool::try_take() {
@@ -64,7 +66,7 @@ Result<std::shared_ptr<StagingLease>> StagingPool::try_take() {
     auto slab = std::make_shared<StagingSlab>();
     slab->length = chunks * chunk_;
     // Pinned when a driver is there (asynchronous device copies), ordinary pages otherwise.
-    if (probe_driver().ok()) {
+    if (pin_ && probe_driver().ok()) {
       ORBITE_ASSIGN_OR_RETURN(auto pinned, Allocation::allocate_pinned(slab->length, 0));
       slab->base = pinned->base();
       slab->pinned = true;

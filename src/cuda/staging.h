@@ -73,10 +73,13 @@ struct StagingStats {
 class StagingPool : public std::enable_shared_from_this<StagingPool> {
  public:
   using SlabHook = std::function<Status(StagingSlab&)>;
-  // chunk_bytes (> 0) divides the slabs; max_bytes (>= chunk_bytes) bounds them all.
+  // chunk_bytes (> 0) divides the slabs; max_bytes (>= chunk_bytes) bounds them all. With
+  // pin_for_cuda false the slabs are ordinary pages even where a driver is there (a pool no
+  // device copy reads, such as RDMA's bounce buffers).
   static Result<std::shared_ptr<StagingPool>> create(std::uint64_t max_bytes,
                                                      std::uint64_t chunk_bytes,
-                                                     SlabHook on_slab = nullptr);
+                                                     SlabHook on_slab = nullptr,
+                                                     bool pin_for_cuda = true);
   // A chunk, or null when every chunk the bound allows is lent (the caller waits for one to
   // come back). An error only when a new slab could not be made or prepared.
   Result<std::shared_ptr<StagingLease>> try_take();
@@ -87,12 +90,13 @@ class StagingPool : public std::enable_shared_from_this<StagingPool> {
 
  private:
   friend class StagingLease;
-  StagingPool(std::uint64_t max_bytes, std::uint64_t chunk_bytes, SlabHook hook);
+  StagingPool(std::uint64_t max_bytes, std::uint64_t chunk_bytes, SlabHook hook, bool pin);
   void give_back(const std::shared_ptr<StagingSlab>& slab, std::byte* data);
 
   const std::uint64_t max_;
   const std::uint64_t chunk_;
   SlabHook hook_;
+  const bool pin_;
   mutable std::mutex mu_;  // guards everything below; the slab hook runs with it held
   std::vector<std::shared_ptr<StagingSlab>> slabs_;
   std::vector<std::pair<std::shared_ptr<StagingSlab>, std::byte*>> free_;

@@ -13,6 +13,7 @@ add_executable(orbite-rdma-probe
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_recovery.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_cache.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_rendezvous.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_bounce.cpp
   ${CMAKE_CURRENT_LIST_DIR}/rdma_probe_numa.cpp
   ${CMAKE_CURRENT_LIST_DIR}/p2p_probe_support.cpp)
 target_link_libraries(orbite-rdma-probe PRIVATE orbite_internal orbite_warnings ${CMAKE_DL_LIBS})

@@ -563,6 +563,7 @@ const std::map<std::string, Entry>& scenarios() {
       {"route_recovery", {scenario_rdma_route_recovery, {}}},
       {"forged_nic_table", {scenario_rdma_forged_nic_table, {{1, "forge_nic_table"}}}},
       {"mr_cache", {scenario_rdma_mr_cache, {}}},
+      {"bounce", {scenario_rdma_bounce, {}}},
       {"error_cqe", {scenario_rdma_error_cqe, {}}},
       {"unregister_busy", {scenario_rdma_unregister_busy, {}}},
       {"failed_post", {scenario_rdma_failed_post, {}}},

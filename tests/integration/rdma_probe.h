@@ -96,6 +96,8 @@ void scenario_rdma_route_recovery(RdmaContext& r);
 void scenario_rdma_rail_health(RdmaContext& r);
 // The MR cache of the collectives' scratch (rdma_probe_cache.cpp).
 void scenario_rdma_mr_cache(RdmaContext& r);
+// rdma_probe_bounce.cpp
+void scenario_rdma_bounce(RdmaContext& r);
 // NUMA placement of the rails (rdma_probe_numa.cpp).
 void scenario_rdma_numa(RdmaContext& r);
 // Killed peers (started directly by the test, 3 ranks): `phase` names who dies and when.

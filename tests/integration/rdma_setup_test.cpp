@@ -72,9 +72,12 @@ TEST(RdmaLoader, TheFirstLoadInAProcessWins) {
 
 std::map<std::string, std::string> mr_cache_env(const std::string& expect,
                                                 const std::string& budget_bytes = "") {
-  // 4 KiB frames keep the slabs' sizes below (rdma.eager_limit sizes the frame slots).
+  // 4 KiB frames keep the slabs' sizes below (rdma.eager_limit sizes the frame slots). No bounce
+  // pool: its slabs are engine-owned ranges too, and these cases count the scratch's alone (the
+  // bounce cases below count the pool's).
   std::map<std::string, std::string> env = {{"ORBITE_COLL_TRANSPORT", "rdma"},
                                             {"ORBITE_RDMA_EAGER_LIMIT", "4KiB"},
+                                            {"ORBITE_RDMA_BOUNCE_LIMIT", "0"},
                                             {"MR_CACHE_EXPECT", expect}};
   if (!budget_bytes.empty()) env["ORBITE_RDMA_MAX_CACHED_MR_BYTES"] = budget_bytes;
   return env;
@@ -108,6 +111,24 @@ TEST(RdmaMrCache, ABudgetWithoutRoomForTheSlotSlabsFailsTheCollectiveNamingIt) {
   expect_pass(o, "mr_cache");
   EXPECT_NE(o.out.find("slot slab: a slab of"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("does not fit rdma.max_cached_mr_bytes = 4096"), std::string::npos) << o.out;
+}
+
+// ---- bounce buffers (rdma.bounce_limit): rendezvous messages without user registrations ------
+
+TEST(RdmaBounce, MessagesUpToTheLimitRegisterNoUserBufferAndRemappedBuffersCarryNewBytes) {
+  const Outcome o = run_ranks("bounce", {});
+  expect_pass(o, "bounce");
+  EXPECT_NE(o.out.find("8 messages of 64 KiB: 8 bounced, 0 fallbacks, 0 MRs registered"),
+            std::string::npos)
+      << o.out;
+}
+
+TEST(RdmaBounce, APoolOfOneChunkFallsBackToRegisteringTheBuffers) {
+  expect_pass(run_ranks("bounce", {{"ORBITE_RDMA_BOUNCE_POOL_BYTES", "256KiB"}}), "bounce");
+}
+
+TEST(RdmaBounce, ALimitOfZeroRegistersEveryMessagesBuffers) {
+  expect_pass(run_ranks("bounce", {{"ORBITE_RDMA_BOUNCE_LIMIT", "0"}}), "bounce");
 }
 
 class RdmaCapability : public ::testing::Test {

@@ -88,6 +88,9 @@ TEST(ConfigDefaults, RdmaDefaultsAreTheGuides) {
   EXPECT_EQ(r.max_cached_mrs, 64u);
   EXPECT_EQ(r.max_cached_mr_bytes, 64ULL * 1024 * 1024);
   EXPECT_EQ(r.max_window_key_indices, 65536u);
+  // Bounce buffers (OrbiTE's, docs/rdma.md): 256 KiB messages through an 8 MiB pool.
+  EXPECT_EQ(r.bounce_limit, 256ULL * 1024);
+  EXPECT_EQ(r.bounce_pool_bytes, 8ULL * 1024 * 1024);
   // READ depths and signalling.
   EXPECT_EQ(r.max_rd_atomic, 16u);
   EXPECT_EQ(r.max_dest_rd_atomic, 16u);
@@ -212,6 +215,19 @@ TEST(ConfigValidate, DisabledGpuDirectWithDirectCudaMemoryIsAnError) {
   EXPECT_CONTAINS(s.message(), "rdma.disable_gpu_direct_rdma");
   in_code.rdma.disable_gpu_direct_rdma = false;
   EXPECT_TRUE(in_code.validate().ok());
+}
+
+TEST(ConfigValidate, ABouncePoolSmallerThanOneChunkIsRefusedNamingBothFields) {
+  auto small =
+      EngineConfig::from_json(R"({"rdma":{"bounce_limit":"1MiB","bounce_pool_bytes":"512KiB"}})");
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.status().code(), Errc::Configuration);
+  EXPECT_CONTAINS(small.status().message(), "rdma.bounce_pool_bytes = 524288");
+  EXPECT_CONTAINS(small.status().message(), "rdma.bounce_limit = 1048576");
+  // Off, the pool's bound does not matter.
+  auto off = EngineConfig::from_json(R"({"rdma":{"bounce_limit":0,"bounce_pool_bytes":0}})");
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_EQ(off->rdma.bounce_limit, 0u);
 }
 
 struct CodeCase {

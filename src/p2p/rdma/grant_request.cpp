@@ -113,6 +113,20 @@ Status GrantSource::resolve_target(PeerRdma& peer, const GrantRequest& m, GrantP
   record->base = target.buffer;
   record->length = target.length;
   record->access = Access{false, true};
+  std::byte* const at = target.buffer + m.offset;
+  // A message up to rdma.bounce_limit lands in a bounce chunk (registered once, kept by the
+  // cache) and is copied into the receive on READY: the user's buffer is neither registered nor
+  // range-locked, so receives posted into one buffer take their writes side by side. The record
+  // is placed so that its granted range [offset, offset + length) is the chunk.
+  if (cache_->bounces(m.length) && !cache_->owns(at, m.length)) {
+    plan.may_bounce = true;
+    if (auto bounce = cache_->take_bounce(m.length)) {
+      const auto chunk = reinterpret_cast<std::uintptr_t>(bounce->chunk->data());
+      record->base = reinterpret_cast<std::byte*>(chunk - m.offset);
+      plan.bounce = std::move(bounce->chunk);
+      plan.bounce_to = at;
+    }
+  }
   plan.region = std::move(record);
   plan.receive = std::move(target.keepalive);
   return {};
@@ -352,6 +366,10 @@ std::uint64_t GrantSource::record_grant(PeerRdma& peer, const GrantRequest& m, G
   g.region = plan.region;
   g.to_receive = plan.to_receive;
   g.receive = std::move(plan.receive);
+  // Counted here, once: a request deferred after its target was resolved resolves it again.
+  if (plan.may_bounce) cache_->count_bounce(false, plan.bounce != nullptr);
+  g.bounce = std::move(plan.bounce);
+  g.bounce_to = plan.bounce_to;
   g.pin = std::move(res.pin);
   g.lock = std::move(res.lock);
   g.slot = std::move(res.slot);

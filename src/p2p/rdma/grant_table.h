@@ -16,6 +16,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "cuda/staging.h"
+
 #include "p2p/rdma/engine.h"
 #include "p2p/rdma/range_locks.h"
 #include "p2p/rdma/region_pin.h"
@@ -80,6 +82,10 @@ struct GrantState {
   bool to_receive = false;
   std::shared_ptr<detail::RequestState> receive;
   std::uint64_t receive_id = 0;  // the receive's wire id (target names the message for RtsRma)
+  // A bounced rendezvous: `region` reaches this chunk (not the receive), copied to bounce_to on
+  // READY; lent as long as a window over it may exist (kept for good with a retained grant).
+  std::shared_ptr<cuda::StagingLease> bounce;
+  std::byte* bounce_to = nullptr;
   std::vector<GrantSegment> segments;
   std::unique_ptr<PrivateGrant> priv;  // the private grant path's objects (device memory)
   bool published = false;

@@ -1,6 +1,7 @@
 // MrCache: declared engine-owned ranges, registered at first use and kept within the budgets.
 #include "p2p/rdma/mr_cache.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/log.h"
@@ -11,7 +12,58 @@ namespace orbite::rdma {
 MrCache::MrCache(std::shared_ptr<RdmaEngine> engine)
     : engine_(std::move(engine)),
       max_copies_(engine_->config().rdma.max_cached_mrs),
-      max_bytes_(engine_->config().rdma.max_cached_mr_bytes) {}
+      max_bytes_(engine_->config().rdma.max_cached_mr_bytes),
+      bounce_limit_((engine_->config().rdma.bounce_limit + 63) / 64 * 64) {
+  if (bounce_limit_ == 0) return;
+  // The configuration guarantees a pool of at least one chunk; a refusal leaves bouncing off.
+  auto pool = cuda::StagingPool::create(
+      std::max(engine_->config().rdma.bounce_pool_bytes, bounce_limit_), bounce_limit_,
+      [this](cuda::StagingSlab& slab) {
+        declare(slab.base, slab.length);
+        return Status{};
+      },
+      false);
+  if (pool.ok()) {
+    bounce_ = std::move(*pool);
+  } else {
+    ORBITE_LOG(Warn, Rdma) << "bounce buffers are off: " << pool.status().to_string();
+  }
+}
+
+bool MrCache::owns(const std::byte* p, std::uint64_t length) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.upper_bound(p);
+  if (it == entries_.begin()) return false;
+  --it;
+  return p + length <= it->first + it->second.length;
+}
+
+std::optional<MrCache::Bounce> MrCache::take_bounce(std::uint64_t length) {
+  if (!bounces(length)) return std::nullopt;
+  auto chunk = bounce_->try_take();
+  if (!chunk.ok()) {
+    ORBITE_LOG(Debug, Rdma) << "bounce pool: " << chunk.status().to_string();
+    return std::nullopt;
+  }
+  if (*chunk == nullptr) return std::nullopt;  // every chunk is lent
+  // Null when the budgets cannot take the chunk's slab.
+  auto record = find((*chunk)->data(), length);
+  if (record == nullptr) return std::nullopt;
+  Bounce b;
+  b.offset = static_cast<std::uint64_t>((*chunk)->data() - record->base);
+  b.chunk = std::move(*chunk);
+  b.record = std::move(record);
+  return b;
+}
+
+void MrCache::count_bounce(bool sender, bool bounced) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!bounced) {
+    ++bounce_fallbacks_;
+  } else {
+    ++(sender ? bounce_sends_ : bounce_receives_);
+  }
+}
 
 void MrCache::declare(std::byte* base, std::uint64_t length) {
   if (base == nullptr || length == 0) return;
@@ -138,8 +190,14 @@ void MrCache::release_slab(std::uint64_t bytes) {
 }
 
 RdmaMrCacheStats MrCache::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
   RdmaMrCacheStats s;
+  if (bounce_ != nullptr) {
+    // Read before mu_: the pool's mutex comes first (its slab hook declares under it).
+    const cuda::StagingStats b = bounce_->stats();
+    s.bounce_pool_bytes = b.slab_bytes;
+    s.bounce_lent = b.lent;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
   s.declared = entries_.size();
   for (const auto& [base, e] : entries_) s.registered += e.record != nullptr ? 1 : 0;
   s.draining = draining_.size();
@@ -151,6 +209,9 @@ RdmaMrCacheStats MrCache::stats() const {
   s.refused = refused_;
   s.slabs = slabs_;
   s.slab_bytes = slab_bytes_;
+  s.bounce_sends = bounce_sends_;
+  s.bounce_receives = bounce_receives_;
+  s.bounce_fallbacks = bounce_fallbacks_;
   return s;
 }
 

@@ -1,8 +1,9 @@
-// The MR cache for engine-owned memory (collective scratch; the lanes' slot slabs are charged to
-// its budgets too): such memory is declared when it is
-// allocated and forgotten before it is freed, so a registration of it can outlive one request
-// without ever reaching pages that a user re-mapped. User buffers never enter it: send/recv and
-// collective buffers of the user are registered per request (see RdmaLane::start_rma).
+// The MR cache for engine-owned memory (collective scratch, the bounce pool's slabs; the lanes'
+// slot slabs are charged to its budgets too): such memory is declared when it is allocated and
+// forgotten before it is freed, so a registration of it can outlive one request without ever
+// reaching pages that a user re-mapped. User buffers never enter it: a rendezvous message up to
+// rdma.bounce_limit is copied through a bounce chunk instead, and larger user buffers are
+// registered per request (Requester::register_send_buffer, GrantSource::prepare_memory).
 #pragma once
 
 #include <orbite/rdma.h>
@@ -13,9 +14,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cuda/staging.h"
 #include "p2p/registry.h"
 
 namespace orbite::rdma {
@@ -23,9 +26,10 @@ namespace orbite::rdma {
 class RdmaEngine;
 
 // Thread-safe (lanes look up from their threads; the collectives declare and forget from theirs).
-// Lock order: a lane's mutex, then mu_; nothing is called back with mu_ held.
-// Lifetime: shared by the RDMA domain and every RdmaLane; an entry's record (with its full-view
-// MrSet) is shared with the jobs and grants using it, and deregisters when the last one drops.
+// Lock order: a lane's mutex, then the bounce pool's, then mu_; nothing is called back with mu_
+// held. Lifetime: shared by the RDMA domain and every RdmaLane; an entry's record (with its
+// full-view MrSet) is shared with the jobs and grants using it, and deregisters when the last one
+// drops.
 class MrCache {
  public:
   explicit MrCache(std::shared_ptr<RdmaEngine> engine);
@@ -40,6 +44,28 @@ class MrCache {
   // are deregistered to stay within max_cached_mrs copies and max_cached_mr_bytes. Null when the
   // range is not engine-owned or the budgets cannot take it (the caller registers per request).
   std::shared_ptr<detail::RegionRecord> find(const std::byte* p, std::uint64_t length);
+  // Whether [p, p + length) lies wholly in declared memory (what find would answer).
+  [[nodiscard]] bool owns(const std::byte* p, std::uint64_t length) const;
+
+  // Bounce buffers (rdma.bounce_limit). Whether a message of `length` bytes may bounce.
+  [[nodiscard]] bool bounces(std::uint64_t length) const {
+    return bounce_ != nullptr && length > 0 && length <= bounce_limit_;
+  }
+  // A chunk of the pool for such a message, with the cached record that reaches it (registered
+  // on every usable context, remote access included) and the chunk's offset in that record. The
+  // chunk goes back to the pool when the last holder drops it, so whoever posts DMA through it
+  // holds it until that DMA ended. Nullopt when the message may not bounce, every chunk is lent,
+  // or the budgets cannot take the chunk's slab: the caller registers the user's buffer for the
+  // message, as above the limit.
+  struct Bounce {
+    std::shared_ptr<cuda::StagingLease> chunk;
+    std::shared_ptr<detail::RegionRecord> record;
+    std::uint64_t offset = 0;  // of the chunk's first byte in record
+  };
+  std::optional<Bounce> take_bounce(std::uint64_t length);
+  // Counts a message that could bounce, once, when its side committed to it: bounced, or fell
+  // back to registering (RdmaMrCacheStats).
+  void count_bounce(bool sender, bool bounced);
 
   // The lanes' slabs of receive and staging slots (one MR on one context each, kept for the
   // lane's life) count against the same budgets: a slab takes one MR copy and its bytes, making
@@ -66,6 +92,12 @@ class MrCache {
   std::shared_ptr<RdmaEngine> engine_;
   const std::uint64_t max_copies_;
   const std::uint64_t max_bytes_;
+  const std::uint64_t bounce_limit_;  // rdma.bounce_limit rounded up to 64; 0: off
+  // The bounce pool (null when off). Its slab hook declares each new slab here, with the pool's
+  // mutex held: order pool → mu_. Leases keep the pool alive past the cache; only take_bounce
+  // makes slabs, so the hook never runs after the cache is gone. Declared before entries_, so
+  // the cached registrations of its slabs go before the slabs' memory does.
+  std::shared_ptr<cuda::StagingPool> bounce_;
   // Order: a lane's mutex or a user thread (register, unregister) → mu_ → the verbs calls of
   // (de)registration; no other OrbiTE lock is taken under it.
   mutable std::mutex mu_;
@@ -74,6 +106,7 @@ class MrCache {
   std::uint64_t copies_ = 0, bytes_ = 0, tick_ = 0;  // guarded by mu_ (slabs included)
   std::uint64_t slabs_ = 0, slab_bytes_ = 0;         // guarded by mu_
   std::uint64_t hits_ = 0, misses_ = 0, registrations_ = 0, evictions_ = 0, refused_ = 0;
+  std::uint64_t bounce_sends_ = 0, bounce_receives_ = 0, bounce_fallbacks_ = 0;  // guarded by mu_
 };
 
 }  // namespace orbite::rdma

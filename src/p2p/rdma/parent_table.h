@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda/staging.h"
 #include "p2p/rdma/engine.h"
 #include "p2p/rdma/rail_health.h"
 #include "p2p/rdma/scheduler.h"
@@ -75,6 +76,9 @@ struct RmaJob {
   // A send buffer registered for this job only (op.local_buffer); released with the job, after
   // every parent has drained.
   std::shared_ptr<detail::RegionRecord> transient;
+  // Or the bounce chunk the send buffer was copied into (transient is then the chunk's cached
+  // record): lent until the job ends, so no WR of it can read a chunk lent again.
+  std::shared_ptr<cuda::StagingLease> bounce;
 };
 
 struct Parent {

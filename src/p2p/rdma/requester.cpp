@@ -186,15 +186,27 @@ void Requester::note_rail_error(PeerRdma& peer, Parent& p, const Segment& s) {
 }
 
 Status Requester::register_send_buffer(p2p::RmaOp& op, RmaJob& job) {
-  // Engine-owned memory (collective scratch) uses the MR cache. A user's buffer is registered on
-  // every usable context for this job only (the selector may pick any rail): a cached MR could
-  // outlive the user's mapping, and freed and re-mapped memory would be reached through the
-  // stale MR.
+  // Engine-owned memory (collective scratch) uses the MR cache. A user's buffer up to
+  // rdma.bounce_limit is copied into a bounce chunk, whose registration the cache keeps; a larger
+  // one (or one finding no chunk) is registered on every usable context for this job only (the
+  // selector may pick any rail): a cached MR could outlive the user's mapping, and freed and
+  // re-mapped memory would be reached through the stale MR.
   if (op.local_buffer == nullptr) {
     return Status::error(Errc::Internal, "an RDMA op without a local region or buffer");
   }
   const std::byte* at = op.local_buffer + op.local_offset;
-  if (auto cached = cache_->find(at, op.length)) {
+  std::optional<MrCache::Bounce> bounce;
+  // Only a write's source can be copied in before the WR: a read lands in the user's buffer.
+  if (op.write && cache_->bounces(op.length) && !cache_->owns(at, op.length)) {
+    bounce = cache_->take_bounce(op.length);
+    cache_->count_bounce(true, bounce.has_value());
+  }
+  if (bounce) {
+    std::memcpy(bounce->chunk->data(), at, op.length);
+    op.local_offset = bounce->offset;
+    job.transient = std::move(bounce->record);
+    job.bounce = std::move(bounce->chunk);
+  } else if (auto cached = cache_->find(at, op.length)) {
     op.local_offset = static_cast<std::uint64_t>(at - cached->base);
     job.transient = std::move(cached);
   } else {

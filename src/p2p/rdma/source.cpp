@@ -395,6 +395,10 @@ void GrantSource::close_grant(PeerRdma& peer, std::uint64_t id, const Status& ou
   const std::uint64_t length = g.length;
   const std::uint64_t generation = g.generation;
   engine_->counters().grants_active.fetch_sub(1);
+  if (g.bounce != nullptr && outcome.ok() && !retained) {
+    // READY: every receipt is verified and the windows are gone, so the chunk holds the message.
+    std::memcpy(g.bounce_to, g.bounce->data(), length);
+  }
   if (retained || private_retained) {
     // A window (or a private grant's object) that refused to go keeps its range lock, region pin
     // and charges for good (teardown_private counted its own).
@@ -403,6 +407,7 @@ void GrantSource::close_grant(PeerRdma& peer, std::uint64_t id, const Status& ou
     }
     g.pin.keep();
     g.lock.keep();
+    if (g.bounce != nullptr) g.bounce->retain("a window over it could not be revoked");
     g.slot.keep();
     g.bytes.keep();
     retained_grants_.push_back(std::move(g));
@@ -410,6 +415,7 @@ void GrantSource::close_grant(PeerRdma& peer, std::uint64_t id, const Status& ou
     // READY: the exact range is free for the next CPU or DMA access.
     g.lock.reset();
     g.pin.reset();
+    g.bounce.reset();
     g.slot.reset();
     g.bytes.reset();
   }

@@ -75,6 +75,11 @@ class GrantSource {
     std::uint64_t receive_id = 0;  // the matched receive's wire id (rendezvous_done's)
     std::shared_ptr<detail::RegionRecord> region;
     std::shared_ptr<detail::RequestState> receive;
+    // A rendezvous bounced (rdma.bounce_limit): the window is bound over this chunk, and on the
+    // receipt the chunk is copied to bounce_to, the granted range of the posted buffer.
+    std::shared_ptr<cuda::StagingLease> bounce;
+    std::byte* bounce_to = nullptr;
+    bool may_bounce = false;            // within the limit, user memory: bounced or fell back
     std::vector<Qp*> qps;               // each segment's
     std::vector<std::size_t> contexts;  // each segment's QP's (a grant may span rails)
     const MrSet* set = nullptr;
