@@ -201,8 +201,10 @@ struct ShmConfig {
   bool enable = true;
   // Single-copy transfers with process_vm_readv/writev when the kernel allows it.
   bool single_copy = true;
-  // Largest message sent eagerly through the ring.
-  std::uint64_t eager_limit = 16 * kKiB;
+  // Largest message sent eagerly through the ring (and put/get moved as Data chunks through it):
+  // two copies of up to 64 KiB beat the single copy's Rts, process_vm_readv and Fin on a
+  // 2-core VM (32 KiB: 3.5 against 7.5 us; docs/performance.md, sixteenth session).
+  std::uint64_t eager_limit = 64 * kKiB;
   // Capacity of each direction's ring per peer (a power of two).
   std::uint64_t ring_bytes = 1 * kMiB;
 };

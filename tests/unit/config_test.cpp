@@ -127,6 +127,9 @@ TEST(ConfigDefaults, EngineAndOtherSectionDefaults) {
 
   EXPECT_TRUE(c.shm.enable);
   EXPECT_TRUE(c.shm.single_copy);
+  // Two copies through the ring up to 64 KiB (docs/performance.md, sixteenth session).
+  EXPECT_EQ(c.shm.eager_limit, 64ULL * 1024);
+  EXPECT_EQ(c.shm.ring_bytes, 1024ULL * 1024);
 
   EXPECT_EQ(c.bootstrap.store, "");
   EXPECT_FALSE(c.bootstrap.host_store);

@@ -400,7 +400,12 @@ TEST(ShmConfig, RingBytesMustBeAPowerOfTwo) {
   EXPECT_CONTAINS(c.status().message(), "shm.ring_bytes");
   EXPECT_CONTAINS(c.status().message(), "100000");
   EXPECT_CONTAINS(c.status().message(), "power of two");
-  EXPECT_TRUE(EngineConfig::from_json(R"({"shm": {"ring_bytes": 131072}})").ok());
+  EXPECT_TRUE(
+      EngineConfig::from_json(R"({"shm": {"ring_bytes": 131072, "eager_limit": 32768}})").ok());
+  // A ring under four default eager messages (64 KiB each) needs the eager limit lowered too.
+  auto small = EngineConfig::from_json(R"({"shm": {"ring_bytes": 131072}})");
+  ASSERT_FALSE(small.ok());
+  EXPECT_CONTAINS(small.status().message(), "shm.eager_limit = 65536");
 }
 
 TEST(ShmConfig, EagerLimitIsAtMostAQuarterOfTheRing) {
