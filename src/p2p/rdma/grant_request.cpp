@@ -114,15 +114,22 @@ Status GrantSource::resolve_target(PeerRdma& peer, const GrantRequest& m, GrantP
   record->length = target.length;
   record->access = Access{false, true};
   std::byte* const at = target.buffer + m.offset;
-  // A message up to rdma.bounce_limit lands in a bounce chunk (registered once, kept by the
+  constexpr auto kRdma = static_cast<std::size_t>(p2p::TransportId::Rdma);
+  // Engine-owned memory (collective scratch) uses the MR cache's registration. A message up to
+  // rdma.bounce_limit into a user's buffer lands in a bounce chunk (registered once, kept by the
   // cache) and is copied into the receive on READY: the user's buffer is neither registered nor
   // range-locked, so receives posted into one buffer take their writes side by side. The record
-  // is placed so that its granted range [offset, offset + length) is the chunk.
-  if (cache_->bounces(m.length) && !cache_->owns(at, m.length)) {
+  // is placed so that its granted range [offset, offset + length) is the chunk. Anything else is
+  // registered for this grant alone (prepare_memory).
+  bool owned = false;
+  if (auto cached = cache_->find(at, m.length, &owned)) {
+    record->registrations[kRdma] = MrSet::view_of(std::move(cached));
+  } else if (!owned && cache_->bounces(m.length)) {
     plan.may_bounce = true;
     if (auto bounce = cache_->take_bounce(m.length)) {
       const auto chunk = reinterpret_cast<std::uintptr_t>(bounce->chunk->data());
       record->base = reinterpret_cast<std::byte*>(chunk - m.offset);
+      record->registrations[kRdma] = MrSet::view_of(std::move(bounce->record));
       plan.bounce = std::move(bounce->chunk);
       plan.bounce_to = at;
     }
@@ -185,23 +192,19 @@ bool GrantSource::room_still_short(PeerRdma& peer, const GrantRequest& m) {
 
 Status GrantSource::prepare_memory(const GrantRequest& m, GrantPlan& plan) {
   detail::RegionRecord& r = *plan.region;
-  if (plan.to_receive) {
-    // Engine-owned memory (collective scratch) uses the MR cache's registration. A user's posted
-    // buffer is registered for this grant alone, over exactly the granted range: on the one rail
-    // its segments use, or on every usable context when they span rails.
-    std::unique_ptr<MrSet> mrs;
-    if (auto cached = cache_->find(r.base + m.offset, m.length)) {
-      mrs = MrSet::view_of(std::move(cached));
-    } else {
-      const auto& contexts = plan.contexts;
-      const bool one_rail = std::all_of(contexts.begin(), contexts.end(),
-                                        [&](std::size_t c) { return c == contexts.front(); });
-      mrs = std::make_unique<MrSet>(engine_);
-      ORBITE_RETURN_IF_ERROR(one_rail
-                                 ? mrs->prepare(r.base + m.offset, m.length, true, contexts.front())
-                                 : mrs->prepare(r.base + m.offset, m.length, true));
-    }
-    r.registrations[static_cast<std::size_t>(p2p::TransportId::Rdma)] = std::move(mrs);
+  constexpr auto kRdma = static_cast<std::size_t>(p2p::TransportId::Rdma);
+  if (plan.to_receive && r.registrations[kRdma] == nullptr) {
+    // Neither cached nor bounced (resolve_target): the posted buffer is registered for this grant
+    // alone, over exactly the granted range: on the one rail its segments use, or on every usable
+    // context when they span rails.
+    const auto& contexts = plan.contexts;
+    const bool one_rail = std::all_of(contexts.begin(), contexts.end(),
+                                      [&](std::size_t c) { return c == contexts.front(); });
+    auto mrs = std::make_unique<MrSet>(engine_);
+    ORBITE_RETURN_IF_ERROR(one_rail
+                               ? mrs->prepare(r.base + m.offset, m.length, true, contexts.front())
+                               : mrs->prepare(r.base + m.offset, m.length, true));
+    r.registrations[kRdma] = std::move(mrs);
   }
   if (r.kind == MemoryKind::Cuda) {
     // Its GPU MRs are local-only, and an ordinary memory window is never bound to a GPU MR: a

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "cuda/staging.h"
-
 #include "p2p/rdma/engine.h"
 #include "p2p/rdma/range_locks.h"
 #include "p2p/rdma/region_pin.h"

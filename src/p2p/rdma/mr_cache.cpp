@@ -30,14 +30,6 @@ MrCache::MrCache(std::shared_ptr<RdmaEngine> engine)
   }
 }
 
-bool MrCache::owns(const std::byte* p, std::uint64_t length) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.upper_bound(p);
-  if (it == entries_.begin()) return false;
-  --it;
-  return p + length <= it->first + it->second.length;
-}
-
 std::optional<MrCache::Bounce> MrCache::take_bounce(std::uint64_t length) {
   if (!bounces(length)) return std::nullopt;
   auto chunk = bounce_->try_take();
@@ -120,7 +112,9 @@ bool MrCache::make_room(std::uint64_t copies, std::uint64_t bytes, const std::by
   return true;
 }
 
-std::shared_ptr<detail::RegionRecord> MrCache::find(const std::byte* p, std::uint64_t length) {
+std::shared_ptr<detail::RegionRecord> MrCache::find(const std::byte* p, std::uint64_t length,
+                                                    bool* owned) {
+  if (owned != nullptr) *owned = false;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.upper_bound(p);
   if (it == entries_.begin()) return nullptr;
@@ -128,6 +122,7 @@ std::shared_ptr<detail::RegionRecord> MrCache::find(const std::byte* p, std::uin
   const std::byte* base = it->first;
   Entry& e = it->second;
   if (p + length > base + e.length) return nullptr;  // not (wholly) engine-owned
+  if (owned != nullptr) *owned = true;
   e.last_use = ++tick_;
   if (e.record != nullptr) {
     ++hits_;

@@ -42,10 +42,10 @@ class MrCache {
   // For [p, p + length) inside declared memory: its record, registered on every usable context
   // (local and remote access) at first use and kept; least recently used unreferenced entries
   // are deregistered to stay within max_cached_mrs copies and max_cached_mr_bytes. Null when the
-  // range is not engine-owned or the budgets cannot take it (the caller registers per request).
-  std::shared_ptr<detail::RegionRecord> find(const std::byte* p, std::uint64_t length);
-  // Whether [p, p + length) lies wholly in declared memory (what find would answer).
-  [[nodiscard]] bool owns(const std::byte* p, std::uint64_t length) const;
+  // range is not engine-owned or the budgets cannot take it (the caller registers per request);
+  // `owned`, when given, tells which: whether the range lies wholly in declared memory.
+  std::shared_ptr<detail::RegionRecord> find(const std::byte* p, std::uint64_t length,
+                                             bool* owned = nullptr);
 
   // Bounce buffers (rdma.bounce_limit). Whether a message of `length` bytes may bounce.
   [[nodiscard]] bool bounces(std::uint64_t length) const {

@@ -195,9 +195,11 @@ Status Requester::register_send_buffer(p2p::RmaOp& op, RmaJob& job) {
     return Status::error(Errc::Internal, "an RDMA op without a local region or buffer");
   }
   const std::byte* at = op.local_buffer + op.local_offset;
+  bool owned = false;
+  auto cached = cache_->find(at, op.length, &owned);
   std::optional<MrCache::Bounce> bounce;
   // Only a write's source can be copied in before the WR: a read lands in the user's buffer.
-  if (op.write && cache_->bounces(op.length) && !cache_->owns(at, op.length)) {
+  if (!owned && op.write && cache_->bounces(op.length)) {
     bounce = cache_->take_bounce(op.length);
     cache_->count_bounce(true, bounce.has_value());
   }
@@ -206,7 +208,7 @@ Status Requester::register_send_buffer(p2p::RmaOp& op, RmaJob& job) {
     op.local_offset = bounce->offset;
     job.transient = std::move(bounce->record);
     job.bounce = std::move(bounce->chunk);
-  } else if (auto cached = cache_->find(at, op.length)) {
+  } else if (cached != nullptr) {
     op.local_offset = static_cast<std::uint64_t>(at - cached->base);
     job.transient = std::move(cached);
   } else {
