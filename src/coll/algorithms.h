@@ -65,10 +65,12 @@ struct Args {
   bool holds_turn = false;
   // The hierarchical algorithms' host groups.
   std::shared_ptr<const Hosts> hosts;
+  // local_copy: the bytes it copies from in to out.
+  std::uint64_t local_bytes = 0;
 };
 
-// size() == 1, or nothing to move: copy in to out where they differ.
-Task local_copy(Ctx& c, Args a, std::uint64_t bytes);
+// size() == 1, or nothing to move: copy a.local_bytes from in to out where they differ.
+Task local_copy(Ctx& c, Args a);
 
 // all_reduce: ring reduce-scatter + all-gather, pipelined in chunks; and recursive doubling with
 // the non-power-of-two fold. reduce_scatter: the ring's first half.

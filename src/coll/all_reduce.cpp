@@ -14,8 +14,8 @@ void split_pieces(std::vector<Piece>& out, int step, std::uint64_t off, std::uin
   }
 }
 
-Task local_copy(Ctx& c, Args a, std::uint64_t bytes) {
-  if (a.out != nullptr && a.in != nullptr) c.copy(a.out, a.in, bytes);
+Task local_copy(Ctx& c, Args a) {
+  if (a.out != nullptr && a.in != nullptr) c.copy(a.out, a.in, a.local_bytes);
   co_return;
 }
 

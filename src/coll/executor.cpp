@@ -153,30 +153,72 @@ Result<Request> Executor::start(std::string_view kind, std::function<Task(Ctx&)>
         broken_.code(),
         std::string(kind) + ": this communicator's collectives stopped after " + broken_.message());
   }
+  std::unique_ptr<Op> op = take_op(kind, result_bytes, device);
+  op->task = make(*op->ctx);
+  return run_op(std::move(op));
+}
+
+Result<Request> Executor::start(std::string_view kind, Algorithm run, Args args,
+                                std::uint64_t result_bytes, DeviceBuffers device) {
+  std::lock_guard lock(mu_);
+  if (!broken_.ok()) {
+    return Status::error(
+        broken_.code(),
+        std::string(kind) + ": this communicator's collectives stopped after " + broken_.message());
+  }
+  std::unique_ptr<Op> op = take_op(kind, result_bytes, device);
+  op->task = run(*op->ctx, std::move(args));
+  return run_op(std::move(op));
+}
+
+std::unique_ptr<Executor::Op> Executor::take_op(std::string_view kind, std::uint64_t result_bytes,
+                                                DeviceBuffers& device) {
   if (!watching_ && size_ > 1) start_watch();
-  const auto tag = static_cast<std::int32_t>(sequence_ % kOpTagSpan);
-  auto op = std::make_unique<Op>();
+  std::unique_ptr<Op> op;
+  if (!free_ops_.empty()) {
+    op = std::move(free_ops_.back());
+    free_ops_.pop_back();
+  } else {
+    op = std::make_unique<Op>();
+    // The Op outlives every call of its Ctx's poster (a retired op's messages are posted
+    // already), and a reused one carries the next collective's tag.
+    op->ctx = std::make_unique<Ctx>(
+        rank_, size_, [this, o = op.get()](bool send, void* data, std::uint64_t bytes, int peer) {
+          return post_(send, data, bytes, peer, o->tag, false, o->direct);
+        });
+    op->ctx->scratch_source = [this](std::uint64_t bytes) { return take_scratch(bytes); };
+  }
   op->kind = kind;
   op->sequence = sequence_;
+  op->tag = static_cast<std::int32_t>(sequence_ % kOpTagSpan);
+  op->direct = device.direct;
   ++sequence_;
-  op->ctx = std::make_unique<Ctx>(
-      rank_, size_,
-      [this, tag, direct = device.direct](bool send, void* data, std::uint64_t bytes, int peer) {
-        return post_(send, data, bytes, peer, tag, false, direct);
-      });
-  op->ctx->scratch_source = [this](std::uint64_t bytes) { return take_scratch(bytes); };
   op->ctx->device_copy = std::move(device.copy);
   op->result_bytes = result_bytes;
   op->state = detail::make_request_state();
   op->state->driver = shared_from_this();
   op->state->before_complete = std::move(device.before_complete);
   op->stand_ins = std::move(device.stand_ins);
-  op->task = make(*op->ctx);
+  return op;
+}
+
+Result<Request> Executor::run_op(std::unique_ptr<Op> op) {
   Request request = detail::RequestAccess::make(op->state);
   op->task.resume();
   active_.push_back(std::move(op));
   poll_locked();
   return request;
+}
+
+// Keeps a finished op for the next collective: the coroutine frame, the request and the
+// stand-ins go now; the Op, its Ctx and their vectors' capacity stay.
+void Executor::recycle(std::unique_ptr<Op> op) {
+  constexpr std::size_t kKeptOps = 4;
+  op->task = Task{};
+  op->state.reset();
+  op->stand_ins.reset();
+  op->ctx->reset();
+  if (free_ops_.size() < kKeptOps) free_ops_.push_back(std::move(op));
 }
 
 void Executor::start_watch() {
@@ -244,6 +286,7 @@ void Executor::poll_locked() {
     if (owned->ctx->error().ok()) {
       finish(*owned, {});
       give_back(*owned->ctx);
+      recycle(std::move(owned));
       continue;
     }
     const Status& e = owned->ctx->error();
@@ -268,7 +311,7 @@ void Executor::poll_locked() {
   if (!broken_.ok()) {
     while (!active_.empty()) {
       std::unique_ptr<Op> owned = std::move(active_.front());
-      active_.pop_front();
+      active_.erase(active_.begin());
       abandon_receives(*owned);
       finish(*owned,
              Status::error(broken_.code(), owned->name() + " failed because " + broken_.message()));

@@ -15,13 +15,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "coll/algorithms.h"
 #include "coll/task.h"
 #include "p2p/request.h"
 
@@ -62,6 +62,11 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   // is what Request::bytes() reports once it succeeded.
   Result<Request> start(std::string_view kind, std::function<Task(Ctx&)> make,
                         std::uint64_t result_bytes, DeviceBuffers device = {});
+  // The same for an algorithm and its arguments, without a closure to allocate: the path every
+  // collective of a communicator takes, so that a small one costs little more than its steps.
+  using Algorithm = Task (*)(Ctx&, Args);
+  Result<Request> start(std::string_view kind, Algorithm run, Args args, std::uint64_t result_bytes,
+                        DeviceBuffers device = {});
 
   void poll() override;
   void wait(const std::atomic<int>& phase, Duration timeout) override;
@@ -93,9 +98,13 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
       if (freeing && data) freeing(data.get());
     }
   };
+  // Lifetime: in active_ while it runs; a finished one goes back to free_ops_ (its Ctx reset,
+  // kept for the next collective), a failed one is retired.
   struct Op {
     std::string_view kind;  // a collective's name (static)
     std::uint64_t sequence = 0;
+    std::int32_t tag = 0;  // its messages' tag
+    bool direct = false;   // its messages carry device buffers
     std::string name() const { return std::string(kind) + " #" + std::to_string(sequence); }
     std::unique_ptr<Ctx> ctx;
     Task task;
@@ -107,6 +116,12 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   };
 
   // Caller holds mu_.
+  // An Op ready for a collective (from free_ops_ when one is there), and the one that ran it
+  // started (the coroutine is created by the caller on op->ctx).
+  std::unique_ptr<Op> take_op(std::string_view kind, std::uint64_t result_bytes,
+                              DeviceBuffers& device);
+  Result<Request> run_op(std::unique_ptr<Op> op);
+  void recycle(std::unique_ptr<Op> op);
   void poll_locked();
   bool advance(Op& op);  // true when the op finished (successfully or not)
   void finish(Op& op, Status status);
@@ -129,7 +144,8 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   std::atomic<bool> yield_when_idle_{false};
   std::function<void()> polling_hint_;  // set before the first collective, then only read
   std::mutex mu_;
-  std::deque<std::unique_ptr<Op>> active_;
+  std::vector<std::unique_ptr<Op>> active_;    // in start order (a few at most)
+  std::vector<std::unique_ptr<Op>> free_ops_;  // finished ops kept for reuse (a few)
   std::vector<std::unique_ptr<Scratch>> scratch_;
   std::uint64_t sequence_ = 0;
   Status broken_;

@@ -55,10 +55,9 @@ inline constexpr std::uint64_t kBinomialMax = 64 * 1024;
 inline constexpr std::uint64_t kBruckMax = 64 * 1024;
 
 // Where the rule takes the shm algorithms on a communicator with a shared segment.
-inline constexpr std::uint64_t kShmMax = 4 << 20;                  // more than two ranks
-inline constexpr std::uint64_t kShmTwoRanksMax = 64 * 1024;        // all_reduce, broadcast, reduce
-inline constexpr std::uint64_t kShmTwoRanksGatherMax = 16 * 1024;  // all_gather's result
-inline constexpr std::uint64_t kShmRootedMin = 4 * 1024;           // broadcast, reduce, > 2 ranks
+inline constexpr std::uint64_t kShmMax = 4 << 20;           // more than two ranks
+inline constexpr std::uint64_t kShmTwoRanksMax = 16 << 20;  // every collective, 2 ranks
+inline constexpr std::uint64_t kShmRootedMin = 4 * 1024;    // broadcast, reduce, > 2 ranks
 bool shm_pays(Collective c, std::uint64_t bytes, int ranks);
 
 // Where the rule takes the hierarchical all_reduce, broadcast and reduce on a communicator that

@@ -145,6 +145,21 @@ class SharedArea {
     return Ctx::kReady;
   }
 
+  // Whether every rank published Consumed for `step` (or later). Under the executor lock (it
+  // keeps what it learned, so that a step's slot check usually reads no other rank's line).
+  [[nodiscard]] bool consumed_by_all(std::uint64_t step) {
+    if (consumed_known_ >= step) return true;
+    if (first_behind(Consumed, step) != Ctx::kReady) return false;
+    consumed_known_ = step;
+    return true;
+  }
+  // Every rank's Arrived reached `step`: each published its Consumed of the step before first
+  // (every algorithm ends a step with Consumed before it arrives at the next, with release
+  // stores, and the caller read the Arrived counters with acquire). Under the executor lock.
+  void arrived_by_all(std::uint64_t step) {
+    if (step > 0) consumed_known_ = std::max(consumed_known_, step - 1);
+  }
+
   // In-process order, touched only under the communicator's executor lock: collectives use the
   // segment one at a time in the order they were started (the same order on every rank), and
   // number their chunk steps consecutively, so every rank gives a step the same number.
@@ -180,6 +195,7 @@ class SharedArea {
   std::uint64_t tickets_ = 0;
   std::uint64_t serving_ = 0;
   std::uint64_t steps_ = 0;
+  std::uint64_t consumed_known_ = 0;  // every rank's Consumed reached at least this step
 };
 
 }  // namespace orbite::coll

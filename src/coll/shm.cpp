@@ -24,13 +24,18 @@ using Flag = SharedArea::Flag;
 // keeps without allocating: a small collective awaits several of them.
 
 // Every rank's `f` reached `step`.
-Ctx::Await all_reached(Ctx& c, const SharedArea& area, Flag f, std::uint64_t step) {
+Ctx::Await all_reached(Ctx& c, SharedArea& area, Flag f, std::uint64_t step) {
   const std::uint64_t key = step << 2 | static_cast<std::uint64_t>(f);
-  return c.until([a = &area, key] { return a->first_behind(Flag(key & 3), key >> 2); });
+  return c.until([a = &area, key] {
+    const std::uint64_t s = key >> 2;
+    const int behind = a->first_behind(Flag(key & 3), s);
+    if (behind == Ctx::kReady && Flag(key & 3) == SharedArea::Arrived) a->arrived_by_all(s);
+    return behind;
+  });
 }
 
 // `rank`'s `f` reached `step` (ranks below 2^18, steps below 2^44).
-Ctx::Await rank_reached(Ctx& c, const SharedArea& area, int rank, Flag f, std::uint64_t step) {
+Ctx::Await rank_reached(Ctx& c, SharedArea& area, int rank, Flag f, std::uint64_t step) {
   const std::uint64_t key =
       step << 20 | static_cast<std::uint64_t>(rank) << 2 | static_cast<std::uint64_t>(f);
   return c.until([a = &area, key] {
@@ -39,13 +44,17 @@ Ctx::Await rank_reached(Ctx& c, const SharedArea& area, int rank, Flag f, std::u
   });
 }
 
-// This rank's slot for `step` may be written: every rank consumed the step that used it before.
-Ctx::Await slot_free(Ctx& c, const SharedArea& area, std::uint64_t step) {
-  return all_reached(c, area, SharedArea::Consumed, step > 2 ? step - 2 : 0);
+// This rank's slot for `step` may be written: every rank consumed the step that used it before
+// (usually known without reading their lines: see SharedArea::arrived_by_all).
+Ctx::Await slot_free(Ctx& c, SharedArea& area, std::uint64_t step) {
+  const std::uint64_t before = step > 2 ? step - 2 : 0;
+  return c.until([a = &area, before] {
+    return a->consumed_by_all(before) ? Ctx::kReady : a->first_behind(SharedArea::Consumed, before);
+  });
 }
 
 // The collectives before this one (in start order) are done with the segment.
-Ctx::Await my_turn(Ctx& c, const SharedArea& area, std::uint64_t ticket) {
+Ctx::Await my_turn(Ctx& c, SharedArea& area, std::uint64_t ticket) {
   return c.until([&area, ticket] { return area.serving(ticket) ? Ctx::kReady : Ctx::kNoRank; });
 }
 

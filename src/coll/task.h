@@ -155,6 +155,19 @@ class Ctx {
   // flight). Page-touching large buffers is expensive, so the executor keeps them across calls.
   std::byte* scratch(std::uint64_t bytes);
 
+  // A top Ctx made ready for the next collective of a reused executor op: no messages, waits,
+  // error, scratch or device copy (its vectors keep their capacity).
+  void reset() {
+    error_ = Status();
+    pending_.clear();
+    waiting_.clear();
+    until_ = nullptr;
+    until_to_top_ = nullptr;
+    suspended_ = {};
+    scratch_taken.clear();
+    device_copy = nullptr;
+  }
+
   [[nodiscard]] const Status& error() const { return top_->error_; }
   void fail(Status s) {
     if (top_->error_.ok()) top_->error_ = std::move(s);

@@ -47,12 +47,14 @@ Result<std::uint64_t> bytes_of(std::string_view op, std::uint64_t count, DataTyp
                                std::uint64_t blocks = 1) {
   const std::uint64_t es = size_of(type);
   constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max() / 4;
-  if (count > kMax / es / blocks) {
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(count, es, &bytes) || __builtin_mul_overflow(bytes, blocks, &bytes) ||
+      bytes > kMax) {
     return invalid(op, "count " + std::to_string(count) + " of " + std::string(to_string(type)) +
                            (blocks > 1 ? " times " + std::to_string(blocks) + " ranks" : "") +
                            " overflows the address space");
   }
-  return count * es * blocks;
+  return bytes;
 }
 
 Status check_buffer(std::string_view op, std::string_view name, const void* p,
@@ -160,20 +162,15 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
   }
   // Bruck's rotation goes through host scratch; the ring moves device blocks in place.
   if (device.direct && run == &coll::bruck_all_gather) run = &coll::ring_all_gather;
-  std::function<Task(Ctx&)> make;
   // One rank, or nothing to move: no messages (the collective still takes its place in the
   // sequence every rank follows). all_to_allv always runs: one rank may move nothing while
   // others do.
   const bool vector_exchange = l.kind == Collective::AllToAll && !args.send_counts.empty();
   if ((n == 1 || l.bytes == 0) && l.kind != Collective::Barrier && !vector_exchange) {
-    make = [args = std::move(args), b = l.result_bytes](Ctx& c) mutable {
-      return coll::local_copy(c, std::move(args), b);
-    };
-  } else {
-    // Called once: the Args move into the coroutine.
-    make = [run, args = std::move(args)](Ctx& c) mutable { return run(c, std::move(args)); };
+    run = &coll::local_copy;
+    args.local_bytes = l.result_bytes;
   }
-  return executor->start(coll::to_string(l.kind), std::move(make), l.result_bytes,
+  return executor->start(coll::to_string(l.kind), run, std::move(args), l.result_bytes,
                          std::move(device));
 }
 

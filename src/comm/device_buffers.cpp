@@ -131,6 +131,8 @@ Result<DeviceBuffers> stage_device_buffers(Args& a, bool in, bool out, std::uint
 
 Result<DeviceBuffers> prepare_device_buffers(Collective kind, Args& a, std::uint64_t in_bytes,
                                              std::uint64_t out_bytes, bool allow_direct) {
+  // Host memory everywhere without a driver in the process (the common case, checked once).
+  if (!cuda::driver_in_process()) return DeviceBuffers{};
   std::optional<cuda::DeviceView> in, out;
   const bool has_in = a.in != nullptr && in_bytes > 0;
   const bool has_out = a.out != nullptr && out_bytes > 0;

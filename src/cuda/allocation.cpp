@@ -325,6 +325,8 @@ unsigned long long loaded_objects() {
   return adds;
 }
 
+}  // namespace
+
 bool driver_in_process() {
   static std::atomic<bool> present{false};
   static std::atomic<unsigned long long> checked_at{~0ull};
@@ -340,8 +342,6 @@ bool driver_in_process() {
   checked_at.store(adds, std::memory_order_release);
   return false;
 }
-
-}  // namespace
 
 bool is_device_memory(const void* p) {
   if (p == nullptr || !driver_in_process()) return false;

@@ -186,6 +186,9 @@ struct DeviceView {
 // process; false without one, at no driver call.
 bool is_device_memory(const void* p);
 Result<std::optional<DeviceView>> device_view_of(const void* p, std::uint64_t length);
+// Whether a CUDA driver is loaded in this process (no driver call): without one no pointer is
+// device memory, so a caller with several pointers asks once.
+bool driver_in_process();
 
 // OrbiTE's pinned host allocation that holds [p, p + length), or null (memory of any other
 // kind, or not entirely inside one); *offset is p's offset in it.

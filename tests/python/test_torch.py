@@ -186,11 +186,21 @@ def test_unsupported_input_raises_a_clear_error():
 
 
 def test_same_host_bytes_go_over_shared_memory():
+    # Same-host collectives go through the communicator's shared segment up to the rule's limit
+    # (16 MiB on 2 ranks, 4 MiB on more: no transport moves their bytes), and above it over the
+    # shm transport; tcp carries nothing.
     before = otorch.transport_bytes()
-    dist.all_reduce(torch.ones(1 << 16))
+    small = torch.ones(1 << 10)
+    dist.all_reduce(small)
+    through_segment = otorch.transport_bytes()
+    assert through_segment == before, (before, through_segment)
+    assert torch.equal(small, torch.full((1 << 10,), float(dist.get_world_size())))
+    large = torch.ones(1 << 23)  # 32 MiB
+    dist.all_reduce(large)
     after = otorch.transport_bytes()
-    assert after["shm"] - before["shm"] >= (1 << 16) * 4, (before, after)
+    assert after["shm"] - through_segment["shm"] >= (1 << 23) * 4, (through_segment, after)
     assert after["tcp"] == before["tcp"]
+    assert torch.equal(large[:4], torch.full((4,), float(dist.get_world_size())))
 
 
 def test_bfloat16_tensors_through_orbite_core_by_dlpack():

@@ -229,7 +229,14 @@ TEST(AlgorithmRule, SmallAllReduceDoublesLargeRingsAndOverridesWin) {
   EXPECT_EQ(choose(Collective::AllReduce, none, kShmMax, 4, true), Algo::Shm);
   EXPECT_EQ(choose(Collective::AllReduce, none, kShmMax + 1, 4, true), Algo::Ring);
   EXPECT_EQ(choose(Collective::Broadcast, none, 8, 4, true), Algo::Binomial);
-  EXPECT_EQ(choose(Collective::ReduceScatter, none, 8, 2, true), Algo::Ring);
+  // On 2 ranks every collective with a segment form takes it up to kShmTwoRanksMax.
+  for (Collective c : {Collective::ReduceScatter, Collective::AllGather, Collective::Broadcast,
+                       Collective::Reduce}) {
+    EXPECT_EQ(choose(c, none, 8, 2, true), Algo::Shm) << to_string(c);
+    EXPECT_EQ(choose(c, none, kShmTwoRanksMax, 2, true), Algo::Shm) << to_string(c);
+    EXPECT_NE(choose(c, none, kShmTwoRanksMax + 1, 2, true), Algo::Shm) << to_string(c);
+  }
+  EXPECT_EQ(choose(Collective::AllToAll, none, 8, 2, true), Algo::Pairwise);
   EXPECT_EQ(choose(Collective::AllToAll, none, 8, 4, true), Algo::Pairwise);
   EXPECT_EQ(choose(Collective::Gather, none, 8, 4, true), Algo::Linear);
 
