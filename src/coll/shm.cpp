@@ -113,17 +113,20 @@ bool same_shapes(Ctx& c, const SharedArea& area, std::uint64_t step, const Share
   return true;
 }
 
-// dst[0, len) = the ranks' slots of `step` at byte offset `at`, combined in rank order.
+// dst[0, len) = the ranks' slots of `step` at byte offset `at`, combined in rank order; rank
+// `me`'s contribution read from `own` instead of its slot when `own` is set (the same bytes).
 void fold(const Args& a, std::byte* dst, const SharedArea& area, std::uint64_t step,
-          std::uint64_t at, std::uint64_t len, int n) {
+          std::uint64_t at, std::uint64_t len, int n, int me = -1, const std::byte* own = nullptr) {
   if (len == 0) return;
-  reduce(a.type, a.op, dst, area.slot(0, step) + at, area.slot(1, step) + at, len);
-  for (int k = 2; k < n; ++k) reduce(a.type, a.op, dst, dst, area.slot(k, step) + at, len);
+  auto part = [&](int k) { return k == me && own != nullptr ? own : area.slot(k, step) + at; };
+  reduce(a.type, a.op, dst, part(0), part(1), len);
+  for (int k = 2; k < n; ++k) reduce(a.type, a.op, dst, dst, part(k), len);
   if (a.op == ReduceOp::Avg) divide(a.type, dst, len, n);
 }
 
 // Up to this many bytes every rank combines the whole vector itself after one step (one wait);
-// above it, each combines its share and the shares are exchanged (two waits per step).
+// above it, each combines its share and the shares are exchanged (two waits per step), except
+// on 2 ranks, where every chunk is combined whole by each rank that receives it.
 constexpr std::uint64_t kWholeReduceMax = 16 * 1024;
 
 // all_reduce (`everyone`) or reduce to a.root.
@@ -136,18 +139,29 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
   const SharedArea::Shape shape = shape_of(everyone ? Kind::AllReduce : Kind::Reduce, a);
   if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   const std::uint64_t bytes = a.count * es;
-  if (bytes <= kWholeReduceMax && bytes <= area.slot_bytes()) {
-    const std::uint64_t s = area.next_step();
-    co_await slot_free(c, area, s);
-    copy_bytes(area.slot(me, s), a.in, bytes);
-    area.describe(me, s, shape);
-    area.publish(me, SharedArea::Arrived, s);
-    if (receives) {
-      co_await all_reached(c, area, SharedArea::Arrived, s);
-      if (!same_shapes(c, area, s, shape)) co_return;
-      fold(a, a.out, area, s, 0, a.count, n);
+  if (n == 2 || bytes <= std::min(kWholeReduceMax, area.slot_bytes())) {
+    // Whole: per chunk, every rank that others read copies its part in (reduce's root is read
+    // by no one), and each rank that receives combines the chunk from its own input and the
+    // others' slots (in rank order, as fold always does). One wait per chunk.
+    const bool read_by_others = everyone || me != a.root;
+    // Its own input is read in place of its slot, except in place from rank 2 on: the first
+    // combination (of ranks 0 and 1) overwrites the output before that rank's turn.
+    const bool from_input = a.in != a.out || me < 2;
+    const std::uint64_t chunk = area.slot_bytes() / es;
+    for (std::uint64_t off = 0; off == 0 || off < a.count; off += chunk) {
+      const std::uint64_t len = std::min(chunk, a.count - off);
+      const std::uint64_t s = area.next_step();
+      co_await slot_free(c, area, s);
+      if (read_by_others || !from_input) copy_bytes(area.slot(me, s), a.in + off * es, len * es);
+      if (off == 0) area.describe(me, s, shape);
+      area.publish(me, SharedArea::Arrived, s);
+      if (receives) {
+        co_await all_reached(c, area, SharedArea::Arrived, s);
+        if (off == 0 && !same_shapes(c, area, s, shape)) co_return;
+        fold(a, a.out + off * es, area, s, 0, len, n, me, from_input ? a.in + off * es : nullptr);
+      }
+      area.publish(me, SharedArea::Consumed, s);
     }
-    area.publish(me, SharedArea::Consumed, s);
     if (!a.holds_turn) area.release();
     co_return;
   }

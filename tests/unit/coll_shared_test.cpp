@@ -98,11 +98,14 @@ std::int32_t input(int rank, std::uint64_t i) {
   return static_cast<std::int32_t>(i % 977) + 3 * rank;
 }
 
-// Every shm collective on 3 thread ranks, at one slot-sized step and at several chunk steps with
-// a remainder, two of each outstanding before the first wait (they take the segment in start
-// order); integers checked exactly.
-TEST(ShmAlgorithms, EveryCollectiveOnThreadRanksMatchesTheReference) {
-  constexpr int kN = 3;
+// Every shm collective on 2 and 3 thread ranks (2 ranks combine every chunk whole, from their
+// own input; 3 split the large ones into shares), at one slot-sized step and at several chunk
+// steps with a remainder, two of each outstanding before the first wait (they take the segment
+// in start order), an all_reduce in place among them; integers checked exactly.
+class ShmAlgorithmsOn : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmAlgorithmsOn, EveryCollectiveOnThreadRanksMatchesTheReference) {
+  const int kN = GetParam();
   Segment seg(kN);
   std::vector<std::unique_ptr<Rank>> ranks;
   for (int r = 0; r < kN; ++r) ranks.push_back(std::make_unique<Rank>(r, kN, seg));
@@ -112,8 +115,9 @@ TEST(ShmAlgorithms, EveryCollectiveOnThreadRanksMatchesTheReference) {
       Rank& me = *ranks[static_cast<std::size_t>(r)];
       const auto n = static_cast<std::uint64_t>(kN);
       std::vector<std::int32_t> in(count * n), sum(count), sum2(count), red(count), bc(count),
-          gathered(count * n), scattered(count);
+          gathered(count * n), scattered(count), in_place(count), red_in_place(count);
       for (std::uint64_t i = 0; i < in.size(); ++i) in[i] = input(r, i);
+      for (std::uint64_t i = 0; i < count; ++i) in_place[i] = red_in_place[i] = input(r, i);
       auto args = [&](const void* from, void* to, std::uint64_t c) {
         Args a;
         a.in = static_cast<const std::byte*>(from);
@@ -124,12 +128,19 @@ TEST(ShmAlgorithms, EveryCollectiveOnThreadRanksMatchesTheReference) {
         a.root = 1;
         return a;
       };
+      // A reduce in place to the last rank (from rank 2 on, its own input is overwritten by the
+      // first combination unless it reads its slot copy).
+      Args last_in_place = args(red_in_place.data(), red_in_place.data(), count);
+      last_in_place.root = kN - 1;
       std::vector<Request> reqs;
       for (auto [kind, algo, a] :
            {std::tuple{"all_reduce", &shm_all_reduce, args(in.data(), sum.data(), count)},
             std::tuple{"all_reduce", &shm_all_reduce, args(in.data(), sum2.data(), count)},
+            std::tuple{"all_reduce", &shm_all_reduce,
+                       args(in_place.data(), in_place.data(), count)},
             std::tuple{"reduce", &shm_reduce,
                        args(in.data(), r == 1 ? red.data() : nullptr, count)},
+            std::tuple{"reduce", &shm_reduce, last_in_place},
             std::tuple{"broadcast", &shm_broadcast,
                        args(r == 1 ? in.data() : nullptr, bc.data(), count)},
             std::tuple{"all_gather", &shm_all_gather, args(in.data(), gathered.data(), count)},
@@ -147,8 +158,12 @@ TEST(ShmAlgorithms, EveryCollectiveOnThreadRanksMatchesTheReference) {
         const auto want = static_cast<std::int32_t>(kN * (i % 977) + rank_sum);
         ASSERT_EQ(sum[i], want) << "all_reduce element " << i;
         ASSERT_EQ(sum2[i], want) << "second all_reduce element " << i;
+        ASSERT_EQ(in_place[i], want) << "in-place all_reduce element " << i;
         if (r == 1) {
           ASSERT_EQ(red[i], want) << "reduce element " << i;
+        }
+        if (r == kN - 1) {
+          ASSERT_EQ(red_in_place[i], want) << "in-place reduce element " << i;
         }
         ASSERT_EQ(bc[i], input(1, i)) << "broadcast element " << i;
         const std::uint64_t at = static_cast<std::uint64_t>(r) * count + i;
@@ -164,6 +179,8 @@ TEST(ShmAlgorithms, EveryCollectiveOnThreadRanksMatchesTheReference) {
     });
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShmAlgorithmsOn, ::testing::Values(2, 3));
 
 // Ranks that call different counts or collectives fail with InvalidArgument naming both,
 // instead of reading each other's slots as if they matched.
