@@ -3,9 +3,11 @@
 // names the segment.
 //
 // Layout: a 4 KiB header (magic, version, ranks, slot size), then one 64-byte line per rank
-// holding its counters (written by that rank only, read by all), then per rank two slots of
-// slot_bytes (chunk steps alternate between them by parity). Counters only grow: a rank stores
-// a step number with release after the data it covers, a reader compares with acquire.
+// holding its counters (written by that rank only, read by all), then per rank two tiny lines
+// (one per step parity: a step number, a shape and up to kTinyBytes of data, so that a step of a
+// few bytes moves in one cache line), then per rank two slots of slot_bytes (chunk steps
+// alternate between them by parity). Counters only grow: a rank stores a step number with
+// release after the data it covers, a reader compares with acquire.
 #pragma once
 
 #include <algorithm>
@@ -29,7 +31,7 @@ class SharedArea {
   };
 
   static constexpr std::uint32_t kMagic = 0x4f43534d;  // "OCSM"
-  static constexpr std::uint32_t kVersion = 3;
+  static constexpr std::uint32_t kVersion = 4;
   static constexpr std::uint64_t kHeaderBytes = 4096;
   static constexpr std::uint64_t kLineBytes = 64;
   // A line: the three counters, the attached mark (with the rank's CPU placement), then two
@@ -41,8 +43,11 @@ class SharedArea {
   SharedArea(std::byte* base, int ranks, std::uint64_t slot_bytes, std::shared_ptr<void> mapping)
       : base_(base), ranks_(ranks), slot_bytes_(slot_bytes), mapping_(std::move(mapping)) {}
 
+  // A tiny line: the step (stored last, with release), the shape (two words), the data.
+  static constexpr std::uint64_t kTinyBytes = kLineBytes - 3 * sizeof(std::uint64_t);
+
   static std::uint64_t slots_offset(int ranks) {
-    const std::uint64_t lines = kHeaderBytes + kLineBytes * static_cast<std::uint64_t>(ranks);
+    const std::uint64_t lines = kHeaderBytes + 3 * kLineBytes * static_cast<std::uint64_t>(ranks);
     return (lines + 4095) & ~std::uint64_t{4095};
   }
   static std::uint64_t bytes_for(int ranks, std::uint64_t slot_bytes) {
@@ -136,6 +141,34 @@ class SharedArea {
             std::atomic_ref<std::uint64_t>(at[1]).load(std::memory_order_relaxed)};
   }
 
+  // Tiny steps (at most kTinyBytes of data per rank): `rank` writes its data to tiny(rank,
+  // step), then publish_tiny() stores its shape and the step; the others read tiny_seen(), then
+  // tiny_shape() and the data, from that one line. The line of a parity is rewritten two steps
+  // later, under the same rule as the slots.
+  [[nodiscard]] std::byte* tiny(int rank, std::uint64_t step) const {
+    return reinterpret_cast<std::byte*>(&tiny_word(rank, step, 3));
+  }
+  void publish_tiny(int rank, std::uint64_t step, Shape shape) {
+    std::atomic_ref<std::uint64_t>(tiny_word(rank, step, 1))
+        .store(shape.count, std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(tiny_word(rank, step, 2))
+        .store(shape.what, std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(tiny_word(rank, step, 0)).store(step, std::memory_order_release);
+  }
+  // The last step of `step`'s parity that `rank` published on its tiny line.
+  [[nodiscard]] std::uint64_t tiny_seen(int rank, std::uint64_t step) const {
+    return std::atomic_ref<std::uint64_t>(tiny_word(rank, step, 0)).load(std::memory_order_acquire);
+  }
+  // Valid once tiny_seen(rank, step) >= step (acquire), until the line's next use.
+  [[nodiscard]] Shape tiny_shape(int rank, std::uint64_t step) const {
+    return {
+        std::atomic_ref<std::uint64_t>(tiny_word(rank, step, 1)).load(std::memory_order_relaxed),
+        std::atomic_ref<std::uint64_t>(tiny_word(rank, step, 2)).load(std::memory_order_relaxed)};
+  }
+  // Process-local, under the executor lock: counts a tiny wait's looks, so that it reads the
+  // others' counter lines (a rank that called something else) only now and then.
+  std::uint64_t tiny_look() { return ++tiny_looks_; }
+
   // The first rank whose counter is below `step` (Ctx::kReady when none is): what an until()
   // predicate answers.
   [[nodiscard]] int first_behind(Flag f, std::uint64_t step) const {
@@ -182,6 +215,11 @@ class SharedArea {
     return reinterpret_cast<std::uint64_t*>(line)[index];
   }
   std::uint64_t& counter(int rank, Flag f) const { return word(rank, f); }
+  std::uint64_t& tiny_word(int rank, std::uint64_t step, int index) const {
+    auto* line = base_ + kHeaderBytes + kLineBytes * static_cast<std::uint64_t>(ranks_) +
+                 kLineBytes * (2 * static_cast<std::uint64_t>(rank) + (step & 1));
+    return reinterpret_cast<std::uint64_t*>(line)[index];
+  }
   [[nodiscard]] std::uint64_t attached_word(int rank) const {
     return std::atomic_ref<std::uint64_t>(word(rank, kAttachedWord))
         .load(std::memory_order_acquire);
@@ -196,6 +234,7 @@ class SharedArea {
   std::uint64_t serving_ = 0;
   std::uint64_t steps_ = 0;
   std::uint64_t consumed_known_ = 0;  // every rank's Consumed reached at least this step
+  std::uint64_t tiny_looks_ = 0;
 };
 
 }  // namespace orbite::coll

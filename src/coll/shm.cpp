@@ -113,15 +113,66 @@ bool same_shapes(Ctx& c, const SharedArea& area, std::uint64_t step, const Share
   return true;
 }
 
+// Tiny steps: every rank's (or only `only`'s) tiny line reached `step`. A rank whose counter
+// shows the step without its tiny line called something else: now and then (every 64 looks,
+// reading its counter line) that ends the wait too, for same_tiny_shapes() to report.
+Ctx::Await tiny_reached(Ctx& c, SharedArea& area, std::uint64_t step, int only = -1) {
+  const std::uint64_t key = step << 20 | static_cast<std::uint64_t>(only < 0 ? 0xfffff : only);
+  return c.until([a = &area, key] {
+    const std::uint64_t s = key >> 20;
+    const auto one = static_cast<int>(key & 0xfffff);
+    const bool all = one == 0xfffff;
+    int behind = Ctx::kReady;
+    for (int r = all ? 0 : one; r < (all ? a->ranks() : one + 1); ++r) {
+      if (a->tiny_seen(r, s) < s) {
+        behind = r;
+        break;
+      }
+    }
+    if (behind == Ctx::kReady) {
+      // Each published its Consumed of the step before its tiny line (see arrived_by_all).
+      if (all) a->arrived_by_all(s);
+      return Ctx::kReady;
+    }
+    if (a->tiny_look() % 64 == 0 && a->seen(behind, SharedArea::Arrived) >= s) return Ctx::kReady;
+    return behind;
+  });
+}
+
+// same_shapes() for a tiny step: a rank without its tiny line for the step arrived at it
+// through its counter with another collective (its counter line's shape says which).
+bool same_tiny_shapes(Ctx& c, const SharedArea& area, std::uint64_t step,
+                      const SharedArea::Shape& mine, int only = -1) {
+  for (int r = 0; r < c.size(); ++r) {
+    if ((only >= 0 && r != only) || r == c.rank()) continue;
+    const bool tiny = area.tiny_seen(r, step) >= step;
+    const SharedArea::Shape theirs = tiny ? area.tiny_shape(r, step) : area.shape(r, step);
+    if (tiny && theirs == mine) continue;
+    c.fail(Status::error(Errc::InvalidArgument,
+                         "rank " + std::to_string(r) + " called " + describe(theirs) +
+                             " where this rank called " + describe(mine) +
+                             " (every rank calls the same collectives in the same order, with "
+                             "the same counts, types, operators and roots)"));
+    return false;
+  }
+  return true;
+}
+
 // dst[0, len) = the ranks' slots of `step` at byte offset `at`, combined in rank order; rank
 // `me`'s contribution read from `own` instead of its slot when `own` is set (the same bytes).
-void fold(const Args& a, std::byte* dst, const SharedArea& area, std::uint64_t step,
-          std::uint64_t at, std::uint64_t len, int n, int me = -1, const std::byte* own = nullptr) {
+template <typename Part>
+void combine(const Args& a, std::byte* dst, std::uint64_t len, int n, Part part) {
   if (len == 0) return;
-  auto part = [&](int k) { return k == me && own != nullptr ? own : area.slot(k, step) + at; };
   reduce(a.type, a.op, dst, part(0), part(1), len);
   for (int k = 2; k < n; ++k) reduce(a.type, a.op, dst, dst, part(k), len);
   if (a.op == ReduceOp::Avg) divide(a.type, dst, len, n);
+}
+
+void fold(const Args& a, std::byte* dst, const SharedArea& area, std::uint64_t step,
+          std::uint64_t at, std::uint64_t len, int n, int me = -1, const std::byte* own = nullptr) {
+  combine(a, dst, len, n, [&](int k) -> const std::byte* {
+    return k == me && own != nullptr ? own : area.slot(k, step) + at;
+  });
 }
 
 // Up to this many bytes every rank combines the whole vector itself after one step (one wait);
@@ -139,6 +190,28 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
   const SharedArea::Shape shape = shape_of(everyone ? Kind::AllReduce : Kind::Reduce, a);
   if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   const std::uint64_t bytes = a.count * es;
+  if (bytes <= SharedArea::kTinyBytes) {
+    // Tiny: each rank's input (reduce's root: none) and shape on its tiny line, one cache line
+    // per rank to read. The counter line's shape and Arrived still tell a rank that called
+    // something else.
+    const bool own_input = a.in != a.out || me < 2;  // as in the whole form below
+    const std::uint64_t s = area.next_step();
+    co_await slot_free(c, area, s);
+    if (everyone || me != a.root || !own_input) copy_bytes(area.tiny(me, s), a.in, bytes);
+    area.describe(me, s, shape);
+    area.publish_tiny(me, s, shape);
+    area.publish(me, SharedArea::Arrived, s);
+    if (receives) {
+      co_await tiny_reached(c, area, s);
+      if (!same_tiny_shapes(c, area, s, shape)) co_return;
+      combine(a, a.out, a.count, n, [&](int k) -> const std::byte* {
+        return k == me && own_input ? a.in : area.tiny(k, s);
+      });
+    }
+    area.publish(me, SharedArea::Consumed, s);
+    if (!a.holds_turn) area.release();
+    co_return;
+  }
   if (n == 2 || bytes <= std::min(kWholeReduceMax, area.slot_bytes())) {
     // Whole: per chunk, every rank that others read copies its part in (reduce's root is read
     // by no one), and each rank that receives combines the chunk from its own input and the
@@ -222,6 +295,24 @@ Task shm_broadcast(Ctx& c, Args a) {
   const SharedArea::Shape shape = shape_of(Kind::Broadcast, a);
   if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   if (root) copy_bytes(a.out, a.in, bytes);
+  if (bytes <= SharedArea::kTinyBytes) {
+    // Tiny: the root's data and shape on its tiny line, one cache line for the others to read.
+    const std::uint64_t s = area.next_step();
+    if (root) {
+      co_await slot_free(c, area, s);
+      copy_bytes(area.tiny(me, s), a.in, bytes);
+      area.describe(me, s, shape);
+      area.publish_tiny(me, s, shape);
+      area.publish(me, SharedArea::Arrived, s);
+    } else {
+      co_await tiny_reached(c, area, s, a.root);
+      if (!same_tiny_shapes(c, area, s, shape, a.root)) co_return;
+      copy_bytes(a.out, area.tiny(a.root, s), bytes);
+    }
+    area.publish(me, SharedArea::Consumed, s);
+    if (!a.holds_turn) area.release();
+    co_return;
+  }
   for (std::uint64_t off = 0; off < bytes; off += area.slot_bytes()) {
     const std::uint64_t len = std::min(area.slot_bytes(), bytes - off);
     const std::uint64_t s = area.next_step();
@@ -302,9 +393,10 @@ Task shm_barrier(Ctx& c, Args a) {
   const SharedArea::Shape shape = shape_of(Kind::Barrier, Args{});
   co_await slot_free(c, area, s);  // its shape takes the parity's place
   area.describe(c.rank(), s, shape);
+  area.publish_tiny(c.rank(), s, shape);
   area.publish(c.rank(), SharedArea::Arrived, s);
-  co_await all_reached(c, area, SharedArea::Arrived, s);
-  if (!same_shapes(c, area, s, shape)) co_return;
+  co_await tiny_reached(c, area, s);
+  if (!same_tiny_shapes(c, area, s, shape)) co_return;
   area.publish(c.rank(), SharedArea::Consumed, s);
   if (!a.holds_turn) area.release();
 }

@@ -231,6 +231,34 @@ TEST(ShmAlgorithms, RanksCallingDifferentShapesFailWithInvalidArgument) {
       << st.message();
 }
 
+// A tiny step (a few bytes on the rank's tiny line) against a step through the slots: each rank
+// fails with InvalidArgument naming the other's call, the tiny one too (it hears of a rank that
+// arrived without a tiny line from that rank's counter, now and then), instead of waiting.
+TEST(ShmAlgorithms, ATinyStepAgainstASlotStepFailsOnBothRanks) {
+  constexpr int kN = 2;
+  Segment seg(kN);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < kN; ++r) ranks.push_back(std::make_unique<Rank>(r, kN, seg));
+  on_threads(kN, [&](int r) {
+    const std::uint64_t count = r == 0 ? 2 : 64;  // 8 bytes (tiny) against 256
+    std::vector<std::int32_t> in(count, 1), out(count);
+    Args a;
+    a.in = reinterpret_cast<const std::byte*>(in.data());
+    a.out = reinterpret_cast<std::byte*>(out.data());
+    a.count = count;
+    a.type = DataType::Int32;
+    auto req = ranks[static_cast<std::size_t>(r)]->start("all_reduce", &shm_all_reduce, a);
+    ASSERT_TRUE(req.ok());
+    const Status st = req->wait(30s);
+    EXPECT_EQ(st.code(), Errc::InvalidArgument) << st.to_string();
+    const std::string theirs = "rank " + std::to_string(1 - r) + " called all_reduce with " +
+                               std::to_string(r == 0 ? 64 : 2) +
+                               " elements of int32, sum where this rank called all_reduce with " +
+                               std::to_string(count);
+    EXPECT_NE(st.message().find(theirs), std::string::npos) << st.message();
+  });
+}
+
 // A rank whose link is lost while another waits for its flag: the wait fails with
 // ConnectionLost naming it, within the liveness slice, not at the caller's timeout.
 TEST(ShmWaits, ALostRankFailsTheWaitOnItsFlag) {
