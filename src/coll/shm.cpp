@@ -134,7 +134,12 @@ Ctx::Await tiny_reached(Ctx& c, SharedArea& area, std::uint64_t step, int only =
       if (all) a->arrived_by_all(s);
       return Ctx::kReady;
     }
-    if (a->tiny_look() % 64 == 0 && a->seen(behind, SharedArea::Arrived) >= s) return Ctx::kReady;
+    // Arrived is stored after the tiny line: a rank whose Arrived shows the step and whose tiny
+    // line, read again after it (acquire), does not, arrived without one.
+    if (a->tiny_look() % 64 == 0 && a->seen(behind, SharedArea::Arrived) >= s &&
+        a->tiny_seen(behind, s) < s) {
+      return Ctx::kReady;
+    }
     return behind;
   });
 }
