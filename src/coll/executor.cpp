@@ -148,11 +148,7 @@ Status Executor::broken() {
 Result<Request> Executor::start(std::string_view kind, std::function<Task(Ctx&)> make,
                                 std::uint64_t result_bytes, DeviceBuffers device) {
   std::lock_guard lock(mu_);
-  if (!broken_.ok()) {
-    return Status::error(
-        broken_.code(),
-        std::string(kind) + ": this communicator's collectives stopped after " + broken_.message());
-  }
+  ORBITE_RETURN_IF_ERROR(refuse_when_broken(kind));
   std::unique_ptr<Op> op = take_op(kind, result_bytes, device);
   op->task = make(*op->ctx);
   return run_op(std::move(op));
@@ -161,14 +157,17 @@ Result<Request> Executor::start(std::string_view kind, std::function<Task(Ctx&)>
 Result<Request> Executor::start(std::string_view kind, Algorithm run, Args args,
                                 std::uint64_t result_bytes, DeviceBuffers device) {
   std::lock_guard lock(mu_);
-  if (!broken_.ok()) {
-    return Status::error(
-        broken_.code(),
-        std::string(kind) + ": this communicator's collectives stopped after " + broken_.message());
-  }
+  ORBITE_RETURN_IF_ERROR(refuse_when_broken(kind));
   std::unique_ptr<Op> op = take_op(kind, result_bytes, device);
   op->task = run(*op->ctx, std::move(args));
   return run_op(std::move(op));
+}
+
+Status Executor::refuse_when_broken(std::string_view kind) const {
+  if (broken_.ok()) return {};
+  return Status::error(
+      broken_.code(),
+      std::string(kind) + ": this communicator's collectives stopped after " + broken_.message());
 }
 
 std::unique_ptr<Executor::Op> Executor::take_op(std::string_view kind, std::uint64_t result_bytes,

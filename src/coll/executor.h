@@ -116,6 +116,8 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   };
 
   // Caller holds mu_.
+  // The error a new collective gets once the communicator's collectives broke, else OK.
+  Status refuse_when_broken(std::string_view kind) const;
   // An Op ready for a collective (from free_ops_ when one is there), and the one that ran it
   // started (the coroutine is created by the caller on op->ctx).
   std::unique_ptr<Op> take_op(std::string_view kind, std::uint64_t result_bytes,

@@ -95,6 +95,16 @@ std::string describe(const SharedArea::Shape& s) {
   return out;
 }
 
+// Fails the collective with InvalidArgument: rank `r` called `theirs` where this rank called
+// `mine`.
+void fail_mismatch(Ctx& c, int r, const SharedArea::Shape& theirs, const SharedArea::Shape& mine) {
+  c.fail(Status::error(Errc::InvalidArgument,
+                       "rank " + std::to_string(r) + " called " + describe(theirs) +
+                           " where this rank called " + describe(mine) +
+                           " (every rank calls the same collectives in the same order, with "
+                           "the same counts, types, operators and roots)"));
+}
+
 // After the first step's Arrived of `ranks` (all, or just the root): they called what this rank
 // did. Fails the collective with InvalidArgument otherwise (the caller returns at once).
 bool same_shapes(Ctx& c, const SharedArea& area, std::uint64_t step, const SharedArea::Shape& mine,
@@ -103,11 +113,7 @@ bool same_shapes(Ctx& c, const SharedArea& area, std::uint64_t step, const Share
     if ((only >= 0 && r != only) || r == c.rank()) continue;
     const SharedArea::Shape theirs = area.shape(r, step);
     if (theirs == mine) continue;
-    c.fail(Status::error(Errc::InvalidArgument,
-                         "rank " + std::to_string(r) + " called " + describe(theirs) +
-                             " where this rank called " + describe(mine) +
-                             " (every rank calls the same collectives in the same order, with "
-                             "the same counts, types, operators and roots)"));
+    fail_mismatch(c, r, theirs, mine);
     return false;
   }
   return true;
@@ -153,11 +159,7 @@ bool same_tiny_shapes(Ctx& c, const SharedArea& area, std::uint64_t step,
     const bool tiny = area.tiny_seen(r, step) >= step;
     const SharedArea::Shape theirs = tiny ? area.tiny_shape(r, step) : area.shape(r, step);
     if (tiny && theirs == mine) continue;
-    c.fail(Status::error(Errc::InvalidArgument,
-                         "rank " + std::to_string(r) + " called " + describe(theirs) +
-                             " where this rank called " + describe(mine) +
-                             " (every rank calls the same collectives in the same order, with "
-                             "the same counts, types, operators and roots)"));
+    fail_mismatch(c, r, theirs, mine);
     return false;
   }
   return true;

@@ -182,34 +182,40 @@ TEST_P(ShmAlgorithmsOn, EveryCollectiveOnThreadRanksMatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmAlgorithmsOn, ::testing::Values(2, 3));
 
+// Two thread ranks call all_reduce with counts[0] and counts[1] int32 elements: each fails with
+// InvalidArgument naming the other's call.
+void expect_both_fail_naming_the_other(std::uint64_t count0, std::uint64_t count1) {
+  constexpr int kN = 2;
+  Segment seg(kN);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < kN; ++r) ranks.push_back(std::make_unique<Rank>(r, kN, seg));
+  const std::uint64_t counts[] = {count0, count1};
+  on_threads(kN, [&](int r) {
+    const std::uint64_t count = counts[r];
+    std::vector<std::int32_t> in(count, 1), out(count);
+    Args a;
+    a.in = reinterpret_cast<const std::byte*>(in.data());
+    a.out = reinterpret_cast<std::byte*>(out.data());
+    a.count = count;
+    a.type = DataType::Int32;
+    auto req = ranks[static_cast<std::size_t>(r)]->start("all_reduce", &shm_all_reduce, a);
+    ASSERT_TRUE(req.ok());
+    const Status st = req->wait(30s);
+    EXPECT_EQ(st.code(), Errc::InvalidArgument) << st.to_string();
+    const std::string theirs = "rank " + std::to_string(1 - r) + " called all_reduce with " +
+                               std::to_string(counts[1 - r]) +
+                               " elements of int32, sum where this rank called all_reduce with " +
+                               std::to_string(count);
+    EXPECT_NE(st.message().find(theirs), std::string::npos) << st.message();
+  });
+}
+
 // Ranks that call different counts or collectives fail with InvalidArgument naming both,
 // instead of reading each other's slots as if they matched.
 TEST(ShmAlgorithms, RanksCallingDifferentShapesFailWithInvalidArgument) {
   constexpr int kN = 2;
-  for (const bool large : {false, true}) {
-    Segment seg(kN);
-    std::vector<std::unique_ptr<Rank>> ranks;
-    for (int r = 0; r < kN; ++r) ranks.push_back(std::make_unique<Rank>(r, kN, seg));
-    on_threads(kN, [&](int r) {
-      const std::uint64_t count = (large ? 3 * kSlot : 8) + static_cast<std::uint64_t>(r);
-      std::vector<std::int32_t> in(count, 1), out(count);
-      Args a;
-      a.in = reinterpret_cast<const std::byte*>(in.data());
-      a.out = reinterpret_cast<std::byte*>(out.data());
-      a.count = count;
-      a.type = DataType::Int32;
-      auto req = ranks[static_cast<std::size_t>(r)]->start("all_reduce", &shm_all_reduce, a);
-      ASSERT_TRUE(req.ok());
-      const Status st = req->wait(30s);
-      EXPECT_EQ(st.code(), Errc::InvalidArgument) << st.to_string();
-      const std::string theirs = "rank " + std::to_string(1 - r) + " called all_reduce with " +
-                                 std::to_string(count + 1 - 2 * static_cast<std::uint64_t>(r)) +
-                                 " elements of int32, sum where this rank called all_reduce "
-                                 "with " +
-                                 std::to_string(count);
-      EXPECT_NE(st.message().find(theirs), std::string::npos) << st.message();
-    });
-  }
+  expect_both_fail_naming_the_other(8, 9);                      // tiny steps
+  expect_both_fail_naming_the_other(3 * kSlot, 3 * kSlot + 1);  // slot steps
   // A barrier against a broadcast.
   Segment seg(kN);
   Rank r0(0, kN, seg);
@@ -235,28 +241,7 @@ TEST(ShmAlgorithms, RanksCallingDifferentShapesFailWithInvalidArgument) {
 // fails with InvalidArgument naming the other's call, the tiny one too (it hears of a rank that
 // arrived without a tiny line from that rank's counter, now and then), instead of waiting.
 TEST(ShmAlgorithms, ATinyStepAgainstASlotStepFailsOnBothRanks) {
-  constexpr int kN = 2;
-  Segment seg(kN);
-  std::vector<std::unique_ptr<Rank>> ranks;
-  for (int r = 0; r < kN; ++r) ranks.push_back(std::make_unique<Rank>(r, kN, seg));
-  on_threads(kN, [&](int r) {
-    const std::uint64_t count = r == 0 ? 2 : 64;  // 8 bytes (tiny) against 256
-    std::vector<std::int32_t> in(count, 1), out(count);
-    Args a;
-    a.in = reinterpret_cast<const std::byte*>(in.data());
-    a.out = reinterpret_cast<std::byte*>(out.data());
-    a.count = count;
-    a.type = DataType::Int32;
-    auto req = ranks[static_cast<std::size_t>(r)]->start("all_reduce", &shm_all_reduce, a);
-    ASSERT_TRUE(req.ok());
-    const Status st = req->wait(30s);
-    EXPECT_EQ(st.code(), Errc::InvalidArgument) << st.to_string();
-    const std::string theirs = "rank " + std::to_string(1 - r) + " called all_reduce with " +
-                               std::to_string(r == 0 ? 64 : 2) +
-                               " elements of int32, sum where this rank called all_reduce with " +
-                               std::to_string(count);
-    EXPECT_NE(st.message().find(theirs), std::string::npos) << st.message();
-  });
+  expect_both_fail_naming_the_other(2, 64);  // 8 bytes (tiny) against 256
 }
 
 // A rank whose link is lost while another waits for its flag: the wait fails with
