@@ -155,9 +155,21 @@ Result<Request> Executor::start(std::string_view kind, std::function<Task(Ctx&)>
 }
 
 Result<Request> Executor::start(std::string_view kind, Algorithm run, Args args,
-                                std::uint64_t result_bytes, DeviceBuffers device) {
+                                std::uint64_t result_bytes, DeviceBuffers device,
+                                InlineStart first) {
   std::lock_guard lock(mu_);
   ORBITE_RETURN_IF_ERROR(refuse_when_broken(kind));
+  const bool host = !device.direct && !device.stand_ins && !device.before_complete;
+  if (first != nullptr && host && active_.empty()) {
+    if (!watching_ && size_ > 1) start_watch();
+    if (broken_.ok()) {
+      const Inline begun = first(args, rank_, size_);
+      if (begun == Inline::Done) {
+        ++sequence_;  // as take_op() does: every rank numbers (and tags) collectives alike
+        return completed(result_bytes);
+      }
+    }
+  }
   std::unique_ptr<Op> op = take_op(kind, result_bytes, device);
   op->task = run(*op->ctx, std::move(args));
   return run_op(std::move(op));
@@ -207,6 +219,15 @@ Result<Request> Executor::run_op(std::unique_ptr<Op> op) {
   active_.push_back(std::move(op));
   poll_locked();
   return request;
+}
+
+Request Executor::completed(std::uint64_t result_bytes) {
+  if (!completed_ || completed_->bytes_done.load(std::memory_order_relaxed) != result_bytes) {
+    completed_ = detail::make_request_state();
+    completed_->bytes_done.store(result_bytes, std::memory_order_relaxed);
+    detail::complete_request(*completed_, {});
+  }
+  return detail::RequestAccess::make(completed_);
 }
 
 // Keeps a finished op for the next collective: the coroutine frame, the request and the

@@ -64,9 +64,13 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
                         std::uint64_t result_bytes, DeviceBuffers device = {});
   // The same for an algorithm and its arguments, without a closure to allocate: the path every
   // collective of a communicator takes, so that a small one costs little more than its steps.
+  // `first`, when set, may begin (or finish) the collective on the caller's thread where no
+  // other collective of the communicator is in flight and its buffers are host memory: a
+  // finished one costs no op, coroutine or request of its own.
   using Algorithm = Task (*)(Ctx&, Args);
+  using InlineStart = Inline (*)(Args&, int rank, int size);
   Result<Request> start(std::string_view kind, Algorithm run, Args args, std::uint64_t result_bytes,
-                        DeviceBuffers device = {});
+                        DeviceBuffers device = {}, InlineStart first = nullptr);
 
   void poll() override;
   void wait(const std::atomic<int>& phase, Duration timeout) override;
@@ -123,6 +127,9 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   std::unique_ptr<Op> take_op(std::string_view kind, std::uint64_t result_bytes,
                               DeviceBuffers& device);
   Result<Request> run_op(std::unique_ptr<Op> op);
+  // A finished collective's Request: one completed state shared by every such Request of the
+  // same result size (immutable once complete).
+  Request completed(std::uint64_t result_bytes);
   void recycle(std::unique_ptr<Op> op);
   void poll_locked();
   bool advance(Op& op);  // true when the op finished (successfully or not)
@@ -146,8 +153,9 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   std::atomic<bool> yield_when_idle_{false};
   std::function<void()> polling_hint_;  // set before the first collective, then only read
   std::mutex mu_;
-  std::vector<std::unique_ptr<Op>> active_;    // in start order (a few at most)
-  std::vector<std::unique_ptr<Op>> free_ops_;  // finished ops kept for reuse (a few)
+  std::vector<std::unique_ptr<Op>> active_;          // in start order (a few at most)
+  std::vector<std::unique_ptr<Op>> free_ops_;        // finished ops kept for reuse (a few)
+  std::shared_ptr<detail::RequestState> completed_;  // see completed()
   std::vector<std::unique_ptr<Scratch>> scratch_;
   std::uint64_t sequence_ = 0;
   Status broken_;

@@ -3,9 +3,9 @@
 // names the segment.
 //
 // Layout: a 4 KiB header (magic, version, ranks, slot size), then one 64-byte line per rank
-// holding its counters (written by that rank only, read by all), then per rank two tiny lines
-// (one per step parity: a step number, a shape and up to kTinyBytes of data, so that a step of a
-// few bytes moves in one cache line), then per rank two slots of slot_bytes (chunk steps
+// holding its counters (written by that rank only, read by all), then per rank kTinyLines tiny
+// lines (a ring indexed by step: a step number, a shape and up to kTinyBytes of data, so that a
+// step of a few bytes moves in one cache line), then per rank two slots of slot_bytes (chunk steps
 // alternate between them by parity). Counters only grow: a rank stores a step number with
 // release after the data it covers, a reader compares with acquire.
 #pragma once
@@ -31,7 +31,7 @@ class SharedArea {
   };
 
   static constexpr std::uint32_t kMagic = 0x4f43534d;  // "OCSM"
-  static constexpr std::uint32_t kVersion = 4;
+  static constexpr std::uint32_t kVersion = 5;
   static constexpr std::uint64_t kHeaderBytes = 4096;
   static constexpr std::uint64_t kLineBytes = 64;
   // A line: the three counters, the attached mark (with the rank's CPU placement), then two
@@ -46,8 +46,13 @@ class SharedArea {
   // A tiny line: the step (stored last, with release), the shape (two words), the data.
   static constexpr std::uint64_t kTinyBytes = kLineBytes - 3 * sizeof(std::uint64_t);
 
+  // Tiny lines per rank: a rank whose tiny steps need no one else's data (a broadcast's root,
+  // reduce's non-roots) runs this many steps ahead of the slowest reader before it waits.
+  static constexpr std::uint64_t kTinyLines = 16;
+
   static std::uint64_t slots_offset(int ranks) {
-    const std::uint64_t lines = kHeaderBytes + 3 * kLineBytes * static_cast<std::uint64_t>(ranks);
+    const std::uint64_t lines =
+        kHeaderBytes + (1 + kTinyLines) * kLineBytes * static_cast<std::uint64_t>(ranks);
     return (lines + 4095) & ~std::uint64_t{4095};
   }
   static std::uint64_t bytes_for(int ranks, std::uint64_t slot_bytes) {
@@ -143,8 +148,9 @@ class SharedArea {
 
   // Tiny steps (at most kTinyBytes of data per rank): `rank` writes its data to tiny(rank,
   // step), then publish_tiny() stores its shape and the step; the others read tiny_seen(), then
-  // tiny_shape() and the data, from that one line. The line of a parity is rewritten two steps
-  // later, under the same rule as the slots.
+  // tiny_shape() and the data, from that one line. The line is rewritten kTinyLines steps later,
+  // once every rank consumed the step that used it; a tiny step writes no shape on the counter
+  // line (a reader that expected a chunk step finds the tiny line of the step instead).
   [[nodiscard]] std::byte* tiny(int rank, std::uint64_t step) const {
     return reinterpret_cast<std::byte*>(&tiny_word(rank, step, 3));
   }
@@ -155,7 +161,7 @@ class SharedArea {
         .store(shape.what, std::memory_order_relaxed);
     std::atomic_ref<std::uint64_t>(tiny_word(rank, step, 0)).store(step, std::memory_order_release);
   }
-  // The last step of `step`'s parity that `rank` published on its tiny line.
+  // The last step that `rank` published on `step`'s tiny line.
   [[nodiscard]] std::uint64_t tiny_seen(int rank, std::uint64_t step) const {
     return std::atomic_ref<std::uint64_t>(tiny_word(rank, step, 0)).load(std::memory_order_acquire);
   }
@@ -179,12 +185,14 @@ class SharedArea {
   }
 
   // Whether every rank published Consumed for `step` (or later). Under the executor lock (it
-  // keeps what it learned, so that a step's slot check usually reads no other rank's line).
+  // keeps what it learned, the slowest rank's step, so that a step's slot check usually reads no
+  // other rank's line).
   [[nodiscard]] bool consumed_by_all(std::uint64_t step) {
     if (consumed_known_ >= step) return true;
-    if (first_behind(Consumed, step) != Ctx::kReady) return false;
-    consumed_known_ = step;
-    return true;
+    std::uint64_t slowest = ~std::uint64_t{0};
+    for (int r = 0; r < ranks_; ++r) slowest = std::min(slowest, seen(r, Consumed));
+    consumed_known_ = std::max(consumed_known_, slowest);
+    return consumed_known_ >= step;
   }
   // Every rank's Arrived reached `step`: each published its Consumed of the step before first
   // (every algorithm ends a step with Consumed before it arrives at the next, with release
@@ -199,7 +207,10 @@ class SharedArea {
   std::uint64_t take_ticket() { return tickets_++; }
   [[nodiscard]] bool serving(std::uint64_t ticket) const { return serving_ == ticket; }
   void release() { ++serving_; }
+  // No collective holds or waits for a turn.
+  [[nodiscard]] bool idle() const { return serving_ == tickets_; }
   std::uint64_t next_step() { return ++steps_; }
+  [[nodiscard]] std::uint64_t step() const { return steps_; }  // the last step numbered
 
  private:
   struct Header {
@@ -217,7 +228,7 @@ class SharedArea {
   std::uint64_t& counter(int rank, Flag f) const { return word(rank, f); }
   std::uint64_t& tiny_word(int rank, std::uint64_t step, int index) const {
     auto* line = base_ + kHeaderBytes + kLineBytes * static_cast<std::uint64_t>(ranks_) +
-                 kLineBytes * (2 * static_cast<std::uint64_t>(rank) + (step & 1));
+                 kLineBytes * (kTinyLines * static_cast<std::uint64_t>(rank) + step % kTinyLines);
     return reinterpret_cast<std::uint64_t*>(line)[index];
   }
   [[nodiscard]] std::uint64_t attached_word(int rank) const {

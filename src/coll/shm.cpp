@@ -53,6 +53,20 @@ Ctx::Await slot_free(Ctx& c, SharedArea& area, std::uint64_t step) {
   });
 }
 
+// This rank's tiny line for `step` may be written: every rank consumed the step that used it
+// before, kTinyLines steps ago.
+std::uint64_t tiny_line_before(std::uint64_t step) {
+  return step > SharedArea::kTinyLines ? step - SharedArea::kTinyLines : 0;
+}
+bool tiny_line_free(SharedArea& area, std::uint64_t step) {
+  return area.consumed_by_all(tiny_line_before(step));
+}
+Ctx::Await tiny_free(Ctx& c, SharedArea& area, std::uint64_t step) {
+  return c.until([a = &area, before = tiny_line_before(step)] {
+    return a->consumed_by_all(before) ? Ctx::kReady : a->first_behind(SharedArea::Consumed, before);
+  });
+}
+
 // The collectives before this one (in start order) are done with the segment.
 Ctx::Await my_turn(Ctx& c, SharedArea& area, std::uint64_t ticket) {
   return c.until([&area, ticket] { return area.serving(ticket) ? Ctx::kReady : Ctx::kNoRank; });
@@ -106,13 +120,16 @@ void fail_mismatch(Ctx& c, int r, const SharedArea::Shape& theirs, const SharedA
 }
 
 // After the first step's Arrived of `ranks` (all, or just the root): they called what this rank
-// did. Fails the collective with InvalidArgument otherwise (the caller returns at once).
+// did. Fails the collective with InvalidArgument otherwise (the caller returns at once). A rank
+// that made the step a tiny one published its tiny line before its Arrived, and cannot rewrite
+// it before this rank consumed the step: that line's shape is what it called.
 bool same_shapes(Ctx& c, const SharedArea& area, std::uint64_t step, const SharedArea::Shape& mine,
                  int only = -1) {
   for (int r = 0; r < c.size(); ++r) {
     if ((only >= 0 && r != only) || r == c.rank()) continue;
-    const SharedArea::Shape theirs = area.shape(r, step);
-    if (theirs == mine) continue;
+    const bool tiny = area.tiny_seen(r, step) >= step;
+    const SharedArea::Shape theirs = tiny ? area.tiny_shape(r, step) : area.shape(r, step);
+    if (!tiny && theirs == mine) continue;
     fail_mismatch(c, r, theirs, mine);
     return false;
   }
@@ -122,47 +139,60 @@ bool same_shapes(Ctx& c, const SharedArea& area, std::uint64_t step, const Share
 // Tiny steps: every rank's (or only `only`'s) tiny line reached `step`. A rank whose counter
 // shows the step without its tiny line called something else: now and then (every 64 looks,
 // reading its counter line) that ends the wait too, for same_tiny_shapes() to report.
+int tiny_behind(SharedArea& a, std::uint64_t s, int only) {
+  const bool all = only < 0;
+  int behind = Ctx::kReady;
+  for (int r = all ? 0 : only; r < (all ? a.ranks() : only + 1); ++r) {
+    if (a.tiny_seen(r, s) < s) {
+      behind = r;
+      break;
+    }
+  }
+  if (behind == Ctx::kReady) {
+    // Each published its Consumed of the step before its tiny line (see arrived_by_all).
+    if (all) a.arrived_by_all(s);
+    return Ctx::kReady;
+  }
+  // Arrived is stored after the tiny line: a rank whose Arrived shows the step and whose tiny
+  // line, read again after it (acquire), does not, arrived without one.
+  if (a.tiny_look() % 64 == 0 && a.seen(behind, SharedArea::Arrived) >= s &&
+      a.tiny_seen(behind, s) < s) {
+    return Ctx::kReady;
+  }
+  return behind;
+}
 Ctx::Await tiny_reached(Ctx& c, SharedArea& area, std::uint64_t step, int only = -1) {
   const std::uint64_t key = step << 20 | static_cast<std::uint64_t>(only < 0 ? 0xfffff : only);
   return c.until([a = &area, key] {
-    const std::uint64_t s = key >> 20;
     const auto one = static_cast<int>(key & 0xfffff);
-    const bool all = one == 0xfffff;
-    int behind = Ctx::kReady;
-    for (int r = all ? 0 : one; r < (all ? a->ranks() : one + 1); ++r) {
-      if (a->tiny_seen(r, s) < s) {
-        behind = r;
-        break;
-      }
-    }
-    if (behind == Ctx::kReady) {
-      // Each published its Consumed of the step before its tiny line (see arrived_by_all).
-      if (all) a->arrived_by_all(s);
-      return Ctx::kReady;
-    }
-    // Arrived is stored after the tiny line: a rank whose Arrived shows the step and whose tiny
-    // line, read again after it (acquire), does not, arrived without one.
-    if (a->tiny_look() % 64 == 0 && a->seen(behind, SharedArea::Arrived) >= s &&
-        a->tiny_seen(behind, s) < s) {
-      return Ctx::kReady;
-    }
-    return behind;
+    return tiny_behind(*a, key >> 20, one == 0xfffff ? -1 : one);
   });
 }
 
-// same_shapes() for a tiny step: a rank without its tiny line for the step arrived at it
-// through its counter with another collective (its counter line's shape says which).
+// The first rank (of all, or only `only`) whose tiny line of `step` is missing or shows another
+// shape than `mine`, with what it called in `theirs`; -1 when there is none. A rank without its
+// tiny line for the step arrived at it through its counter with another collective (its counter
+// line's shape says which).
+int tiny_mismatch(const SharedArea& area, std::uint64_t step, const SharedArea::Shape& mine, int me,
+                  int only, SharedArea::Shape& theirs) {
+  for (int r = 0; r < area.ranks(); ++r) {
+    if ((only >= 0 && r != only) || r == me) continue;
+    const bool tiny = area.tiny_seen(r, step) >= step;
+    theirs = tiny ? area.tiny_shape(r, step) : area.shape(r, step);
+    if (tiny && theirs == mine) continue;
+    return r;
+  }
+  return -1;
+}
+
+// same_shapes() for a tiny step.
 bool same_tiny_shapes(Ctx& c, const SharedArea& area, std::uint64_t step,
                       const SharedArea::Shape& mine, int only = -1) {
-  for (int r = 0; r < c.size(); ++r) {
-    if ((only >= 0 && r != only) || r == c.rank()) continue;
-    const bool tiny = area.tiny_seen(r, step) >= step;
-    const SharedArea::Shape theirs = tiny ? area.tiny_shape(r, step) : area.shape(r, step);
-    if (tiny && theirs == mine) continue;
-    fail_mismatch(c, r, theirs, mine);
-    return false;
-  }
-  return true;
+  SharedArea::Shape theirs;
+  const int r = tiny_mismatch(area, step, mine, c.rank(), only, theirs);
+  if (r < 0) return true;
+  fail_mismatch(c, r, theirs, mine);
+  return false;
 }
 
 // dst[0, len) = the ranks' slots of `step` at byte offset `at`, combined in rank order; rank
@@ -197,28 +227,6 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
   const SharedArea::Shape shape = shape_of(everyone ? Kind::AllReduce : Kind::Reduce, a);
   if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   const std::uint64_t bytes = a.count * es;
-  if (bytes <= SharedArea::kTinyBytes) {
-    // Tiny: each rank's input (reduce's root: none) and shape on its tiny line, one cache line
-    // per rank to read. The counter line's shape and Arrived still tell a rank that called
-    // something else.
-    const bool own_input = a.in != a.out || me < 2;  // as in the whole form below
-    const std::uint64_t s = area.next_step();
-    co_await slot_free(c, area, s);
-    if (everyone || me != a.root || !own_input) copy_bytes(area.tiny(me, s), a.in, bytes);
-    area.describe(me, s, shape);
-    area.publish_tiny(me, s, shape);
-    area.publish(me, SharedArea::Arrived, s);
-    if (receives) {
-      co_await tiny_reached(c, area, s);
-      if (!same_tiny_shapes(c, area, s, shape)) co_return;
-      combine(a, a.out, a.count, n, [&](int k) -> const std::byte* {
-        return k == me && own_input ? a.in : area.tiny(k, s);
-      });
-    }
-    area.publish(me, SharedArea::Consumed, s);
-    if (!a.holds_turn) area.release();
-    co_return;
-  }
   if (n == 2 || bytes <= std::min(kWholeReduceMax, area.slot_bytes())) {
     // Whole: per chunk, every rank that others read copies its part in (reduce's root is read
     // by no one), and each rank that receives combines the chunk from its own input and the
@@ -280,21 +288,109 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
   if (!a.holds_turn) area.release();
 }
 
-}  // namespace
+// ---- Tiny steps: at most kTinyBytes per rank, or a barrier, in one tiny line per rank ----
 
-Task shm_turn(Ctx& c, SharedArea& area) {
-  co_await my_turn(c, area, area.take_ticket());
+bool is_tiny(const Args& a, Kind kind) {
+  return kind == Kind::Barrier || a.tiny_step != 0 ||
+         a.count * size_of(a.type) <= SharedArea::kTinyBytes;
 }
 
-Task shm_all_reduce(Ctx& c, Args a) {
-  return reduce_through(c, std::move(a), true);
+// One rank's part in a tiny step.
+struct TinyRole {
+  bool publishes;  // it writes its tiny line (and Arrived): all but a broadcast's receivers
+  bool receives;   // it reads the others' lines: all but reduce's non-roots and broadcast's root
+  int only;        // the one rank it reads (a broadcast's root), else -1: all
+};
+TinyRole tiny_role(Kind kind, const Args& a, int me) {
+  switch (kind) {
+    case Kind::Reduce: return {true, me == a.root, -1};
+    case Kind::Broadcast: return {me == a.root, me != a.root, a.root};
+    default: return {true, true, -1};  // all_reduce, barrier
+  }
+}
+SharedArea::Shape tiny_shape_of(Kind kind, const Args& a) {
+  return kind == Kind::Barrier ? shape_of(kind, Args{}) : shape_of(kind, a);
+}
+// In place from rank 2 on, a rank's input is read from its line: the first combination (of
+// ranks 0 and 1) overwrites the output before its turn.
+bool reads_own_input(const Args& a, int me) {
+  return a.in != a.out || me < 2;
 }
 
-Task shm_reduce(Ctx& c, Args a) {
-  return reduce_through(c, std::move(a), false);
+// Step `s` of this rank begins: its data (if the others read it) and shape on its tiny line,
+// then Arrived. Arrived also tells a rank that waits in a chunk step, which then reads this
+// line's shape (same_shapes).
+void tiny_publish(SharedArea& area, const Args& a, Kind kind, int me, std::uint64_t s) {
+  const std::uint64_t bytes = kind == Kind::Barrier ? 0 : a.count * size_of(a.type);
+  const TinyRole role = tiny_role(kind, a, me);
+  if (kind == Kind::Broadcast && me == a.root) copy_bytes(a.out, a.in, bytes);
+  if (!role.publishes) return;
+  const bool read_by_others = kind != Kind::Reduce || me != a.root || !reads_own_input(a, me);
+  if (bytes > 0 && read_by_others) copy_bytes(area.tiny(me, s), a.in, bytes);
+  area.publish_tiny(me, s, tiny_shape_of(kind, a));
+  area.publish(me, SharedArea::Arrived, s);
 }
 
-Task shm_broadcast(Ctx& c, Args a) {
+// Step `s` of this rank ends, once the lines it reads are there with the shapes it expects: the
+// result (combined in rank order, or the root's copy), then Consumed and the segment's turn.
+void tiny_finish(SharedArea& area, const Args& a, Kind kind, int me, std::uint64_t s) {
+  const TinyRole role = tiny_role(kind, a, me);
+  if (role.receives && kind == Kind::Broadcast) {
+    copy_bytes(a.out, area.tiny(a.root, s), a.count * size_of(a.type));
+  } else if (role.receives && kind != Kind::Barrier) {
+    const bool own = reads_own_input(a, me);
+    combine(a, a.out, a.count, area.ranks(),
+            [&](int k) -> const std::byte* { return k == me && own ? a.in : area.tiny(k, s); });
+  }
+  area.publish(me, SharedArea::Consumed, s);
+  if (!a.holds_turn) area.release();
+}
+
+// A tiny collective: from its start, or (a.tiny_step set) from the wait of a step that began
+// inline (tiny_inline), holding the segment's turn.
+Task tiny_collective(Ctx& c, Args a, Kind kind) {
+  SharedArea& area = *a.area;
+  const int me = c.rank();
+  std::uint64_t s = a.tiny_step;
+  if (s == 0) {
+    if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
+    s = area.next_step();
+    co_await tiny_free(c, area, s);
+    tiny_publish(area, a, kind, me, s);
+  }
+  const TinyRole role = tiny_role(kind, a, me);
+  if (role.receives) {
+    co_await tiny_reached(c, area, s, role.only);
+    if (!same_tiny_shapes(c, area, s, tiny_shape_of(kind, a), role.only)) co_return;
+  }
+  tiny_finish(area, a, kind, me, s);
+}
+
+// The start of a tiny collective on the caller's thread (under the executor lock, with no
+// collective of the communicator in flight): Done when it needed nothing it had to wait for;
+// Continue when its step began and tiny_collective() waits for the rest (a.tiny_step set);
+// NotTaken, with nothing changed, when its tiny line is still being read.
+Inline tiny_inline(Args& a, Kind kind, int me, int n) {
+  if (!is_tiny(a, kind) || n < 2) return Inline::NotTaken;
+  SharedArea& area = *a.area;
+  if (!area.idle() || !tiny_line_free(area, area.step() + 1)) return Inline::NotTaken;
+  area.take_ticket();
+  const std::uint64_t s = area.next_step();
+  tiny_publish(area, a, kind, me, s);
+  a.tiny_step = s;
+  const TinyRole role = tiny_role(kind, a, me);
+  if (role.receives) {
+    SharedArea::Shape theirs;
+    if (tiny_behind(area, s, role.only) != Ctx::kReady ||
+        tiny_mismatch(area, s, tiny_shape_of(kind, a), me, role.only, theirs) >= 0) {
+      return Inline::Continue;  // a mismatch fails in tiny_collective(), as everywhere
+    }
+  }
+  tiny_finish(area, a, kind, me, s);
+  return Inline::Done;
+}
+
+Task broadcast_through(Ctx& c, Args a) {
   SharedArea& area = *a.area;
   const int me = c.rank();
   const bool root = me == a.root;
@@ -302,24 +398,6 @@ Task shm_broadcast(Ctx& c, Args a) {
   const SharedArea::Shape shape = shape_of(Kind::Broadcast, a);
   if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   if (root) copy_bytes(a.out, a.in, bytes);
-  if (bytes <= SharedArea::kTinyBytes) {
-    // Tiny: the root's data and shape on its tiny line, one cache line for the others to read.
-    const std::uint64_t s = area.next_step();
-    if (root) {
-      co_await slot_free(c, area, s);
-      copy_bytes(area.tiny(me, s), a.in, bytes);
-      area.describe(me, s, shape);
-      area.publish_tiny(me, s, shape);
-      area.publish(me, SharedArea::Arrived, s);
-    } else {
-      co_await tiny_reached(c, area, s, a.root);
-      if (!same_tiny_shapes(c, area, s, shape, a.root)) co_return;
-      copy_bytes(a.out, area.tiny(a.root, s), bytes);
-    }
-    area.publish(me, SharedArea::Consumed, s);
-    if (!a.holds_turn) area.release();
-    co_return;
-  }
   for (std::uint64_t off = 0; off < bytes; off += area.slot_bytes()) {
     const std::uint64_t len = std::min(area.slot_bytes(), bytes - off);
     const std::uint64_t s = area.next_step();
@@ -338,6 +416,26 @@ Task shm_broadcast(Ctx& c, Args a) {
   if (!a.holds_turn) area.release();
 }
 
+}  // namespace
+
+Task shm_turn(Ctx& c, SharedArea& area) {
+  co_await my_turn(c, area, area.take_ticket());
+}
+
+Task shm_all_reduce(Ctx& c, Args a) {
+  if (is_tiny(a, Kind::AllReduce)) return tiny_collective(c, std::move(a), Kind::AllReduce);
+  return reduce_through(c, std::move(a), true);
+}
+
+Task shm_reduce(Ctx& c, Args a) {
+  if (is_tiny(a, Kind::Reduce)) return tiny_collective(c, std::move(a), Kind::Reduce);
+  return reduce_through(c, std::move(a), false);
+}
+
+Task shm_broadcast(Ctx& c, Args a) {
+  if (is_tiny(a, Kind::Broadcast)) return tiny_collective(c, std::move(a), Kind::Broadcast);
+  return broadcast_through(c, std::move(a));
+}
 Task shm_all_gather(Ctx& c, Args a) {
   SharedArea& area = *a.area;
   const int n = c.size();
@@ -394,18 +492,20 @@ Task shm_reduce_scatter(Ctx& c, Args a) {
 }
 
 Task shm_barrier(Ctx& c, Args a) {
-  SharedArea& area = *a.area;
-  if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
-  const std::uint64_t s = area.next_step();
-  const SharedArea::Shape shape = shape_of(Kind::Barrier, Args{});
-  co_await slot_free(c, area, s);  // its shape takes the parity's place
-  area.describe(c.rank(), s, shape);
-  area.publish_tiny(c.rank(), s, shape);
-  area.publish(c.rank(), SharedArea::Arrived, s);
-  co_await tiny_reached(c, area, s);
-  if (!same_tiny_shapes(c, area, s, shape)) co_return;
-  area.publish(c.rank(), SharedArea::Consumed, s);
-  if (!a.holds_turn) area.release();
+  return tiny_collective(c, std::move(a), Kind::Barrier);
+}
+
+Inline shm_all_reduce_inline(Args& a, int rank, int size) {
+  return tiny_inline(a, Kind::AllReduce, rank, size);
+}
+Inline shm_reduce_inline(Args& a, int rank, int size) {
+  return tiny_inline(a, Kind::Reduce, rank, size);
+}
+Inline shm_broadcast_inline(Args& a, int rank, int size) {
+  return tiny_inline(a, Kind::Broadcast, rank, size);
+}
+Inline shm_barrier_inline(Args& a, int rank, int size) {
+  return tiny_inline(a, Kind::Barrier, rank, size);
 }
 
 }  // namespace orbite::coll

@@ -170,8 +170,20 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
     run = &coll::local_copy;
     args.local_bytes = l.result_bytes;
   }
+  // A local copy, or a tiny step through the segment, may finish on this thread (no op, no
+  // coroutine, no request of its own).
+  coll::Executor::InlineStart first = nullptr;
+  if (run == &coll::local_copy) {
+    first = &coll::local_copy_inline;
+  } else if (algo == Algo::Shm) {
+    first = l.kind == Collective::AllReduce   ? &coll::shm_all_reduce_inline
+            : l.kind == Collective::Reduce    ? &coll::shm_reduce_inline
+            : l.kind == Collective::Broadcast ? &coll::shm_broadcast_inline
+            : l.kind == Collective::Barrier   ? &coll::shm_barrier_inline
+                                              : nullptr;
+  }
   return executor->start(coll::to_string(l.kind), run, std::move(args), l.result_bytes,
-                         std::move(device));
+                         std::move(device), first);
 }
 
 Result<Request> Communicator::all_reduce(const void* send, void* recv, std::uint64_t count,

@@ -77,10 +77,12 @@ struct Rank {
     // The test's threads outnumber the cores more often than not.
     executor->set_yield_when_idle(true);
   }
-  Result<Request> start(std::string_view kind, Task (*algo)(Ctx&, Args), Args a) {
+  // `first`: the collective's start on this thread (a tiny one may finish there), as the
+  // Communicator passes it.
+  Result<Request> start(std::string_view kind, Task (*algo)(Ctx&, Args), Args a,
+                        Executor::InlineStart first = nullptr) {
     a.area = area;
-    return executor->start(
-        kind, [algo, a](Ctx& c) { return algo(c, a); }, 0);
+    return executor->start(kind, algo, std::move(a), 0, {}, first);
   }
   FakeLinks links;
   std::shared_ptr<SharedArea> area;
@@ -198,7 +200,8 @@ void expect_both_fail_naming_the_other(std::uint64_t count0, std::uint64_t count
     a.out = reinterpret_cast<std::byte*>(out.data());
     a.count = count;
     a.type = DataType::Int32;
-    auto req = ranks[static_cast<std::size_t>(r)]->start("all_reduce", &shm_all_reduce, a);
+    auto req = ranks[static_cast<std::size_t>(r)]->start("all_reduce", &shm_all_reduce, a,
+                                                         &shm_all_reduce_inline);
     ASSERT_TRUE(req.ok());
     const Status st = req->wait(30s);
     EXPECT_EQ(st.code(), Errc::InvalidArgument) << st.to_string();
@@ -242,6 +245,64 @@ TEST(ShmAlgorithms, RanksCallingDifferentShapesFailWithInvalidArgument) {
 // arrived without a tiny line from that rank's counter, now and then), instead of waiting.
 TEST(ShmAlgorithms, ATinyStepAgainstASlotStepFailsOnBothRanks) {
   expect_both_fail_naming_the_other(2, 64);  // 8 bytes (tiny) against 256
+}
+
+// A rank whose tiny steps need no one's data (a broadcast's root, reduce's non-roots) finishes
+// them on its own thread, up to SharedArea::kTinyLines steps ahead of the slowest reader; the
+// next one waits until a reader consumed a step, and every reader then gets every step's bytes.
+TEST(ShmTiny, AWriterRunsAheadByTheTinyRingAndEveryReaderGetsEveryStep) {
+  constexpr int kN = 2;
+  constexpr auto kAhead = static_cast<int>(SharedArea::kTinyLines);
+  for (const bool broadcast : {true, false}) {
+    SCOPED_TRACE(broadcast ? "broadcast from rank 0" : "reduce to rank 1");
+    Segment seg(kN);
+    Rank writer(0, kN, seg);
+    Rank reader(1, kN, seg);
+    const auto algo = broadcast ? &shm_broadcast : &shm_reduce;
+    const auto first = broadcast ? &shm_broadcast_inline : &shm_reduce_inline;
+    const char* kind = broadcast ? "broadcast" : "reduce";
+    auto args = [&](std::vector<std::int32_t>& in, std::vector<std::int32_t>& out) {
+      Args a;
+      a.in = reinterpret_cast<const std::byte*>(in.data());
+      a.out = reinterpret_cast<std::byte*>(out.data());
+      a.count = in.size();
+      a.type = DataType::Int32;
+      a.op = ReduceOp::Sum;
+      a.root = broadcast ? 0 : 1;
+      return a;
+    };
+    // The writer's output (a broadcast root's copy) lives as long as its requests.
+    std::vector<std::vector<std::int32_t>> sent(kAhead + 1), got(kAhead + 1), own(kAhead + 1);
+    std::vector<Request> writes;
+    for (int i = 0; i <= kAhead; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      sent[k] = {i, 100 + i, -i};
+      got[k].assign(3, 0);
+      own[k].assign(3, 0);
+      auto w = writer.start(kind, algo, args(sent[k], own[k]), first);
+      ASSERT_TRUE(w.ok());
+      // Done as start returns (no test() or wait()) while the ring has room.
+      EXPECT_EQ(w->done(), i < kAhead) << "step " << i;
+      writes.push_back(*w);
+    }
+    for (int i = 0; i <= kAhead; ++i) {
+      std::vector<std::int32_t> zero(3, 0);
+      auto& out = got[static_cast<std::size_t>(i)];
+      auto r = reader.start(kind, algo, broadcast ? args(out, out) : args(zero, out), first);
+      ASSERT_TRUE(r.ok());
+      EXPECT_TRUE(r->done()) << "step " << i << ": the writer's line is there already";
+      ASSERT_TRUE(r->wait(10s).ok());
+      EXPECT_EQ(out, sent[static_cast<std::size_t>(i)]) << "step " << i;
+      if (i == 0) {
+        // One line read: the writer's last step goes on (driven by its own wait here, as its
+        // thread would).
+        EXPECT_TRUE(writes.back().wait(10s).ok()) << "the last write went on after a read";
+      }
+    }
+    if (broadcast) {
+      EXPECT_EQ(own, sent) << "the root's own output";
+    }
+  }
 }
 
 // A rank whose link is lost while another waits for its flag: the wait fails with
