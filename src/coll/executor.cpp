@@ -145,15 +145,6 @@ Status Executor::broken() {
   return broken_;
 }
 
-Result<Request> Executor::start(std::string_view kind, std::function<Task(Ctx&)> make,
-                                std::uint64_t result_bytes, DeviceBuffers device) {
-  std::lock_guard lock(mu_);
-  ORBITE_RETURN_IF_ERROR(refuse_when_broken(kind));
-  std::unique_ptr<Op> op = take_op(kind, result_bytes, device);
-  op->task = make(*op->ctx);
-  return run_op(std::move(op));
-}
-
 Result<Request> Executor::start(std::string_view kind, Algorithm run, Args args,
                                 std::uint64_t result_bytes, DeviceBuffers device,
                                 InlineStart first) {

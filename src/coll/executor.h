@@ -58,15 +58,12 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   Executor(int rank, int size, Poster post, ScratchHooks hooks = {});
   ~Executor() override;
 
-  // Starts a collective. `make` builds the coroutine over the Ctx it is given; `result_bytes`
-  // is what Request::bytes() reports once it succeeded.
-  Result<Request> start(std::string_view kind, std::function<Task(Ctx&)> make,
-                        std::uint64_t result_bytes, DeviceBuffers device = {});
-  // The same for an algorithm and its arguments, without a closure to allocate: the path every
-  // collective of a communicator takes, so that a small one costs little more than its steps.
-  // `first`, when set, may begin (or finish) the collective on the caller's thread where no
-  // other collective of the communicator is in flight and its buffers are host memory: a
-  // finished one costs no op, coroutine or request of its own.
+  // Starts a collective: the algorithm's coroutine over the op's Ctx and `args` (no closure to
+  // allocate, so that a small one costs little more than its steps); `result_bytes` is what
+  // Request::bytes() reports once it succeeded. `first`, when set, may begin (or finish) the
+  // collective on the caller's thread where no other collective of the communicator is in
+  // flight and its buffers are host memory: a finished one costs no op, coroutine or request of
+  // its own.
   using Algorithm = Task (*)(Ctx&, Args);
   using InlineStart = Inline (*)(Args&, int rank, int size);
   Result<Request> start(std::string_view kind, Algorithm run, Args args, std::uint64_t result_bytes,

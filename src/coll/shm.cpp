@@ -62,8 +62,9 @@ bool tiny_line_free(SharedArea& area, std::uint64_t step) {
   return area.consumed_by_all(tiny_line_before(step));
 }
 Ctx::Await tiny_free(Ctx& c, SharedArea& area, std::uint64_t step) {
-  return c.until([a = &area, before = tiny_line_before(step)] {
-    return a->consumed_by_all(before) ? Ctx::kReady : a->first_behind(SharedArea::Consumed, before);
+  return c.until([a = &area, step] {
+    return tiny_line_free(*a, step) ? Ctx::kReady
+                                    : a->first_behind(SharedArea::Consumed, tiny_line_before(step));
   });
 }
 

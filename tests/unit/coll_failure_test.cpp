@@ -53,8 +53,7 @@ TEST(CollFailure, AFailedCollectivesReceivesStillPostedBecomePassive) {
   a.out = reinterpret_cast<std::byte*>(out.data());
   a.count = in.size();
   a.chunk_bytes = 1024;  // several receives posted ahead
-  auto req = executor->start(
-      "all_reduce", [a](Ctx& c) { return ring_all_reduce(c, a); }, 0);
+  auto req = executor->start("all_reduce", &ring_all_reduce, a, 0);
   ASSERT_TRUE(req.ok()) << req.status().to_string();
   executor->poll();
   // The ring's first receive fails (a message that did not fit, a rail error); the receives it

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,7 +67,7 @@ class Fabric {
 
 // Runs `algo` on `n` thread ranks; rank r's input is r + 1 + i at element i.
 std::vector<std::vector<float>> run_on_threads(int n, std::uint64_t count,
-                                               const std::function<Task(Ctx&, Args)>& algo) {
+                                               Executor::Algorithm algo) {
   Fabric fabric;
   std::vector<std::vector<float>> in(static_cast<std::size_t>(n));
   std::vector<std::vector<float>> out(static_cast<std::size_t>(n));
@@ -86,8 +85,7 @@ std::vector<std::vector<float>> run_on_threads(int n, std::uint64_t count,
       a.out = reinterpret_cast<std::byte*>(out[static_cast<std::size_t>(r)].data());
       a.count = count;
       a.chunk_bytes = 64;  // several pieces per step: the children suspend often
-      auto req = executor->start(
-          "nested", [&algo, a](Ctx& c) { return algo(c, a); }, 0);
+      auto req = executor->start("nested", algo, a, 0);
       ASSERT_TRUE(req.ok()) << req.status().to_string();
       const Status st = req->wait(20s);
       EXPECT_TRUE(st.ok()) << "rank " << r << ": " << st.to_string();
