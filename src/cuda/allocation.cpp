@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -18,6 +19,11 @@ namespace {
 struct Known {
   std::mutex mu;
   std::map<std::uintptr_t, std::weak_ptr<Allocation>> by_base;
+  // by_base.size(), written under mu after each change: a message's buffer check (find_pinned)
+  // skips the lock while OrbiTE knows no allocation at all, the host-only case. A buffer of an
+  // allocation reached the caller after its remember(), so a caller that holds one reads a
+  // count above zero.
+  std::atomic<std::size_t> entries{0};
 };
 Known& known() {
   static Known* k = new Known;  // outlives every Allocation (some die at exit)
@@ -55,6 +61,7 @@ Result<CUcontext> retain_primary(const Api* a, int ordinal, CUdevice* dev) {
 void remember(const std::shared_ptr<Allocation>& a) {
   std::lock_guard<std::mutex> g(known().mu);
   known().by_base[reinterpret_cast<std::uintptr_t>(a->base())] = a;
+  known().entries.store(known().by_base.size(), std::memory_order_release);
 }
 
 }  // namespace
@@ -248,6 +255,7 @@ Allocation::~Allocation() {
     std::lock_guard<std::mutex> g(known().mu);
     auto it = known().by_base.find(reinterpret_cast<std::uintptr_t>(base_));
     if (it != known().by_base.end() && it->second.expired()) known().by_base.erase(it);
+    known().entries.store(known().by_base.size(), std::memory_order_release);
   }
   Native& n = *native_;
   if (n.api == nullptr || n.ctx == nullptr) return;
@@ -295,6 +303,7 @@ Allocation::~Allocation() {
 
 std::shared_ptr<Allocation> find_pinned(const void* p, std::uint64_t length,
                                         std::uint64_t* offset) {
+  if (known().entries.load(std::memory_order_acquire) == 0) return nullptr;
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   std::lock_guard<std::mutex> g(known().mu);
   auto it = known().by_base.upper_bound(at);
