@@ -150,16 +150,13 @@ Result<Request> Executor::start(std::string_view kind, Algorithm run, Args args,
                                 InlineStart first) {
   std::lock_guard lock(mu_);
   ORBITE_RETURN_IF_ERROR(refuse_when_broken(kind));
+  // A watch that cannot be posted breaks the collectives: then the op below fails at once.
+  if (!watching_ && size_ > 1) start_watch();
   const bool host = !device.direct && !device.stand_ins && !device.before_complete;
-  if (first != nullptr && host && active_.empty()) {
-    if (!watching_ && size_ > 1) start_watch();
-    if (broken_.ok()) {
-      const Inline begun = first(args, rank_, size_);
-      if (begun == Inline::Done) {
-        ++sequence_;  // as take_op() does: every rank numbers (and tags) collectives alike
-        return completed(result_bytes);
-      }
-    }
+  if (first != nullptr && host && active_.empty() && broken_.ok() &&
+      first(args, rank_, size_) == Inline::Done) {
+    ++sequence_;  // as take_op() does: every rank numbers (and tags) collectives alike
+    return completed(result_bytes);
   }
   std::unique_ptr<Op> op = take_op(kind, result_bytes, device);
   op->task = run(*op->ctx, std::move(args));
@@ -175,7 +172,6 @@ Status Executor::refuse_when_broken(std::string_view kind) const {
 
 std::unique_ptr<Executor::Op> Executor::take_op(std::string_view kind, std::uint64_t result_bytes,
                                                 DeviceBuffers& device) {
-  if (!watching_ && size_ > 1) start_watch();
   std::unique_ptr<Op> op;
   if (!free_ops_.empty()) {
     op = std::move(free_ops_.back());

@@ -253,6 +253,7 @@ TEST(ShmAlgorithms, ATinyStepAgainstASlotStepFailsOnBothRanks) {
 TEST(ShmTiny, AWriterRunsAheadByTheTinyRingAndEveryReaderGetsEveryStep) {
   constexpr int kN = 2;
   constexpr auto kAhead = static_cast<int>(SharedArea::kTinyLines);
+  EXPECT_EQ(kAhead, 16) << "the run-ahead docs/collectives.md describes";
   for (const bool broadcast : {true, false}) {
     SCOPED_TRACE(broadcast ? "broadcast from rank 0" : "reduce to rank 1");
     Segment seg(kN);
