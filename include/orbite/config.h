@@ -249,9 +249,9 @@ struct CollConfig {
   // The transport of every collective's messages (also ORBITE_COLL_TRANSPORT).
   Transport transport = Transport::Unspec;
   // Each rank's two slots in the shared segment of a single-host communicator (the shm
-  // algorithms' chunk; a multiple of 64 from 4096, or 0 for no segment). The segment takes
-  // about 2 x this per rank.
-  std::uint64_t shm_slot_bytes = 256 * kKiB;
+  // algorithms' largest chunk step; a multiple of 64 from 4096, or 0 for no segment). The
+  // segment takes about 2 x this per rank of /dev/shm (Open MPI's vader takes 4 MiB per process).
+  std::uint64_t shm_slot_bytes = 2 * kMiB;
 };
 
 // Device memory (and RdmaHostMemory::Staged host memory) moves through the engine's staging pool

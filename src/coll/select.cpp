@@ -121,30 +121,29 @@ bool has_hierarchical(Collective c) {
   return std::find(algos.begin(), algos.end(), Algo::Hierarchical) != algos.end();
 }
 
-bool shm_pays(Collective c, std::uint64_t bytes, int ranks) {
+bool shm_pays(Collective c, std::uint64_t bytes, int ranks, bool crowded) {
   // Measured on 2 and 4 ranks of one host (docs/performance.md, "Collectives through the shared
-  // segment"): the segment wins where a message's protocol costs more than copying through it.
-  // On 2 ranks it wins every collective that has it up to 16 MiB (1.3-2x the messages'
-  // algorithms; at 32 MiB these win all_reduce, broadcast and reduce by about 2x, 2026-12-07).
-  // With more than two ranks, the shm transport's single copy wins large messages from 4 MiB,
-  // and the rooted ones at small sizes keep their trees (non-roots that finish at once run
-  // ahead, where the segment's two slots hold them to the root's pace).
-  if (ranks <= 2) return has_shm(c) && bytes <= kShmTwoRanksMax;
-  switch (c) {
-    case Collective::AllReduce:
-    case Collective::AllGather:
-    case Collective::ReduceScatter: return bytes <= kShmMax;
-    case Collective::Broadcast:
-    case Collective::Reduce: return bytes >= kShmRootedMin && bytes <= kShmMax;
-    case Collective::Barrier: return true;
-    default: return false;
+  // segment" and "Chunk steps where ranks outnumber cores"): the segment wins where a message's
+  // protocol costs more than copying through it. Ranks that each have a core: every collective
+  // that has it up to kShmMax (1.3-2x the messages' algorithms on 2 ranks; at 32 MiB these win
+  // all_reduce, broadcast and reduce by about 2x, 2026-12-07; more ranks, each with a core, were
+  // not measurable on the 2-core machine and take the same bound). Where the ranks outnumber
+  // the cores the segment's larger steps win at every size measured (8-64 MiB on 4 ranks, 1.05-
+  // 2.8x the messages', 2026-12-07). With more than two ranks the rooted ones keep their trees
+  // at small sizes (non-roots that finish at once run ahead, where the segment's two slots hold
+  // them to the root's pace).
+  if (!has_shm(c)) return false;
+  if (ranks > 2 && (c == Collective::Broadcast || c == Collective::Reduce) &&
+      bytes < kShmRootedMin) {
+    return false;
   }
+  return crowded || bytes <= kShmMax;
 }
 
 Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ranks, bool shared,
-            bool nested) {
+            bool nested, bool crowded) {
   if (auto forced = choice.forced[static_cast<std::size_t>(c)]) return *forced;
-  if (shared && shm_pays(c, bytes, ranks)) return Algo::Shm;
+  if (shared && shm_pays(c, bytes, ranks, crowded)) return Algo::Shm;
   if (nested && (c == Collective::AllGather || c == Collective::ReduceScatter)) {
     if (bytes >= kHierarchicalBlocksMin && bytes <= kHierarchicalBlocksMax) {
       return Algo::Hierarchical;

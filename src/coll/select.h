@@ -54,11 +54,12 @@ inline constexpr std::uint64_t kRecursiveDoublingMax = 64 * 1024;
 inline constexpr std::uint64_t kBinomialMax = 64 * 1024;
 inline constexpr std::uint64_t kBruckMax = 64 * 1024;
 
-// Where the rule takes the shm algorithms on a communicator with a shared segment.
-inline constexpr std::uint64_t kShmMax = 4 << 20;           // more than two ranks
-inline constexpr std::uint64_t kShmTwoRanksMax = 16 << 20;  // every collective, 2 ranks
-inline constexpr std::uint64_t kShmRootedMin = 4 * 1024;    // broadcast, reduce, > 2 ranks
-bool shm_pays(Collective c, std::uint64_t bytes, int ranks);
+// Where the rule takes the shm algorithms on a communicator with a shared segment: up to
+// kShmMax, or at every size where the host's ranks outnumber its CPUs (`crowded`); broadcast
+// and reduce on more than two ranks from kShmRootedMin.
+inline constexpr std::uint64_t kShmMax = 16 << 20;
+inline constexpr std::uint64_t kShmRootedMin = 4 * 1024;
+bool shm_pays(Collective c, std::uint64_t bytes, int ranks, bool crowded = false);
 
 // Where the rule takes the hierarchical all_reduce, broadcast and reduce on a communicator that
 // spans hosts with several ranks on some (measured with claimed hosts on one VM: below it the
@@ -73,9 +74,10 @@ inline constexpr std::uint64_t kHierarchicalBlocksMax = 4 << 20;
 
 // `shared`: the communicator has a shared segment and the collective's buffers may use it.
 // `nested`: the communicator spans hosts and some host has several ranks (Hosts::nested), and
-// the collective's buffers may go through host memory.
+// the collective's buffers may go through host memory. `crowded`: the segment's ranks outnumber
+// the CPUs they may run on (SharedArea::crowded).
 Algo choose(Collective c, const AlgoChoice& choice, std::uint64_t bytes, int ranks, bool shared,
-            bool nested = false);
+            bool nested = false, bool crowded = false);
 
 // Whether `c` has an shm algorithm, a hierarchical one.
 bool has_shm(Collective c);

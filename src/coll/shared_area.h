@@ -212,6 +212,11 @@ class SharedArea {
   std::uint64_t next_step() { return ++steps_; }
   [[nodiscard]] std::uint64_t step() const { return steps_; }  // the last step numbered
 
+  // oversubscribed(), kept once every rank attached (set before the first collective, then only
+  // read): the same on every rank, so the ranks size their chunk steps alike.
+  void set_crowded(bool crowded) { crowded_ = crowded; }
+  [[nodiscard]] bool crowded() const { return crowded_; }
+
  private:
   struct Header {
     std::uint32_t magic;
@@ -246,6 +251,7 @@ class SharedArea {
   std::uint64_t steps_ = 0;
   std::uint64_t consumed_known_ = 0;  // every rank's Consumed reached at least this step
   std::uint64_t tiny_looks_ = 0;
+  bool crowded_ = false;
 };
 
 }  // namespace orbite::coll

@@ -213,6 +213,26 @@ void fold(const Args& a, std::byte* dst, const SharedArea& area, std::uint64_t s
   });
 }
 
+// Elements per chunk step of a collective moving `count` elements of `unit` bytes each through
+// every slot (`unit`: the element's size, or n of them for reduce_scatter's pieces). Steps of
+// kChunkMin bytes (or the slot, if smaller) keep what the ranks copy in cache and overlap one
+// step's copies with the reads of the step before. Where the host's ranks outnumber its CPUs
+// every step is a wait for ranks that may be off a core for a time slice, so large collectives
+// take fewer, larger steps there: kCrowdedSteps of them, up to the slot (docs/performance.md,
+// "Chunk steps where ranks outnumber cores").
+constexpr std::uint64_t kChunkMin = 256 * 1024;
+constexpr std::uint64_t kCrowdedSteps = 8;
+
+std::uint64_t chunk_elements(const SharedArea& area, std::uint64_t count, std::uint64_t unit) {
+  const std::uint64_t most = std::max<std::uint64_t>(1, area.slot_bytes() / unit);
+  std::uint64_t want = kChunkMin;
+  if (area.crowded()) {
+    const std::uint64_t share = (count * unit + kCrowdedSteps - 1) / kCrowdedSteps;
+    want = std::max(want, (share + 4095) / 4096 * 4096);
+  }
+  return std::min(most, std::max<std::uint64_t>(1, want / unit));
+}
+
 // Up to this many bytes every rank combines the whole vector itself after one step (one wait);
 // above it, each combines its share and the shares are exchanged (two waits per step), except
 // on 2 ranks, where every chunk is combined whole by each rank that receives it.
@@ -236,7 +256,7 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
     // Its own input is read in place of its slot, except in place from rank 2 on: the first
     // combination (of ranks 0 and 1) overwrites the output before that rank's turn.
     const bool from_input = a.in != a.out || me < 2;
-    const std::uint64_t chunk = area.slot_bytes() / es;
+    const std::uint64_t chunk = chunk_elements(area, a.count, es);
     for (std::uint64_t off = 0; off == 0 || off < a.count; off += chunk) {
       const std::uint64_t len = std::min(chunk, a.count - off);
       const std::uint64_t s = area.next_step();
@@ -254,9 +274,9 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
     if (!a.holds_turn) area.release();
     co_return;
   }
-  const std::uint64_t chunk = area.slot_bytes() / es;
+  const std::uint64_t chunk = chunk_elements(area, a.count, es);
   // A rank without an output (reduce's non-roots) combines its share in scratch.
-  std::byte* scratch = receives ? nullptr : c.scratch(area.slot_bytes());
+  std::byte* scratch = receives ? nullptr : c.scratch(chunk * es);
   for (std::uint64_t off = 0; off < a.count; off += chunk) {
     const std::uint64_t len = std::min(chunk, a.count - off);
     const std::uint64_t s = area.next_step();
@@ -399,8 +419,9 @@ Task broadcast_through(Ctx& c, Args a) {
   const SharedArea::Shape shape = shape_of(Kind::Broadcast, a);
   if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   if (root) copy_bytes(a.out, a.in, bytes);
-  for (std::uint64_t off = 0; off < bytes; off += area.slot_bytes()) {
-    const std::uint64_t len = std::min(area.slot_bytes(), bytes - off);
+  const std::uint64_t chunk = chunk_elements(area, bytes, 1);
+  for (std::uint64_t off = 0; off < bytes; off += chunk) {
+    const std::uint64_t len = std::min(chunk, bytes - off);
     const std::uint64_t s = area.next_step();
     if (root) {
       co_await slot_free(c, area, s);
@@ -445,8 +466,9 @@ Task shm_all_gather(Ctx& c, Args a) {
   const SharedArea::Shape shape = shape_of(Kind::AllGather, a);
   if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   copy_bytes(a.out + static_cast<std::uint64_t>(me) * block, a.in, block);
-  for (std::uint64_t off = 0; off < block; off += area.slot_bytes()) {
-    const std::uint64_t len = std::min(area.slot_bytes(), block - off);
+  const std::uint64_t chunk = chunk_elements(area, block, 1);
+  for (std::uint64_t off = 0; off < block; off += chunk) {
+    const std::uint64_t len = std::min(chunk, block - off);
     const std::uint64_t s = area.next_step();
     co_await slot_free(c, area, s);
     copy_bytes(area.slot(me, s), a.in + off, len);
@@ -471,7 +493,7 @@ Task shm_reduce_scatter(Ctx& c, Args a) {
   const std::uint64_t es = size_of(a.type);
   const auto ranks = static_cast<std::uint64_t>(n);
   // Per step, a piece of every block: the slot holds n pieces of `chunk` elements.
-  const std::uint64_t chunk = std::max<std::uint64_t>(1, area.slot_bytes() / (ranks * es));
+  const std::uint64_t chunk = chunk_elements(area, a.count, ranks * es);
   const SharedArea::Shape shape = shape_of(Kind::ReduceScatter, a);
   if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
   for (std::uint64_t off = 0; off < a.count; off += chunk) {

@@ -24,6 +24,7 @@
 #include "coll/shared_area.h"
 #include "comm/communicator_impl.h"
 #include "common/log.h"
+#include "common/shm_object.h"
 #include "proxy/engine_core.h"
 
 namespace orbite {
@@ -98,7 +99,8 @@ Result<std::shared_ptr<coll::SharedArea>> create_segment(const std::string& name
   const std::uint64_t bytes = coll::SharedArea::bytes_for(ranks, slot_bytes);
   const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return sys_error("shm_open", name);
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+  if (const int e = size_shm_object(fd, bytes); e != 0) {
+    errno = e;
     Status st = sys_error("sizing (" + std::to_string(bytes) + " bytes)", name);
     ::close(fd);
     ::shm_unlink(name.c_str());
@@ -221,8 +223,9 @@ Status Communicator::Impl::attach_segment(const std::string& barrier_key) {
     return {};
   }
   area = std::move(*area_or);
-  executor->set_yield_when_idle(area->oversubscribed());
-  if (area->oversubscribed()) core->yield_when_idle.store(true);
+  area->set_crowded(area->oversubscribed());
+  executor->set_yield_when_idle(area->crowded());
+  if (area->crowded()) core->yield_when_idle.store(true);
   return {};
 }
 

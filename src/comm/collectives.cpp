@@ -4,6 +4,7 @@
 #include <string>
 
 #include "coll/algorithms.h"
+#include "coll/shared_area.h"
 #include "comm/communicator_impl.h"
 
 namespace orbite {
@@ -109,7 +110,7 @@ Result<Request> Communicator::Impl::launch(const coll::Launch& l, Args args) {
   // message algorithms.
   const bool shared = area != nullptr && single_host && !device.direct;
   const bool nested = hosts->nested() && !device.direct;
-  Algo algo = coll::choose(l.kind, algos, l.bytes, n, shared, nested);
+  Algo algo = coll::choose(l.kind, algos, l.bytes, n, shared, nested, shared && area->crowded());
   // shm asked for on one rank (no segment; nothing to share), hierarchical on device buffers
   // that move directly: the rule's algorithm.
   if ((algo == Algo::Shm && !shared) || (algo == Algo::Hierarchical && device.direct)) {

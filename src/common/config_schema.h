@@ -305,10 +305,12 @@ void visit_coll(V& v, C& s) {
           "segments of the collectives.");
   v.field("shm_slot_bytes", s.shm_slot_bytes, Bytes{0, 256 * kMiB},
           "Each rank's two slots in the shared segment of its host (a single-host communicator's, "
-          "or each host's of one spanning hosts), the chunk of the shm algorithms and of the "
-          "hierarchical collectives' steps inside a host: 0 (no segment: collectives run over "
-          "messages) or a multiple of 64 from 4096 (the segment takes about twice this per "
-          "rank).");
+          "or each host's of one spanning hosts): the largest chunk step of the shm algorithms and "
+          "of the hierarchical collectives' steps inside a host (steps are 256 KiB, or this if "
+          "smaller; larger collectives take larger ones only where the host's ranks outnumber its "
+          "CPUs). 0 (no segment: collectives run over messages) or a multiple of 64 from 4096; "
+          "the segment takes about twice this per rank of /dev/shm, reserved when it is created "
+          "(a /dev/shm too small for it leaves the collectives on messages).");
 }
 
 template <class V, class C>

@@ -468,7 +468,7 @@ void scenario_invalid(Context& c) {
 // all_reduce must fail with ConnectionLost, well within the wait bound.
 void scenario_killed_rank(Context& c) {
   Communicator& comm = c.comm;
-  constexpr std::uint64_t kCount = 4 << 20;  // 16 MiB of float32: the ring
+  constexpr std::uint64_t kCount = 4 << 20;  // 16 MiB of float32
   std::vector<float> data(kCount, 1.0f);
   // Connections and the first collective established everywhere first.
   run(comm.barrier(), "barrier before the kill");

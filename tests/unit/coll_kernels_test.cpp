@@ -225,17 +225,31 @@ TEST(AlgorithmRule, SmallAllReduceDoublesLargeRingsAndOverridesWin) {
     EXPECT_EQ(choose(c, none, 64 * 1024, 4, true), Algo::Shm) << to_string(c);
   }
   EXPECT_EQ(choose(Collective::AllReduce, none, 8, 2, true), Algo::Shm);
-  EXPECT_EQ(choose(Collective::AllReduce, none, kShmTwoRanksMax + 1, 2, true), Algo::Ring);
+  EXPECT_EQ(choose(Collective::AllReduce, none, kShmMax + 1, 2, true), Algo::Ring);
   EXPECT_EQ(choose(Collective::AllReduce, none, kShmMax, 4, true), Algo::Shm);
   EXPECT_EQ(choose(Collective::AllReduce, none, kShmMax + 1, 4, true), Algo::Ring);
   EXPECT_EQ(choose(Collective::Broadcast, none, 8, 4, true), Algo::Binomial);
-  // On 2 ranks every collective with a segment form takes it up to kShmTwoRanksMax.
+  // On 2 ranks every collective with a segment form takes it up to kShmMax.
   for (Collective c : {Collective::ReduceScatter, Collective::AllGather, Collective::Broadcast,
                        Collective::Reduce}) {
     EXPECT_EQ(choose(c, none, 8, 2, true), Algo::Shm) << to_string(c);
-    EXPECT_EQ(choose(c, none, kShmTwoRanksMax, 2, true), Algo::Shm) << to_string(c);
-    EXPECT_NE(choose(c, none, kShmTwoRanksMax + 1, 2, true), Algo::Shm) << to_string(c);
+    EXPECT_EQ(choose(c, none, kShmMax, 2, true), Algo::Shm) << to_string(c);
+    EXPECT_NE(choose(c, none, kShmMax + 1, 2, true), Algo::Shm) << to_string(c);
   }
+  // Ranks that outnumber their cores: the segment at every size (the rooted ones still keep
+  // their trees below kShmRootedMin on more than two ranks); an override still wins.
+  for (Collective c : {Collective::AllReduce, Collective::Reduce, Collective::Broadcast,
+                       Collective::AllGather, Collective::ReduceScatter}) {
+    EXPECT_EQ(choose(c, none, std::uint64_t{1} << 30, 4, true, false, true), Algo::Shm)
+        << to_string(c);
+    EXPECT_NE(choose(c, none, std::uint64_t{1} << 30, 4, true, false, false), Algo::Shm)
+        << to_string(c);
+  }
+  EXPECT_EQ(choose(Collective::Broadcast, none, 8, 4, true, false, true), Algo::Binomial);
+  EXPECT_EQ(choose(Collective::AllReduce, none, 8, 4, false, false, true), Algo::RecursiveDoubling);
+  AlgoChoice forced;
+  forced.forced[static_cast<std::size_t>(Collective::AllReduce)] = Algo::Ring;
+  EXPECT_EQ(choose(Collective::AllReduce, forced, 1 << 30, 4, true, false, true), Algo::Ring);
   EXPECT_EQ(choose(Collective::AllToAll, none, 8, 2, true), Algo::Pairwise);
   EXPECT_EQ(choose(Collective::AllToAll, none, 8, 4, true), Algo::Pairwise);
   EXPECT_EQ(choose(Collective::Gather, none, 8, 4, true), Algo::Linear);

@@ -55,17 +55,19 @@ struct FakeLinks {
 // The segment's memory shared by the threads, each rank with its own SharedArea (its own
 // in-process ticket and step counters, as each process has).
 struct Segment {
-  explicit Segment(int ranks)
+  explicit Segment(int ranks, std::uint64_t slot = kSlot)
       : ranks_(ranks),
-        bytes_(SharedArea::bytes_for(ranks, kSlot)),
+        slot_(slot),
+        bytes_(SharedArea::bytes_for(ranks, slot)),
         memory_(static_cast<std::byte*>(std::aligned_alloc(4096, bytes_)), &std::free) {
     std::fill_n(memory_.get(), bytes_, std::byte{0});
-    SharedArea(memory_.get(), ranks, kSlot, nullptr).format();
+    SharedArea(memory_.get(), ranks, slot, nullptr).format();
   }
   std::shared_ptr<SharedArea> view() const {
-    return std::make_shared<SharedArea>(memory_.get(), ranks_, kSlot, nullptr);
+    return std::make_shared<SharedArea>(memory_.get(), ranks_, slot_, nullptr);
   }
   int ranks_;
+  std::uint64_t slot_;
   std::uint64_t bytes_;
   std::unique_ptr<std::byte, decltype(&std::free)> memory_;
 };
@@ -183,6 +185,50 @@ TEST_P(ShmAlgorithmsOn, EveryCollectiveOnThreadRanksMatchesTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmAlgorithmsOn, ::testing::Values(2, 3));
+
+// Chunk steps by the ranks' placement: with a 1 MiB slot, a 4 MiB all_reduce and all_gather
+// take 256 KiB steps (16 each) where every rank has a core, and 8 steps of 512 KiB where the
+// ranks outnumber their cores (SharedArea::crowded); the bytes are the same either way.
+TEST(ShmChunks, CrowdedRanksTakeFewerLargerStepsWithTheSameResults) {
+  constexpr int kN = 3;
+  constexpr std::uint64_t kMiB = 1 << 20;
+  constexpr std::uint64_t kCount = 4 * kMiB / sizeof(std::int32_t);
+  for (const bool crowded : {false, true}) {
+    Segment seg(kN, kMiB);
+    std::vector<std::unique_ptr<Rank>> ranks;
+    for (int r = 0; r < kN; ++r) {
+      ranks.push_back(std::make_unique<Rank>(r, kN, seg));
+      ranks.back()->area->set_crowded(crowded);
+    }
+    on_threads(kN, [&](int r) {
+      Rank& me = *ranks[static_cast<std::size_t>(r)];
+      std::vector<std::int32_t> in(kCount), sum(kCount), gathered(kCount * kN);
+      for (std::uint64_t i = 0; i < kCount; ++i) in[i] = input(r, i);
+      Args a;
+      a.in = reinterpret_cast<const std::byte*>(in.data());
+      a.out = reinterpret_cast<std::byte*>(sum.data());
+      a.count = kCount;
+      a.type = DataType::Int32;
+      auto req = me.start("all_reduce", &shm_all_reduce, a);
+      ASSERT_TRUE(req.ok() && req->wait(30s).ok());
+      EXPECT_EQ(me.area->step(), crowded ? 8U : 16U) << "all_reduce, crowded " << crowded;
+      a.out = reinterpret_cast<std::byte*>(gathered.data());
+      req = me.start("all_gather", &shm_all_gather, a);
+      ASSERT_TRUE(req.ok() && req->wait(30s).ok());
+      EXPECT_EQ(me.area->step(), crowded ? 16U : 32U) << "all_gather, crowded " << crowded;
+      for (std::uint64_t i = 0; i < kCount; ++i) {
+        ASSERT_EQ(sum[i], static_cast<std::int32_t>(kN * (i % 977) + 3 * (kN * (kN - 1) / 2)))
+            << "all_reduce element " << i << ", crowded " << crowded;
+      }
+      for (int k = 0; k < kN; ++k) {
+        for (std::uint64_t i = 0; i < kCount; ++i) {
+          ASSERT_EQ(gathered[static_cast<std::uint64_t>(k) * kCount + i], input(k, i))
+              << "all_gather block " << k << " element " << i << ", crowded " << crowded;
+        }
+      }
+    });
+  }
+}
 
 // Two thread ranks call all_reduce with counts[0] and counts[1] int32 elements: each fails with
 // InvalidArgument naming the other's call.

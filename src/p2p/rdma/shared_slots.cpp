@@ -12,6 +12,7 @@
 #include <ctime>
 
 #include "common/log.h"
+#include "common/shm_object.h"
 #include "p2p/rdma/wire.h"
 
 namespace orbite::rdma {
@@ -87,7 +88,12 @@ Result<std::unique_ptr<SharedSlots>> SharedSlots::open(const std::string& config
     ::close(fd);
     return st;
   };
-  if (creator && ::ftruncate(fd, sizeof(Header)) != 0) return fail(sys_error(name, "ftruncate"));
+  if (creator) {
+    if (const int e = size_shm_object(fd, sizeof(Header)); e != 0) {
+      errno = e;
+      return fail(sys_error(name, "sizing"));
+    }
+  }
   // Another creator may still be sizing and writing it: wait, bounded, for the size and magic.
   const auto until = std::chrono::steady_clock::now() + kInitWait;
   struct stat st {};

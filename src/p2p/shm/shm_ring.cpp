@@ -12,6 +12,8 @@
 #include <mutex>
 #include <utility>
 
+#include "common/shm_object.h"
+
 namespace orbite::p2p {
 
 namespace {
@@ -64,8 +66,7 @@ Result<ShmRing> ShmRing::create(const std::string& name, std::uint64_t capacity)
                          "shm_open(" + name + ") failed: " + std::string(std::strerror(errno)));
   }
   const std::size_t bytes = kHeaderArea + capacity;
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    int e = errno;
+  if (const int e = size_shm_object(fd, bytes); e != 0) {
     ::close(fd);
     ::shm_unlink(name.c_str());
     return Status::error(Errc::ResourceExhausted, "sizing shm segment " + name + " to " +
