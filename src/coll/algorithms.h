@@ -67,8 +67,13 @@ struct Args {
   std::shared_ptr<const Hosts> hosts;
   // local_copy: the bytes it copies from in to out.
   std::uint64_t local_bytes = 0;
-  // A tiny shm collective whose step began on the caller's thread (shm_*_inline): that step.
+  // A tiny shm collective whose step began on the caller's thread (shm_*_inline): that step;
+  // and when it began ahead, while earlier collectives were still in flight (its step numbered,
+  // its tiny line written if it was free, its Arrived not yet), the segment turn it waits for.
   std::uint64_t tiny_step = 0;
+  bool tiny_ahead = false;
+  bool tiny_written = false;
+  std::uint64_t tiny_ticket = 0;
 };
 
 // How a collective's start on the caller's thread went (Executor::start's `first`).
@@ -80,8 +85,9 @@ enum class Inline {
 
 // size() == 1, or nothing to move: copy a.local_bytes from in to out where they differ.
 Task local_copy(Ctx& c, Args a);
-// The same on the caller's thread, for host buffers (Executor::start's `first`).
-Inline local_copy_inline(Args& a, int rank, int size);
+// The same on the caller's thread, for host buffers, where no other collective is in flight
+// (Executor::start's `first`).
+Inline local_copy_inline(Args& a, int rank, int size, bool alone);
 
 // all_reduce: ring reduce-scatter + all-gather, pipelined in chunks; and recursive doubling with
 // the non-power-of-two fold. reduce_scatter: the ring's first half.
@@ -111,13 +117,14 @@ Task shm_all_gather(Ctx& c, Args a);
 Task shm_reduce_scatter(Ctx& c, Args a);
 Task shm_barrier(Ctx& c, Args a);
 // A tiny one (at most SharedArea::kTinyBytes per rank; any barrier) begun on the caller's
-// thread, where no collective of the communicator is in flight (under the executor lock):
+// thread (under the executor lock): where no collective of the communicator is in flight,
 // finished there when it needs nothing it must wait for (a broadcast's root, reduce's non-roots,
-// and every rank whose peers' lines are there already).
-Inline shm_all_reduce_inline(Args& a, int rank, int size);
-Inline shm_reduce_inline(Args& a, int rank, int size);
-Inline shm_broadcast_inline(Args& a, int rank, int size);
-Inline shm_barrier_inline(Args& a, int rank, int size);
+// and every rank whose peers' lines are there already); behind collectives in flight whose
+// steps are all numbered (tiny ones begun so), its line written ahead, the rest in its turn.
+Inline shm_all_reduce_inline(Args& a, int rank, int size, bool alone);
+Inline shm_reduce_inline(Args& a, int rank, int size, bool alone);
+Inline shm_broadcast_inline(Args& a, int rank, int size, bool alone);
+Inline shm_barrier_inline(Args& a, int rank, int size, bool alone);
 // co_await shm_turn(c, area): this collective's turn on the segment, taken in start order (the
 // first thing the collective does); area.release() when it is done with the segment.
 Task shm_turn(Ctx& c, SharedArea& area);

@@ -19,7 +19,8 @@ Task local_copy(Ctx& c, Args a) {
   co_return;
 }
 
-Inline local_copy_inline(Args& a, int, int) {
+Inline local_copy_inline(Args& a, int, int, bool alone) {
+  if (!alone) return Inline::NotTaken;
   if (a.out != nullptr && a.in != nullptr && a.out != a.in && a.local_bytes > 0) {
     std::memcpy(a.out, a.in, a.local_bytes);
   }

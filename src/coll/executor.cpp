@@ -153,8 +153,8 @@ Result<Request> Executor::start(std::string_view kind, Algorithm run, Args args,
   // A watch that cannot be posted breaks the collectives: then the op below fails at once.
   if (!watching_ && size_ > 1) start_watch();
   const bool host = !device.direct && !device.stand_ins && !device.before_complete;
-  if (first != nullptr && host && active_.empty() && broken_.ok() &&
-      first(args, rank_, size_) == Inline::Done) {
+  if (first != nullptr && host && broken_.ok() &&
+      first(args, rank_, size_, active_.empty()) == Inline::Done) {
     ++sequence_;  // as take_op() does: every rank numbers (and tags) collectives alike
     return completed(result_bytes);
   }

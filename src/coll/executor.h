@@ -60,12 +60,12 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
 
   // Starts a collective: the algorithm's coroutine over the op's Ctx and `args` (no closure to
   // allocate, so that a small one costs little more than its steps); `result_bytes` is what
-  // Request::bytes() reports once it succeeded. `first`, when set, may begin (or finish) the
-  // collective on the caller's thread where no other collective of the communicator is in
-  // flight and its buffers are host memory: a finished one costs no op, coroutine or request of
-  // its own.
+  // Request::bytes() reports once it succeeded. `first`, when set, may begin the collective on
+  // the caller's thread where its buffers are host memory, and finish it there where no other
+  // collective of the communicator is in flight (`alone`): a finished one costs no op, coroutine
+  // or request of its own.
   using Algorithm = Task (*)(Ctx&, Args);
-  using InlineStart = Inline (*)(Args&, int rank, int size);
+  using InlineStart = Inline (*)(Args&, int rank, int size, bool alone);
   Result<Request> start(std::string_view kind, Algorithm run, Args args, std::uint64_t result_bytes,
                         DeviceBuffers device = {}, InlineStart first = nullptr);
 

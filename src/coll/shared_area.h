@@ -196,7 +196,8 @@ class SharedArea {
   }
   // Every rank's Arrived reached `step`: each published its Consumed of the step before first
   // (every algorithm ends a step with Consumed before it arrives at the next, with release
-  // stores, and the caller read the Arrived counters with acquire). Under the executor lock.
+  // stores, and the caller read the Arrived counters with acquire; a tiny step written ahead
+  // stores its Arrived only in its turn, after the step before it). Under the executor lock.
   void arrived_by_all(std::uint64_t step) {
     if (step > 0) consumed_known_ = std::max(consumed_known_, step - 1);
   }
@@ -204,7 +205,16 @@ class SharedArea {
   // In-process order, touched only under the communicator's executor lock: collectives use the
   // segment one at a time in the order they were started (the same order on every rank), and
   // number their chunk steps consecutively, so every rank gives a step the same number.
-  std::uint64_t take_ticket() { return tickets_++; }
+  // take_ticket(): a collective that numbers its steps in its turn; take_numbered_ticket(): a
+  // tiny one that numbers its step now (next_step() right after). steps_known(): every
+  // collective started so far numbered all its steps (the ones of take_ticket() are done), so
+  // a tiny collective started now may number its step at once, ahead of its turn.
+  std::uint64_t take_ticket() {
+    unnumbered_until_ = tickets_ + 1;
+    return tickets_++;
+  }
+  std::uint64_t take_numbered_ticket() { return tickets_++; }
+  [[nodiscard]] bool steps_known() const { return serving_ >= unnumbered_until_; }
   [[nodiscard]] bool serving(std::uint64_t ticket) const { return serving_ == ticket; }
   void release() { ++serving_; }
   // No collective holds or waits for a turn.
@@ -251,6 +261,7 @@ class SharedArea {
   std::uint64_t steps_ = 0;
   std::uint64_t consumed_known_ = 0;  // every rank's Consumed reached at least this step
   std::uint64_t tiny_looks_ = 0;
+  std::uint64_t unnumbered_until_ = 0;  // 1 + the last ticket of take_ticket()
   bool crowded_ = false;
 };
 

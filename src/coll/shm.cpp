@@ -149,11 +149,9 @@ int tiny_behind(SharedArea& a, std::uint64_t s, int only) {
       break;
     }
   }
-  if (behind == Ctx::kReady) {
-    // Each published its Consumed of the step before its tiny line (see arrived_by_all).
-    if (all) a.arrived_by_all(s);
-    return Ctx::kReady;
-  }
+  // (All tiny lines there say nothing of the Consumed counters: a line written ahead of its
+  // turn may precede its writer's Consumed of earlier steps by up to kTinyLines.)
+  if (behind == Ctx::kReady) return Ctx::kReady;
   // Arrived is stored after the tiny line: a rank whose Arrived shows the step and whose tiny
   // line, read again after it (acquire), does not, arrived without one.
   if (a.tiny_look() % 64 == 0 && a.seen(behind, SharedArea::Arrived) >= s &&
@@ -339,9 +337,10 @@ bool reads_own_input(const Args& a, int me) {
 }
 
 // Step `s` of this rank begins: its data (if the others read it) and shape on its tiny line,
-// then Arrived. Arrived also tells a rank that waits in a chunk step, which then reads this
-// line's shape (same_shapes).
-void tiny_publish(SharedArea& area, const Args& a, Kind kind, int me, std::uint64_t s) {
+// then Arrived (`arrive`; a step begun ahead of its turn stores it in its turn). Arrived also
+// tells a rank that waits in a chunk step, which then reads this line's shape (same_shapes).
+void tiny_publish(SharedArea& area, const Args& a, Kind kind, int me, std::uint64_t s,
+                  bool arrive = true) {
   const std::uint64_t bytes = kind == Kind::Barrier ? 0 : a.count * size_of(a.type);
   const TinyRole role = tiny_role(kind, a, me);
   if (kind == Kind::Broadcast && me == a.root) copy_bytes(a.out, a.in, bytes);
@@ -349,7 +348,7 @@ void tiny_publish(SharedArea& area, const Args& a, Kind kind, int me, std::uint6
   const bool read_by_others = kind != Kind::Reduce || me != a.root || !reads_own_input(a, me);
   if (bytes > 0 && read_by_others) copy_bytes(area.tiny(me, s), a.in, bytes);
   area.publish_tiny(me, s, tiny_shape_of(kind, a));
-  area.publish(me, SharedArea::Arrived, s);
+  if (arrive) area.publish(me, SharedArea::Arrived, s);
 }
 
 // Step `s` of this rank ends, once the lines it reads are there with the shapes it expects: the
@@ -368,18 +367,25 @@ void tiny_finish(SharedArea& area, const Args& a, Kind kind, int me, std::uint64
 }
 
 // A tiny collective: from its start, or (a.tiny_step set) from the wait of a step that began
-// inline (tiny_inline), holding the segment's turn.
+// inline (tiny_inline), holding the segment's turn, or waiting for it when it began ahead.
 Task tiny_collective(Ctx& c, Args a, Kind kind) {
   SharedArea& area = *a.area;
   const int me = c.rank();
+  const TinyRole role = tiny_role(kind, a, me);
   std::uint64_t s = a.tiny_step;
   if (s == 0) {
     if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
     s = area.next_step();
     co_await tiny_free(c, area, s);
     tiny_publish(area, a, kind, me, s);
+  } else if (a.tiny_ahead) {
+    if (!a.tiny_written) {
+      co_await tiny_free(c, area, s);
+      tiny_publish(area, a, kind, me, s, false);
+    }
+    co_await my_turn(c, area, a.tiny_ticket);
+    if (role.publishes) area.publish(me, SharedArea::Arrived, s);
   }
-  const TinyRole role = tiny_role(kind, a, me);
   if (role.receives) {
     co_await tiny_reached(c, area, s, role.only);
     if (!same_tiny_shapes(c, area, s, tiny_shape_of(kind, a), role.only)) co_return;
@@ -387,15 +393,28 @@ Task tiny_collective(Ctx& c, Args a, Kind kind) {
   tiny_finish(area, a, kind, me, s);
 }
 
-// The start of a tiny collective on the caller's thread (under the executor lock, with no
-// collective of the communicator in flight): Done when it needed nothing it had to wait for;
-// Continue when its step began and tiny_collective() waits for the rest (a.tiny_step set);
-// NotTaken, with nothing changed, when its tiny line is still being read.
-Inline tiny_inline(Args& a, Kind kind, int me, int n) {
+// The start of a tiny collective on the caller's thread (under the executor lock). With no
+// collective of the communicator in flight (`alone`) and the segment idle: Done when it needed
+// nothing it had to wait for; Continue when its step began and tiny_collective() waits for the
+// rest (a.tiny_step set). Otherwise, behind collectives whose steps are all numbered: its step
+// numbered now and its line written if it is free (so that a rank writes several steps in one
+// time slice where they are posted without waiting), Continue, and tiny_collective() writes
+// the line once it is free, then stores its Arrived and finishes it in its turn. NotTaken,
+// with nothing changed, when an earlier collective's steps are not numbered yet.
+Inline tiny_inline(Args& a, Kind kind, int me, int n, bool alone) {
   if (!is_tiny(a, kind) || n < 2) return Inline::NotTaken;
   SharedArea& area = *a.area;
-  if (!area.idle() || !tiny_line_free(area, area.step() + 1)) return Inline::NotTaken;
-  area.take_ticket();
+  if (!area.steps_known()) return Inline::NotTaken;
+  const bool line_free = tiny_line_free(area, area.step() + 1);
+  if (!alone || !area.idle() || !line_free) {
+    a.tiny_ticket = area.take_numbered_ticket();
+    a.tiny_step = area.next_step();
+    a.tiny_ahead = true;
+    a.tiny_written = line_free;
+    if (line_free) tiny_publish(area, a, kind, me, a.tiny_step, false);
+    return Inline::Continue;
+  }
+  area.take_numbered_ticket();
   const std::uint64_t s = area.next_step();
   tiny_publish(area, a, kind, me, s);
   a.tiny_step = s;
@@ -518,17 +537,17 @@ Task shm_barrier(Ctx& c, Args a) {
   return tiny_collective(c, std::move(a), Kind::Barrier);
 }
 
-Inline shm_all_reduce_inline(Args& a, int rank, int size) {
-  return tiny_inline(a, Kind::AllReduce, rank, size);
+Inline shm_all_reduce_inline(Args& a, int rank, int size, bool alone) {
+  return tiny_inline(a, Kind::AllReduce, rank, size, alone);
 }
-Inline shm_reduce_inline(Args& a, int rank, int size) {
-  return tiny_inline(a, Kind::Reduce, rank, size);
+Inline shm_reduce_inline(Args& a, int rank, int size, bool alone) {
+  return tiny_inline(a, Kind::Reduce, rank, size, alone);
 }
-Inline shm_broadcast_inline(Args& a, int rank, int size) {
-  return tiny_inline(a, Kind::Broadcast, rank, size);
+Inline shm_broadcast_inline(Args& a, int rank, int size, bool alone) {
+  return tiny_inline(a, Kind::Broadcast, rank, size, alone);
 }
-Inline shm_barrier_inline(Args& a, int rank, int size) {
-  return tiny_inline(a, Kind::Barrier, rank, size);
+Inline shm_barrier_inline(Args& a, int rank, int size, bool alone) {
+  return tiny_inline(a, Kind::Barrier, rank, size, alone);
 }
 
 }  // namespace orbite::coll

@@ -352,6 +352,128 @@ TEST(ShmTiny, AWriterRunsAheadByTheTinyRingAndEveryReaderGetsEveryStep) {
   }
 }
 
+// Tiny collectives posted without waiting begin ahead of their turn: each numbers its step and
+// writes its line on the caller's thread (or, with the ring of lines full, once its line is
+// free), and stores Arrived and finishes in its turn. On 3 thread ranks, 40 of them in flight
+// at once (more than the ring's 16 lines), all_reduce, reduce, broadcast and barrier in turn,
+// with a chunk all_reduce in the middle (whose steps are numbered in its turn, so the tiny ones
+// after it wait for it to begin theirs): every result exact, the chunk one too, and every
+// rank's steps numbered alike (its last step the same on every rank).
+TEST(ShmTiny, TinyCollectivesPostedWithoutWaitingBeginAheadAndAllGetTheirBytes) {
+  constexpr int kN = 3;
+  constexpr int kCalls = 40;
+  constexpr int kChunkAt = 20;
+  constexpr std::uint64_t kChunkCount = 3 * kSlot / 4 + 5;  // several chunk steps
+  Segment seg(kN);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < kN; ++r) ranks.push_back(std::make_unique<Rank>(r, kN, seg));
+  std::vector<std::uint64_t> last_step(kN);
+  on_threads(kN, [&](int r) {
+    Rank& me = *ranks[static_cast<std::size_t>(r)];
+    std::vector<std::vector<std::int32_t>> in(kCalls), out(kCalls);
+    std::vector<std::int32_t> big_in(kChunkCount), big_out(kChunkCount);
+    for (std::uint64_t i = 0; i < kChunkCount; ++i) big_in[i] = input(r, i);
+    std::vector<Request> reqs;
+    for (int i = 0; i < kCalls; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      in[k] = {i + r, 7 * r, -i};
+      out[k].assign(3, -1);
+      Args a;
+      a.in = reinterpret_cast<const std::byte*>(in[k].data());
+      a.out = reinterpret_cast<std::byte*>(out[k].data());
+      a.count = 3;
+      a.type = DataType::Int32;
+      a.op = ReduceOp::Sum;
+      a.root = i % kN;
+      Result<Request> req = Status::error(Errc::Internal, "not started");
+      switch (i % 4) {
+        case 0: req = me.start("all_reduce", &shm_all_reduce, a, &shm_all_reduce_inline); break;
+        case 1: req = me.start("reduce", &shm_reduce, a, &shm_reduce_inline); break;
+        case 2: req = me.start("broadcast", &shm_broadcast, a, &shm_broadcast_inline); break;
+        default: req = me.start("barrier", &shm_barrier, Args{}, &shm_barrier_inline); break;
+      }
+      ASSERT_TRUE(req.ok()) << i << ": " << req.status().to_string();
+      reqs.push_back(*req);
+      if (i == kChunkAt) {
+        Args b;
+        b.in = reinterpret_cast<const std::byte*>(big_in.data());
+        b.out = reinterpret_cast<std::byte*>(big_out.data());
+        b.count = kChunkCount;
+        b.type = DataType::Int32;
+        b.op = ReduceOp::Sum;
+        auto big = me.start("all_reduce", &shm_all_reduce, b, &shm_all_reduce_inline);
+        ASSERT_TRUE(big.ok());
+        reqs.push_back(*big);
+      }
+    }
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_TRUE(reqs[i].wait(30s).ok()) << i << ": " << reqs[i].wait(0s).to_string();
+    }
+    for (int i = 0; i < kCalls; ++i) {
+      const auto& o = out[static_cast<std::size_t>(i)];
+      const int root = i % kN;
+      const std::vector<std::int32_t> sum = {kN * i + kN * (kN - 1) / 2, 7 * kN * (kN - 1) / 2,
+                                             -kN * i};
+      if (i % 4 == 0 || (i % 4 == 1 && r == root)) {
+        EXPECT_EQ(o, sum) << "call " << i << " on rank " << r;
+      } else if (i % 4 == 2) {
+        EXPECT_EQ(o, (std::vector<std::int32_t>{i + root, 7 * root, -i})) << "call " << i;
+      }
+    }
+    for (std::uint64_t i = 0; i < kChunkCount; ++i) {
+      ASSERT_EQ(big_out[i], static_cast<std::int32_t>(kN * (i % 977) + 3 * (kN * (kN - 1) / 2)))
+          << "chunk all_reduce element " << i;
+    }
+    last_step[static_cast<std::size_t>(r)] = me.area->step();
+  });
+  EXPECT_EQ(last_step[1], last_step[0]);
+  EXPECT_EQ(last_step[2], last_step[0]);
+}
+
+// Where a rank posts tiny all_reduces before its peers start any: the first begins in its turn
+// (line and Arrived), the next ones ahead: their lines are written at once, their Arrived only
+// in their turn; once the peer posts its own, every result is exact.
+TEST(ShmTiny, StepsBegunAheadWriteTheirLinesAtOnceAndArriveInTurn) {
+  constexpr int kN = 2;
+  constexpr int kCalls = 5;
+  Segment seg(kN);
+  Rank first(0, kN, seg);
+  Rank second(1, kN, seg);
+  std::vector<std::vector<std::int32_t>> in(2 * kCalls), out(2 * kCalls);
+  auto post = [&](Rank& rank, int r) {
+    std::vector<Request> reqs;
+    for (int i = 0; i < kCalls; ++i) {
+      const auto k = static_cast<std::size_t>(r * kCalls + i);
+      in[k] = {i, r};
+      out[k].assign(2, -1);
+      Args a;
+      a.in = reinterpret_cast<const std::byte*>(in[k].data());
+      a.out = reinterpret_cast<std::byte*>(out[k].data());
+      a.count = 2;
+      a.type = DataType::Int32;
+      a.op = ReduceOp::Sum;
+      auto req = rank.start("all_reduce", &shm_all_reduce, a, &shm_all_reduce_inline);
+      EXPECT_TRUE(req.ok());
+      if (req.ok()) reqs.push_back(*req);
+    }
+    return reqs;
+  };
+  std::vector<Request> mine = post(first, 0);
+  for (std::uint64_t s = 1; s <= kCalls; ++s) {
+    EXPECT_EQ(first.area->tiny_seen(0, s), s) << "step " << s << "'s line";
+  }
+  EXPECT_EQ(first.area->seen(0, SharedArea::Arrived), 1U) << "only the first step arrived";
+  std::vector<Request> theirs = post(second, 1);
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    ASSERT_TRUE(theirs[i].wait(10s).ok());
+    ASSERT_TRUE(mine[i].wait(10s).ok());
+  }
+  EXPECT_EQ(first.area->seen(0, SharedArea::Arrived), static_cast<std::uint64_t>(kCalls));
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    EXPECT_EQ(out[k], (std::vector<std::int32_t>{2 * static_cast<int>(k % kCalls), 1})) << k;
+  }
+}
+
 // A rank whose link is lost while another waits for its flag: the wait fails with
 // ConnectionLost naming it, within the liveness slice, not at the caller's timeout.
 TEST(ShmWaits, ALostRankFailsTheWaitOnItsFlag) {
