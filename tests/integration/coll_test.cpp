@@ -70,13 +70,24 @@ std::map<std::string, std::string> settings_env(const std::string& setting) {
   return env;
 }
 
+// orbite-run starting `ranks` probes of `scenario`, stopping them 15 s before the test's `bound`,
+// after `prefix` (a command that execs the rest).
+std::vector<std::string> probe_command(const std::string& scenario, int ranks,
+                                       std::chrono::seconds bound,
+                                       std::vector<std::string> prefix = {}) {
+  for (std::string a :
+       {std::string(ORBITE_RUN_BIN), std::string("-n"), std::to_string(ranks),
+        std::string("--tag-output"), std::string("--timeout"),
+        std::to_string((bound - 15s).count()), std::string("--kill-grace"), std::string("3"),
+        std::string("--"), std::string(ORBITE_COLL_PROBE), scenario}) {
+    prefix.push_back(std::move(a));
+  }
+  return prefix;
+}
+
 void run_probe(const std::string& scenario, int ranks,
                const std::map<std::string, std::string>& env, std::chrono::seconds bound = 300s) {
-  const std::vector<std::string> args = {
-      ORBITE_RUN_BIN,    "-n",        std::to_string(ranks),
-      "--tag-output",    "--timeout", std::to_string((bound - 15s).count()),
-      "--kill-grace",    "3",         "--",
-      ORBITE_COLL_PROBE, scenario};
+  const std::vector<std::string> args = probe_command(scenario, ranks, bound);
   Outcome o = testing::run_program(args, bound, env);
   const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
   EXPECT_EQ(o.status, 0) << scenario << " on " << ranks << " ranks" << shown;
@@ -240,18 +251,7 @@ TEST_P(CollHierarchicalRoute, OnlyTheHostsLeadersSendBytes) {
   const auto& [hosts, ranks] = GetParam();
   std::map<std::string, std::string> env = settings_env("hosts" + std::to_string(hosts));
   env.erase("ORBITE_ALGO");  // the rule's choice: the probe's 1 MiB collectives nest
-  const std::vector<std::string> args = {ORBITE_RUN_BIN,
-                                         "-n",
-                                         std::to_string(ranks),
-                                         "--tag-output",
-                                         "--timeout",
-                                         "240",
-                                         "--kill-grace",
-                                         "3",
-                                         "--",
-                                         ORBITE_COLL_PROBE,
-                                         "hierarchical_route"};
-  Outcome o = testing::run_program(args, 255s, env);
+  Outcome o = testing::run_program(probe_command("hierarchical_route", ranks, 255s), 255s, env);
   const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
   ASSERT_EQ(o.status, 0) << shown;
   for (int r = 0; r < ranks; ++r) {
@@ -318,26 +318,15 @@ TEST(CollSegment, ADevShmTooSmallForTheSegmentSendsEveryRankToMessages) {
   env.erase("ORBITE_COLL_SHM_SLOT_BYTES");  // the default slots
   env["COLL_PROBE_EXPECT"] = "messages";
   env["ORBITE_LOG_LEVEL"] = "info";
-  const std::vector<std::string> args = {
+  const std::vector<std::string> small_dev_shm = {
       "unshare",
       "-m",
       "--propagation",
       "private",
       "sh",
       "-c",
-      "mount -t tmpfs -o size=3m tmpfs /dev/shm && exec \"$0\" \"$@\"",
-      ORBITE_RUN_BIN,
-      "-n",
-      "2",
-      "--tag-output",
-      "--timeout",
-      "120",
-      "--kill-grace",
-      "3",
-      "--",
-      ORBITE_COLL_PROBE,
-      "route"};
-  Outcome o = testing::run_program(args, 150s, env);
+      "mount -t tmpfs -o size=3m tmpfs /dev/shm && exec \"$0\" \"$@\""};
+  Outcome o = testing::run_program(probe_command("route", 2, 135s, small_dev_shm), 135s, env);
   const std::string shown = "\n--- stdout\n" + o.out + "--- stderr\n" + o.err;
   ASSERT_EQ(o.status, 0) << shown;
   EXPECT_EQ(count_of(o.out + o.err, "No space left on device); they run over messages"), 1U)

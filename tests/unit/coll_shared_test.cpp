@@ -91,6 +91,18 @@ struct Rank {
   std::shared_ptr<Executor> executor;
 };
 
+// An int32 sum of `count` elements from `in` to `out` (rooted at `root`).
+Args int32_sum(const void* in, void* out, std::uint64_t count, int root = 0) {
+  Args a;
+  a.in = static_cast<const std::byte*>(in);
+  a.out = static_cast<std::byte*>(out);
+  a.count = count;
+  a.type = DataType::Int32;
+  a.op = ReduceOp::Sum;
+  a.root = root;
+  return a;
+}
+
 // Runs `body(rank)` on `n` threads at once.
 void on_threads(int n, const std::function<void(int)>& body) {
   std::vector<std::thread> threads;
@@ -204,11 +216,7 @@ TEST(ShmChunks, CrowdedRanksTakeFewerLargerStepsWithTheSameResults) {
       Rank& me = *ranks[static_cast<std::size_t>(r)];
       std::vector<std::int32_t> in(kCount), sum(kCount), gathered(kCount * kN);
       for (std::uint64_t i = 0; i < kCount; ++i) in[i] = input(r, i);
-      Args a;
-      a.in = reinterpret_cast<const std::byte*>(in.data());
-      a.out = reinterpret_cast<std::byte*>(sum.data());
-      a.count = kCount;
-      a.type = DataType::Int32;
+      Args a = int32_sum(in.data(), sum.data(), kCount);
       auto req = me.start("all_reduce", &shm_all_reduce, a);
       ASSERT_TRUE(req.ok() && req->wait(30s).ok());
       EXPECT_EQ(me.area->step(), crowded ? 8U : 16U) << "all_reduce, crowded " << crowded;
@@ -378,13 +386,7 @@ TEST(ShmTiny, TinyCollectivesPostedWithoutWaitingBeginAheadAndAllGetTheirBytes) 
       const auto k = static_cast<std::size_t>(i);
       in[k] = {i + r, 7 * r, -i};
       out[k].assign(3, -1);
-      Args a;
-      a.in = reinterpret_cast<const std::byte*>(in[k].data());
-      a.out = reinterpret_cast<std::byte*>(out[k].data());
-      a.count = 3;
-      a.type = DataType::Int32;
-      a.op = ReduceOp::Sum;
-      a.root = i % kN;
+      const Args a = int32_sum(in[k].data(), out[k].data(), 3, i % kN);
       Result<Request> req = Status::error(Errc::Internal, "not started");
       switch (i % 4) {
         case 0: req = me.start("all_reduce", &shm_all_reduce, a, &shm_all_reduce_inline); break;
@@ -395,13 +397,9 @@ TEST(ShmTiny, TinyCollectivesPostedWithoutWaitingBeginAheadAndAllGetTheirBytes) 
       ASSERT_TRUE(req.ok()) << i << ": " << req.status().to_string();
       reqs.push_back(*req);
       if (i == kChunkAt) {
-        Args b;
-        b.in = reinterpret_cast<const std::byte*>(big_in.data());
-        b.out = reinterpret_cast<std::byte*>(big_out.data());
-        b.count = kChunkCount;
-        b.type = DataType::Int32;
-        b.op = ReduceOp::Sum;
-        auto big = me.start("all_reduce", &shm_all_reduce, b, &shm_all_reduce_inline);
+        auto big =
+            me.start("all_reduce", &shm_all_reduce,
+                     int32_sum(big_in.data(), big_out.data(), kChunkCount), &shm_all_reduce_inline);
         ASSERT_TRUE(big.ok());
         reqs.push_back(*big);
       }
@@ -446,13 +444,8 @@ TEST(ShmTiny, StepsBegunAheadWriteTheirLinesAtOnceAndArriveInTurn) {
       const auto k = static_cast<std::size_t>(r * kCalls + i);
       in[k] = {i, r};
       out[k].assign(2, -1);
-      Args a;
-      a.in = reinterpret_cast<const std::byte*>(in[k].data());
-      a.out = reinterpret_cast<std::byte*>(out[k].data());
-      a.count = 2;
-      a.type = DataType::Int32;
-      a.op = ReduceOp::Sum;
-      auto req = rank.start("all_reduce", &shm_all_reduce, a, &shm_all_reduce_inline);
+      auto req = rank.start("all_reduce", &shm_all_reduce,
+                            int32_sum(in[k].data(), out[k].data(), 2), &shm_all_reduce_inline);
       EXPECT_TRUE(req.ok());
       if (req.ok()) reqs.push_back(*req);
     }
