@@ -134,15 +134,8 @@ TEST_P(ShmAlgorithmsOn, EveryCollectiveOnThreadRanksMatchesTheReference) {
           gathered(count * n), scattered(count), in_place(count), red_in_place(count);
       for (std::uint64_t i = 0; i < in.size(); ++i) in[i] = input(r, i);
       for (std::uint64_t i = 0; i < count; ++i) in_place[i] = red_in_place[i] = input(r, i);
-      auto args = [&](const void* from, void* to, std::uint64_t c) {
-        Args a;
-        a.in = static_cast<const std::byte*>(from);
-        a.out = static_cast<std::byte*>(to);
-        a.count = c;
-        a.type = DataType::Int32;
-        a.op = ReduceOp::Sum;
-        a.root = 1;
-        return a;
+      auto args = [](const void* from, void* to, std::uint64_t c) {
+        return int32_sum(from, to, c, 1);
       };
       // A reduce in place to the last rank (from rank 2 on, its own input is overwritten by the
       // first combination unless it reads its slot copy).
