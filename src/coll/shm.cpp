@@ -196,19 +196,39 @@ bool same_tiny_shapes(Ctx& c, const SharedArea& area, std::uint64_t step,
 
 // dst[0, len) = the ranks' slots of `step` at byte offset `at`, combined in rank order; rank
 // `me`'s contribution read from `own` instead of its slot when `own` is set (the same bytes).
+// Block by block (kFoldBlock bytes) from 3 parts on, so that the partial result stays in L1
+// while each rank's part is folded into it: every part is read once and the result written once,
+// instead of the result being read and written again from memory for every rank. The same
+// combination per element as one pass over the whole range. With `also`, each finished block is
+// copied there too (while it is in cache).
+constexpr std::uint64_t kFoldBlock = 16 * 1024;
+
 template <typename Part>
-void combine(const Args& a, std::byte* dst, std::uint64_t len, int n, Part part) {
-  if (len == 0) return;
-  reduce(a.type, a.op, dst, part(0), part(1), len);
-  for (int k = 2; k < n; ++k) reduce(a.type, a.op, dst, dst, part(k), len);
-  if (a.op == ReduceOp::Avg) divide(a.type, dst, len, n);
+void combine(const Args& a, std::byte* dst, std::uint64_t len, int n, Part part,
+             std::byte* also = nullptr) {
+  const std::uint64_t es = size_of(a.type);
+  // Two parts fold in one pass: no partial result to keep in cache.
+  const std::uint64_t block =
+      n > 2 || also != nullptr ? std::max<std::uint64_t>(1, kFoldBlock / es) : len;
+  for (std::uint64_t i = 0; i < len; i += block) {
+    const std::uint64_t m = std::min(block, len - i);
+    const std::uint64_t o = i * es;
+    reduce(a.type, a.op, dst + o, part(0) + o, part(1) + o, m);
+    for (int k = 2; k < n; ++k) reduce(a.type, a.op, dst + o, dst + o, part(k) + o, m);
+    if (a.op == ReduceOp::Avg) divide(a.type, dst + o, m, n);
+    if (also != nullptr) copy_bytes(also + o, dst + o, m * es);
+  }
 }
 
 void fold(const Args& a, std::byte* dst, const SharedArea& area, std::uint64_t step,
-          std::uint64_t at, std::uint64_t len, int n, int me = -1, const std::byte* own = nullptr) {
-  combine(a, dst, len, n, [&](int k) -> const std::byte* {
-    return k == me && own != nullptr ? own : area.slot(k, step) + at;
-  });
+          std::uint64_t at, std::uint64_t len, int n, int me = -1, const std::byte* own = nullptr,
+          std::byte* also = nullptr) {
+  combine(
+      a, dst, len, n,
+      [&](int k) -> const std::byte* {
+        return k == me && own != nullptr ? own : area.slot(k, step) + at;
+      },
+      also);
 }
 
 // Elements per chunk step of a collective moving `count` elements of `unit` bytes each through
@@ -275,23 +295,31 @@ Task reduce_through(Ctx& c, Args a, bool everyone) {
   const std::uint64_t chunk = chunk_elements(area, a.count, es);
   // A rank without an output (reduce's non-roots) combines its share in scratch.
   std::byte* scratch = receives ? nullptr : c.scratch(chunk * es);
+  // Its own share of its input is read by no other rank: the fold reads it from the input,
+  // except in place from rank 2 on (see from_input above), where it goes through the slot.
+  const bool from_input = a.in != a.out || me < 2;
   for (std::uint64_t off = 0; off < a.count; off += chunk) {
     const std::uint64_t len = std::min(chunk, a.count - off);
     const std::uint64_t s = area.next_step();
+    const std::uint64_t b = balanced_offset(len, n, me);
+    const std::uint64_t e = balanced_offset(len, n, me + 1);
     co_await slot_free(c, area, s);
     std::byte* mine = area.slot(me, s);
-    copy_bytes(mine, a.in + off * es, len * es);
+    if (from_input) {
+      copy_bytes(mine, a.in + off * es, b * es);
+      copy_bytes(mine + e * es, a.in + (off + e) * es, (len - e) * es);
+    } else {
+      copy_bytes(mine, a.in + off * es, len * es);
+    }
     if (off == 0) area.describe(me, s, shape);
     area.publish(me, SharedArea::Arrived, s);
     co_await all_reached(c, area, SharedArea::Arrived, s);
     if (off == 0 && !same_shapes(c, area, s, shape)) co_return;
-    // This rank's share of the chunk: combined from every slot, then put back into its own
+    // This rank's share of the chunk: combined from every slot, and also put into its own
     // slot (where no other rank reads during this phase) for the others to copy.
-    const std::uint64_t b = balanced_offset(len, n, me);
-    const std::uint64_t e = balanced_offset(len, n, me + 1);
     std::byte* acc = receives ? a.out + (off + b) * es : scratch;
-    fold(a, acc, area, s, b * es, e - b, n);
-    copy_bytes(mine + b * es, acc, (e - b) * es);
+    fold(a, acc, area, s, b * es, e - b, n, me, from_input ? a.in + (off + b) * es : nullptr,
+         mine + b * es);
     area.publish(me, SharedArea::Reduced, s);
     if (receives) {
       co_await all_reached(c, area, SharedArea::Reduced, s);
