@@ -543,19 +543,25 @@ Task shm_reduce_scatter(Ctx& c, Args a) {
   const std::uint64_t chunk = chunk_elements(area, a.count, ranks * es);
   const SharedArea::Shape shape = shape_of(Kind::ReduceScatter, a);
   if (!a.holds_turn) co_await my_turn(c, area, area.take_ticket());
+  // Its own block is read by no other rank: the fold reads it from the input, except in place
+  // from rank 2 on, where the first combination (of ranks 0 and 1) overwrites it first.
+  const std::byte* own = a.in + static_cast<std::uint64_t>(me) * a.count * es;
+  const bool from_input = a.out != own || me < 2;
   for (std::uint64_t off = 0; off < a.count; off += chunk) {
     const std::uint64_t len = std::min(chunk, a.count - off);
     const std::uint64_t s = area.next_step();
     co_await slot_free(c, area, s);
     std::byte* mine = area.slot(me, s);
     for (std::uint64_t k = 0; k < ranks; ++k) {
+      if (from_input && k == static_cast<std::uint64_t>(me)) continue;
       copy_bytes(mine + k * len * es, a.in + (k * a.count + off) * es, len * es);
     }
     if (off == 0) area.describe(me, s, shape);
     area.publish(me, SharedArea::Arrived, s);
     co_await all_reached(c, area, SharedArea::Arrived, s);
     if (off == 0 && !same_shapes(c, area, s, shape)) co_return;
-    fold(a, a.out + off * es, area, s, static_cast<std::uint64_t>(me) * len * es, len, n);
+    fold(a, a.out + off * es, area, s, static_cast<std::uint64_t>(me) * len * es, len, n, me,
+         from_input ? own + off * es : nullptr);
     area.publish(me, SharedArea::Consumed, s);
   }
   if (!a.holds_turn) area.release();
