@@ -4,8 +4,9 @@
 //
 // Layout: a 4 KiB header (magic, version, ranks, slot size), then one 64-byte line per rank
 // holding its counters (written by that rank only, read by all), then per rank kTinyLines tiny
-// lines (a ring indexed by step: a step number, a shape and up to kTinyBytes of data, so that a
-// step of a few bytes moves in one cache line), then per rank two slots of slot_bytes (chunk steps
+// lines (a ring indexed by step: a step number, a shape and up to kTinyBytes of data in
+// kTinyEntryBytes, so that a step of a few bytes moves in one cache line and one of a few
+// hundred in a few adjacent ones), then per rank two slots of slot_bytes (chunk steps
 // alternate between them by parity). Counters only grow: a rank stores a step number with
 // release after the data it covers, a reader compares with acquire.
 #pragma once
@@ -31,7 +32,7 @@ class SharedArea {
   };
 
   static constexpr std::uint32_t kMagic = 0x4f43534d;  // "OCSM"
-  static constexpr std::uint32_t kVersion = 5;
+  static constexpr std::uint32_t kVersion = 6;
   static constexpr std::uint64_t kHeaderBytes = 4096;
   static constexpr std::uint64_t kLineBytes = 64;
   // A line: the three counters, the attached mark (with the rank's CPU placement), then two
@@ -43,16 +44,21 @@ class SharedArea {
   SharedArea(std::byte* base, int ranks, std::uint64_t slot_bytes, std::shared_ptr<void> mapping)
       : base_(base), ranks_(ranks), slot_bytes_(slot_bytes), mapping_(std::move(mapping)) {}
 
-  // A tiny line: the step (stored last, with release), the shape (two words), the data.
-  static constexpr std::uint64_t kTinyBytes = kLineBytes - 3 * sizeof(std::uint64_t);
+  // A tiny line: the step (stored last, with release), the shape (two words), the data, which
+  // runs on from the first cache line into the next seven. Up to about 512 bytes, copying
+  // through a line costs less than a chunk step's op (2-rank 128-byte collectives 0.28-0.56x
+  // Open MPI's speed as chunk steps; docs/performance.md); a step of at most 40 bytes touches
+  // only the first cache line.
+  static constexpr std::uint64_t kTinyEntryBytes = 8 * kLineBytes;
+  static constexpr std::uint64_t kTinyBytes = kTinyEntryBytes - 3 * sizeof(std::uint64_t);
 
   // Tiny lines per rank: a rank whose tiny steps need no one else's data (a broadcast's root,
   // reduce's non-roots) runs this many steps ahead of the slowest reader before it waits.
   static constexpr std::uint64_t kTinyLines = 16;
 
   static std::uint64_t slots_offset(int ranks) {
-    const std::uint64_t lines =
-        kHeaderBytes + (1 + kTinyLines) * kLineBytes * static_cast<std::uint64_t>(ranks);
+    const std::uint64_t lines = kHeaderBytes + (kLineBytes + kTinyLines * kTinyEntryBytes) *
+                                                   static_cast<std::uint64_t>(ranks);
     return (lines + 4095) & ~std::uint64_t{4095};
   }
   static std::uint64_t bytes_for(int ranks, std::uint64_t slot_bytes) {
@@ -242,8 +248,9 @@ class SharedArea {
   }
   std::uint64_t& counter(int rank, Flag f) const { return word(rank, f); }
   std::uint64_t& tiny_word(int rank, std::uint64_t step, int index) const {
-    auto* line = base_ + kHeaderBytes + kLineBytes * static_cast<std::uint64_t>(ranks_) +
-                 kLineBytes * (kTinyLines * static_cast<std::uint64_t>(rank) + step % kTinyLines);
+    auto* line =
+        base_ + kHeaderBytes + kLineBytes * static_cast<std::uint64_t>(ranks_) +
+        kTinyEntryBytes * (kTinyLines * static_cast<std::uint64_t>(rank) + step % kTinyLines);
     return reinterpret_cast<std::uint64_t*>(line)[index];
   }
   [[nodiscard]] std::uint64_t attached_word(int rank) const {

@@ -460,6 +460,43 @@ TEST(ShmTiny, StepsBegunAheadWriteTheirLinesAtOnceAndArriveInTurn) {
   }
 }
 
+// A step of up to kTinyBytes (488) per rank goes through the tiny lines, its data running on
+// past the line's first cache line; one element more takes a chunk step through the slots.
+TEST(ShmTiny, StepsOfUpToTheTinyBytesGoThroughTheLinesAndLargerOnesThroughTheSlots) {
+  constexpr int kN = 2;
+  static_assert(SharedArea::kTinyBytes == 488);
+  const std::uint64_t tiny_count = SharedArea::kTinyBytes / sizeof(std::int32_t);
+  Segment seg(kN);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < kN; ++r) ranks.push_back(std::make_unique<Rank>(r, kN, seg));
+  std::vector<std::vector<std::int32_t>> out(kN);
+  for (const std::uint64_t count : {tiny_count, tiny_count + 1}) {
+    on_threads(kN, [&](int r) {
+      Rank& me = *ranks[static_cast<std::size_t>(r)];
+      std::vector<std::int32_t> in(count);
+      for (std::uint64_t i = 0; i < count; ++i) in[i] = input(r, i);
+      out[static_cast<std::size_t>(r)].assign(count, -1);
+      auto req = me.start("all_reduce", &shm_all_reduce,
+                          int32_sum(in.data(), out[static_cast<std::size_t>(r)].data(), count),
+                          &shm_all_reduce_inline);
+      ASSERT_TRUE(req.ok());
+      ASSERT_TRUE(req->wait(10s).ok());
+    });
+    for (int r = 0; r < kN; ++r) {
+      for (std::uint64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(out[static_cast<std::size_t>(r)][i], input(0, i) + input(1, i))
+            << "count " << count << ", rank " << r << ", element " << i;
+      }
+    }
+  }
+  // Step 1 (488 bytes) was a tiny step on both ranks; step 2 (492 bytes) a chunk step.
+  for (int r = 0; r < kN; ++r) {
+    EXPECT_EQ(ranks[0]->area->tiny_seen(r, 1), 1U) << "rank " << r << "'s tiny line of step 1";
+    EXPECT_LT(ranks[0]->area->tiny_seen(r, 2), 2U) << "rank " << r << "'s tiny line of step 2";
+    EXPECT_EQ(ranks[0]->area->seen(r, SharedArea::Consumed), 2U) << "rank " << r;
+  }
+}
+
 // A rank whose link is lost while another waits for its flag: the wait fails with
 // ConnectionLost naming it, within the liveness slice, not at the caller's timeout.
 TEST(ShmWaits, ALostRankFailsTheWaitOnItsFlag) {
