@@ -434,7 +434,7 @@ Task tiny_collective(Ctx& c, Args a, Kind kind) {
 // Where every rank has a core, the lines it reads are usually a fraction of a microsecond
 // behind: it looks for them up to kInlineLooks times (a few microseconds at most, 4 pauses
 // apart) before it leaves the rest to an op, whose start costs about what the wait does
-// (2-rank 8-byte all_reduce 0.72-0.76 to 0.62-0.68 us, docs/performance.md). Not where ranks
+// (2-rank 8-byte all_reduce 0.72-0.84 to 0.62-0.73 us, docs/performance.md). Not where ranks
 // outnumber cores: there the rank it waits for may need this core.
 constexpr int kInlineLooks = 64;
 Inline tiny_inline(Args& a, Kind kind, int me, int n, bool alone) {
