@@ -33,6 +33,17 @@ struct PeerInfo {
   std::string engine_id;
 };
 
+// Wildcards of a receive or a probe (MPI_ANY_SOURCE, MPI_ANY_TAG).
+inline constexpr int kAnySource = -1;
+inline constexpr int kAnyTag = -1;
+
+// A message waiting to be received, as probe() finds it (MPI_Status of MPI_Probe).
+struct MessageInfo {
+  int source = -1;
+  int tag = -1;
+  std::uint64_t bytes = 0;
+};
+
 class ORBITE_API Communicator {
  public:
   // Collective over the bootstrap's ranks. Bounded by config.bootstrap.timeout; on timeout the
@@ -67,6 +78,12 @@ class ORBITE_API Communicator {
   // A message longer than the posted receive fails that receive with InvalidArgument (truncation)
   // and the send with InvalidArgument; nothing is overrun. Request::bytes() of a receive is the
   // size received. tag must be >= 0; peer may be this rank.
+  //
+  // A receive may name kAnySource as its peer and kAnyTag as its tag. Matching follows MPI: a
+  // message goes to the earliest posted receive it matches (wildcard or not); messages of one
+  // sender are matched in the order they were sent; between senders the order is unspecified.
+  // Request::source() and Request::tag() then say which message matched. A receive from
+  // kAnySource stays posted when a peer fails (another may still send), so bound its wait.
   Result<Request> isend(const void* data, std::uint64_t bytes, int peer, int tag,
                         const TransferOptions& options = {});
   Result<Request> irecv(void* data, std::uint64_t bytes, int peer, int tag,
@@ -76,6 +93,13 @@ class ORBITE_API Communicator {
               Duration timeout = Duration::max());
   Status recv(void* data, std::uint64_t bytes, int peer, int tag, std::uint64_t* received = nullptr,
               Duration timeout = Duration::max());
+
+  // Whether a message from `source` (or kAnySource) with `tag` (or kAnyTag) has arrived and
+  // waits for a receive, without receiving it (MPI_Iprobe); each call makes progress. A receive
+  // posted next with the returned source and tag gets that message, unless another thread's
+  // receive takes it first. probe() waits for one (MPI_Probe), up to `timeout` (Timeout after).
+  Result<std::optional<MessageInfo>> iprobe(int source, int tag);
+  Result<MessageInfo> probe(int source, int tag, Duration timeout = Duration::max());
 
   // Collectives (NCCL and MPI semantics). Every rank calls the same collectives in the same order
   // with matching counts, types, ops and roots; several may be outstanding at once and complete

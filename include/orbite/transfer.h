@@ -81,6 +81,13 @@ class ORBITE_API Request {
   [[nodiscard]] bool done() const;
   // Payload bytes moved: for a receive, the size of the message received.
   [[nodiscard]] std::uint64_t bytes() const;
+  // A receive on a communicator, once done: the rank that sent the message it matched and the
+  // message's tag, as MPI_Status reports them (how a receive from kAnySource or with kAnyTag
+  // learns them), also when it failed after matching (a truncated message). -1 while it runs and
+  // for requests that are not receives; a receive that failed before matching reports its named
+  // peer (-1 from kAnySource) and tag -1.
+  [[nodiscard]] int source() const;
+  [[nodiscard]] int tag() const;
 
  private:
   friend struct detail::RequestAccess;

@@ -13,6 +13,8 @@ interpreter finds it.)
 
 from . import _core
 from ._core import (  # noqa: F401
+    ANY_SOURCE,
+    ANY_TAG,
     UNDEFINED,
     Bootstrap,
     Communicator,
@@ -34,6 +36,8 @@ _errors = sorted(n for n in dir(_core) if n.endswith("Error") and n != "Error")
 globals().update({n: getattr(_core, n) for n in _errors})
 
 __all__ = [
+    "ANY_SOURCE",
+    "ANY_TAG",
     "UNDEFINED",
     "Bootstrap",
     "Communicator",

@@ -137,6 +137,30 @@ void add_communicator(py::module_& m) {
           py::arg("data"), py::arg("peer"), py::arg("tag") = 0, py::arg("transport") = "unspec",
           py::arg("priority") = "high", py::arg("deadline") = py::none())
       .def(
+          "iprobe",
+          [](Communicator& c, int source, int tag) -> py::object {
+            auto hit = value_or_raise(c.iprobe(source, tag));
+            if (!hit) return py::none();
+            return py::make_tuple(hit->source, hit->tag, hit->bytes);
+          },
+          py::arg("source") = kAnySource, py::arg("tag") = kAnyTag,
+          "A message waiting for its receive, as (source, tag, bytes), or None; nothing is "
+          "received (MPI_Iprobe).")
+      .def(
+          "probe",
+          [](Communicator& c, int source, int tag, std::optional<double> timeout) {
+            Result<MessageInfo> hit = Status::error(Errc::Internal, "unset");
+            {
+              py::gil_scoped_release nogil;
+              hit = c.probe(source, tag, timeout_of(timeout, "probe"));
+            }
+            const MessageInfo info = value_or_raise(std::move(hit));
+            return py::make_tuple(info.source, info.tag, info.bytes);
+          },
+          py::arg("source") = kAnySource, py::arg("tag") = kAnyTag, py::arg("timeout") = py::none(),
+          "Waits for a message (MPI_Probe) and returns (source, tag, bytes); TimeoutError after "
+          "timeout seconds.")
+      .def(
           "send",
           [](Communicator& c, py::handle data, int peer, int tag, std::optional<double> timeout,
              const std::string& transport) {

@@ -15,6 +15,8 @@ PYBIND11_MODULE(_core, m) {
   add_errors(m);
   m.attr("version") = ORBITE_VERSION_STRING;
   m.attr("UNDEFINED") = orbite::kUndefinedColor;
+  m.attr("ANY_SOURCE") = orbite::kAnySource;
+  m.attr("ANY_TAG") = orbite::kAnyTag;
   m.attr("HAS_DLPACK") = py::bool_(ORBITE_PY_HAVE_DLPACK != 0);
   add_request(m);
   add_store(m);

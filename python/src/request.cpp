@@ -139,6 +139,11 @@ void add_request(py::module_& m) {
            "operation's error, or TimeoutError while it still runs.")
       .def_property_readonly("done", &PyRequest::done)
       .def_property_readonly("bytes", &PyRequest::bytes)
+      .def_property_readonly("source", &PyRequest::source,
+                             "A finished receive's sender (its rank; how a receive from "
+                             "ANY_SOURCE learns it), else -1.")
+      .def_property_readonly("tag", &PyRequest::tag,
+                             "A finished receive's message tag (for ANY_TAG), else -1.")
       .def("status", &PyRequest::status);
 }
 

@@ -45,6 +45,9 @@ class PyRequest {
   void wait(std::optional<double> timeout);
   [[nodiscard]] bool done() const { return req_.done(); }
   [[nodiscard]] std::uint64_t bytes() const { return req_.bytes(); }
+  // A finished receive's sender rank and tag (-1 otherwise).
+  [[nodiscard]] int source() const { return req_.source(); }
+  [[nodiscard]] int tag() const { return req_.tag(); }
   // None while running; else (code name, message), code "OK" on success.
   [[nodiscard]] pybind11::object status() const;
 

@@ -3,10 +3,14 @@
 // the others in a barrier.
 #include <orbite/communicator.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <sstream>
+#include <thread>
+#include <unordered_map>
 
 #include <orbite/cuda.h>
 
@@ -71,6 +75,13 @@ coll::ScratchHooks Communicator::Impl::scratch_hooks() const {
 }
 
 Status Communicator::Impl::start_collectives() {
+  {
+    auto by_engine = std::make_shared<std::unordered_map<std::string, int>>();
+    for (std::size_t r = 0; r < endpoints.size(); ++r) {
+      by_engine->emplace(endpoints[r]->ep.id, static_cast<int>(r));
+    }
+    ranks_by_engine = std::move(by_engine);
+  }
   auto parsed = coll::parse_algo(config.coll.algo);
   if (!parsed.ok()) return parsed.status().with_context("coll.algo");
   algos = *parsed;
@@ -221,16 +232,26 @@ std::shared_ptr<TransferEngine> Communicator::shared_engine() const {
 
 namespace {
 
-Status check_p2p(const char* op, const void* data, std::uint64_t bytes, int peer, int size, int tag,
-                 const TransferOptions& options) {
-  if (peer < 0 || peer >= size) {
+static_assert(kAnyTag == detail::kAnyTagWire);
+
+// A receive or probe may name kAnySource and kAnyTag; a send names a rank and a tag >= 0.
+Status check_peer_and_tag(const char* op, int peer, int size, int tag, bool wildcards) {
+  if ((peer < 0 || peer >= size) && !(wildcards && peer == kAnySource)) {
     return Status::error(Errc::InvalidArgument, std::string(op) + ": peer " + std::to_string(peer) +
-                                                    " is outside 0.." + std::to_string(size - 1));
+                                                    " is outside 0.." + std::to_string(size - 1) +
+                                                    (wildcards ? " and is not kAnySource" : ""));
   }
-  if (tag < 0) {
-    return Status::error(Errc::InvalidArgument,
-                         std::string(op) + ": tag " + std::to_string(tag) + " is negative");
+  if (tag < 0 && !(wildcards && tag == kAnyTag)) {
+    return Status::error(Errc::InvalidArgument, std::string(op) + ": tag " + std::to_string(tag) +
+                                                    " is negative" +
+                                                    (wildcards ? " and is not kAnyTag" : ""));
   }
+  return {};
+}
+
+Status check_p2p(const char* op, const void* data, std::uint64_t bytes, int peer, int size, int tag,
+                 const TransferOptions& options, bool receive) {
+  ORBITE_RETURN_IF_ERROR(check_peer_and_tag(op, peer, size, tag, receive));
   if (data == nullptr && bytes > 0) {
     return Status::error(Errc::InvalidArgument, std::string(op) + ": data is null with " +
                                                     std::to_string(bytes) + " bytes");
@@ -250,7 +271,7 @@ Status check_p2p(const char* op, const void* data, std::uint64_t bytes, int peer
 
 Result<Request> Communicator::isend(const void* data, std::uint64_t bytes, int peer, int tag,
                                     const TransferOptions& options) {
-  ORBITE_RETURN_IF_ERROR(check_p2p("isend", data, bytes, peer, size(), tag, options));
+  ORBITE_RETURN_IF_ERROR(check_p2p("isend", data, bytes, peer, size(), tag, options, false));
   auto s = impl_->message(detail::OpKind::Send, bytes, peer, tag, options);
   s->src = static_cast<const std::byte*>(data);
   ORBITE_RETURN_IF_ERROR(detail::attach_device_buffer(*s, data, bytes, true).with_context("isend"));
@@ -259,12 +280,60 @@ Result<Request> Communicator::isend(const void* data, std::uint64_t bytes, int p
 
 Result<Request> Communicator::irecv(void* data, std::uint64_t bytes, int peer, int tag,
                                     const TransferOptions& options) {
-  ORBITE_RETURN_IF_ERROR(check_p2p("irecv", data, bytes, peer, size(), tag, options));
-  auto s = impl_->message(detail::OpKind::Recv, bytes, peer, tag, options);
+  ORBITE_RETURN_IF_ERROR(check_p2p("irecv", data, bytes, peer, size(), tag, options, true));
+  const bool any_source = peer == kAnySource;
+  auto s = impl_->message(detail::OpKind::Recv, bytes, any_source ? rank() : peer, tag, options);
   s->dst = static_cast<std::byte*>(data);
   ORBITE_RETURN_IF_ERROR(
       detail::attach_device_buffer(*s, data, bytes, false).with_context("irecv"));
-  return impl_->engine->core_->submit(std::move(s));
+  if (!any_source) {
+    s->source = peer;
+    return impl_->engine->core_->submit(std::move(s));
+  }
+  s->peer = nullptr;
+  s->any_source = true;
+  s->ranks = impl_->ranks_by_engine;
+  return impl_->engine->core_->submit_any_source(std::move(s));
+}
+
+Result<std::optional<MessageInfo>> Communicator::iprobe(int source, int tag) {
+  ORBITE_RETURN_IF_ERROR(check_peer_and_tag("iprobe", source, size(), tag, true));
+  const std::string* peer_id =
+      source == kAnySource ? nullptr : &impl_->endpoints[static_cast<size_t>(source)]->ep.id;
+  ORBITE_ASSIGN_OR_RETURN(
+      auto hit, impl_->core->probe(impl_->comm_id, peer_id, tag, *impl_->ranks_by_engine));
+  if (!hit) return std::optional<MessageInfo>();
+  MessageInfo info;
+  info.source = impl_->ranks_by_engine->at(hit->peer_id);
+  info.tag = hit->tag;
+  info.bytes = hit->length;
+  return std::optional<MessageInfo>(info);
+}
+
+Result<MessageInfo> Communicator::probe(int source, int tag, Duration timeout) {
+  // MPI_Probe polls too. Each look makes a progress pass; between looks the thread yields, and
+  // after the first millisecond it naps, so a long probe leaves the core to the lanes' workers.
+  const Deadline deadline = Deadline::after(timeout);
+  const auto started = std::chrono::steady_clock::now();
+  for (;;) {
+    ORBITE_ASSIGN_OR_RETURN(auto hit, iprobe(source, tag));
+    if (hit) return *hit;
+    if (deadline.expired()) {
+      return Status::error(
+          Errc::Timeout,
+          "probe: no message from " +
+              (source == kAnySource ? std::string("any source")
+                                    : "rank " + std::to_string(source)) +
+              " with " + (tag == kAnyTag ? std::string("any tag") : "tag " + std::to_string(tag)) +
+              " arrived within the timeout");
+    }
+    if (std::chrono::steady_clock::now() - started < std::chrono::milliseconds(1)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(
+          std::min<Duration>(std::chrono::microseconds(50), deadline.remaining()));
+    }
+  }
 }
 
 Status Communicator::send(const void* data, std::uint64_t bytes, int peer, int tag,

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "coll/algorithms.h"
@@ -66,6 +67,9 @@ struct Communicator::Impl {
   std::uint32_t comm_id = 0;
   std::uint32_t coll_comm_id = 0;
   std::vector<std::shared_ptr<const detail::PeerRef>> endpoints;
+  // Each rank's engine id → rank (start_collectives): the source of what a receive from any
+  // source or a probe finds.
+  std::shared_ptr<const std::unordered_map<std::string, int>> ranks_by_engine;
   std::uint64_t barriers = 0;
   // Communicators made from this one by split() and dup(), for their tags.
   std::uint64_t children = 0;

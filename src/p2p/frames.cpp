@@ -115,21 +115,18 @@ Result<detail::Sink> Protocol::begin_frame(Link& link, const FrameHeader& h, Pee
       if (h.b == link.recv_seq && link.reorder.empty()) {
         const auto comm = static_cast<std::uint32_t>(h.a >> 32);
         const auto tag = static_cast<std::int32_t>(h.a & 0xffffffffu);
-        for (auto it = link.posted.begin(); it != link.posted.end(); ++it) {
-          if ((*it)->comm == comm && (*it)->tag == tag) {
-            sink.req = std::move(*it);
-            link.posted.erase(it);
-            link.recv_seq++;
-            sink.kind =
-                h.payload_len <= sink.req->length ? detail::Sink::Direct : detail::Sink::Discard;
-            // Device memory: the bytes land in a buffer, then the driver copies them.
-            if (sink.kind == detail::Sink::Direct && sink.req->device) {
-              sink.kind = detail::Sink::Buffer;
-            } else {
-              sink.dst = sink.req->dst;
-            }
-            return sink;
+        if (ReqPtr recv = take_receive(link, comm, tag)) {
+          sink.req = std::move(recv);
+          link.recv_seq++;
+          sink.kind =
+              h.payload_len <= sink.req->length ? detail::Sink::Direct : detail::Sink::Discard;
+          // Device memory: the bytes land in a buffer, then the driver copies them.
+          if (sink.kind == detail::Sink::Direct && sink.req->device) {
+            sink.kind = detail::Sink::Buffer;
+          } else {
+            sink.dst = sink.req->dst;
           }
+          return sink;
         }
       }
       sink.kind = detail::Sink::Buffer;

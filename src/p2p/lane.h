@@ -6,9 +6,12 @@
 #include <orbite/config.h>
 #include <orbite/status.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "cuda/staging.h"
 #include "p2p/counters.h"
@@ -35,6 +38,15 @@ class AcceptedConnection {
  private:
   std::unique_ptr<Accepted> accepted_;
 };
+
+// A message waiting for its receive, as a probe finds it: the sending engine, tag and size.
+struct ProbeHit {
+  std::string peer_id;
+  std::int32_t tag = 0;
+  std::uint64_t length = 0;
+};
+// The rank of each engine of a communicator, by engine id.
+using PeerRanks = std::unordered_map<std::string, int>;
 
 class LaneProtocol {
  public:
@@ -67,6 +79,11 @@ class LaneProtocol {
   [[nodiscard]] virtual int next_timer_ms() const = 0;
   // Fails every request and closes every connection.
   virtual void shutdown(const Status& why) = 0;
+  // The first message of communicator `comm` from `peer_id` (null: any of `members`) with `tag`
+  // (or any tag) that waits for a receive, left where it is.
+  [[nodiscard]] virtual std::optional<ProbeHit> probe(std::uint32_t comm,
+                                                      const std::string* peer_id, std::int32_t tag,
+                                                      const PeerRanks& members) const = 0;
 };
 
 // `staging`: the engine's staging pool (device memory, and host memory a transport stages).

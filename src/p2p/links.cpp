@@ -383,6 +383,11 @@ bool Protocol::busy() const {
   for (const auto& t : transports_) {
     if (t && t->busy()) return true;
   }
+  if (std::any_of(wildcards_.begin(), wildcards_.end(), [](const AnySource& w) {
+        return !w.recv->passive && !w.recv->claimed.load(std::memory_order_acquire);
+      })) {
+    return true;
+  }
   for (const auto& [id, link] : links_) {
     if (!link->inflight.empty() || !link->sessions.empty() || !link->waiting.empty() ||
         !link->windows.empty() ||
@@ -437,6 +442,7 @@ void Protocol::shutdown(const Status& why) {
   }
   send_farewells();
   for (auto& [id, link] : links_) fail_link(*link, why, true);
+  fail_any_source(why);
   if (control_) control_->shutdown();
   for (auto& t : transports_) {
     if (t) t->shutdown(why);

@@ -3,6 +3,7 @@
 // endpoint has one-sided access). Every frame goes through a PeerEndpoint.
 #include "p2p/protocol.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/log.h"
@@ -73,6 +74,8 @@ void Protocol::count_sent(const PeerEndpoint& ep, std::uint64_t payload) {
 }
 
 void Protocol::start(ReqPtr req) {
+  if (req->ticket_of) return post_any_source(req->ticket_of);
+  if (req->any_source) return post_any_source(req);
   if (req->options.deadline && std::chrono::steady_clock::now() > *req->options.deadline) {
     return detail::complete_request(
         *req, Status::error(Errc::Timeout,
@@ -290,20 +293,23 @@ void Protocol::issue_recv(Link& link, const ReqPtr& req) {
   req->id = next_wire_id_++;
   req->lane_link = &link;
   for (auto it = link.unexpected.begin(); it != link.unexpected.end(); ++it) {
-    if (it->comm == req->comm && it->tag == req->tag) {
-      // Left from a connection that failed (its endpoint is gone): delivered as on a failed link.
-      if (it->endpoint == nullptr) return recv_on_failed(link, req);
+    if (it->comm == req->comm && detail::tag_matches(req->tag, it->tag)) {
       detail::Arrival a = std::move(*it);
       link.unexpected.erase(it);
       if (a.type != FrameType::Eager) --link.unexpected_rts;
-      if (a.type == FrameType::Eager)
-        consume_eager(link, req, a);
-      else
-        match_rts(link, req, a);
-      return;
+      return deliver_matched(link, req, a);
     }
   }
+  req->post_order = ++post_order_;
   link.posted.push_back(req);
+}
+
+void Protocol::deliver_matched(Link& link, const ReqPtr& recv, detail::Arrival& a) {
+  recv->matched_tag = a.tag;
+  // Left from a connection that failed (its endpoint is gone): delivered as on a failed link.
+  if (a.endpoint == nullptr) return deliver_after_failure(link, recv, a);
+  if (a.type == FrameType::Eager) return consume_eager(link, recv, a);
+  match_rts(link, recv, a);
 }
 
 Status Protocol::truncation(const Link& link, const Req& recv, const detail::Arrival& a) {
@@ -322,38 +328,43 @@ void Protocol::reject_truncated(Link& link, const ReqPtr& recv, const detail::Ar
 
 void Protocol::recv_on_failed(Link& link, const ReqPtr& req) {
   req->id = next_wire_id_++;
-  const std::string peer = "peer " + short_id(link.ep.id) + ": ";
   for (auto it = link.unexpected.begin(); it != link.unexpected.end(); ++it) {
-    if (it->comm != req->comm || it->tag != req->tag) continue;
+    if (it->comm != req->comm || !detail::tag_matches(req->tag, it->tag)) continue;
     detail::Arrival a = std::move(*it);
     link.unexpected.erase(it);
     if (a.type != FrameType::Eager) --link.unexpected_rts;
-    drop(counters_.unexpected_bytes, a.data.size());
-    Status result;
-    if (a.type != FrameType::Eager) {
-      result = Status::error(Errc::ConnectionLost,
-                             peer + "its message of " + std::to_string(a.length) +
-                                 " bytes was announced, but the connection was lost before it "
-                                 "moved: " +
-                                 link.failure.message());
-    } else if (a.length > req->length) {
-      result = Status::error(Errc::InvalidArgument,
-                             "message truncated: " + peer + "sent " + std::to_string(a.length) +
-                                 " bytes with tag " + std::to_string(a.tag) + " to a receive of " +
-                                 std::to_string(req->length) + " bytes");
-    } else if (req->device) {
-      result = copy_into_device(req, reinterpret_cast<const std::byte*>(a.data.data()), a.length);
-      if (result.ok()) req->bytes_done.store(a.length);
-    } else {
-      if (a.length != 0) std::memcpy(req->dst, a.data.data(), a.length);
-      req->bytes_done.store(a.length);
-    }
-    give_buffer(std::move(a.data));
-    detail::complete_request(*req, result);
-    return;
+    req->matched_tag = a.tag;
+    return deliver_after_failure(link, req, a);
   }
-  detail::complete_request(*req,
-                           Status::error(Errc::ConnectionLost, peer + link.failure.message()));
+  detail::complete_request(
+      *req, Status::error(Errc::ConnectionLost,
+                          "peer " + short_id(link.ep.id) + ": " + link.failure.message()));
+}
+
+void Protocol::deliver_after_failure(Link& link, const ReqPtr& req, detail::Arrival& a) {
+  const std::string peer = "peer " + short_id(link.ep.id) + ": ";
+  drop(counters_.unexpected_bytes, a.data.size());
+  Status result;
+  if (a.type != FrameType::Eager) {
+    result = Status::error(Errc::ConnectionLost,
+                           peer + "its message of " + std::to_string(a.length) +
+                               " bytes was announced, but the connection was lost before it "
+                               "moved: " +
+                               link.failure.message());
+  } else if (a.length > req->length) {
+    result = Status::error(Errc::InvalidArgument,
+                           "message truncated: " + peer + "sent " + std::to_string(a.length) +
+                               " bytes with tag " + std::to_string(a.tag) + " to a receive of " +
+                               std::to_string(req->length) + " bytes");
+  } else if (req->device) {
+    result = copy_into_device(req, reinterpret_cast<const std::byte*>(a.data.data()), a.length);
+    if (result.ok()) req->bytes_done.store(a.length);
+  } else {
+    if (a.length != 0) std::memcpy(req->dst, a.data.data(), a.length);
+    req->bytes_done.store(a.length);
+  }
+  give_buffer(std::move(a.data));
+  detail::complete_request(*req, result);
 }
 
 void Protocol::consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& a) {
@@ -438,19 +449,27 @@ void Protocol::return_credit(Link& link, std::uint64_t bytes, PeerEndpoint& ep) 
   }
 }
 
-bool Protocol::try_match_arrival(Link& link, detail::Arrival& a) {
-  for (auto it = link.posted.begin(); it != link.posted.end(); ++it) {
-    if ((*it)->comm == a.comm && (*it)->tag == a.tag) {
-      ReqPtr recv = std::move(*it);
-      link.posted.erase(it);
-      if (a.type == FrameType::Eager)
-        consume_eager(link, recv, a);
-      else
-        match_rts(link, recv, a);
-      return true;
-    }
+Protocol::ReqPtr Protocol::take_receive(Link& link, std::uint32_t comm, std::int32_t tag) {
+  auto it = std::find_if(link.posted.begin(), link.posted.end(), [&](const ReqPtr& r) {
+    return r->comm == comm && detail::tag_matches(r->tag, tag);
+  });
+  // A receive from any source posted before the first specific one that matches goes first.
+  if (!wildcards_.empty()) {
+    const std::uint64_t before = it == link.posted.end() ? ~std::uint64_t{0} : (*it)->post_order;
+    if (ReqPtr recv = take_any_source(link, comm, tag, before)) return recv;
   }
-  return false;
+  if (it == link.posted.end()) return nullptr;
+  ReqPtr recv = std::move(*it);
+  link.posted.erase(it);
+  recv->matched_tag = tag;
+  return recv;
+}
+
+bool Protocol::try_match_arrival(Link& link, detail::Arrival& a) {
+  ReqPtr recv = take_receive(link, a.comm, a.tag);
+  if (!recv) return false;
+  deliver_matched(link, recv, a);
+  return true;
 }
 
 void Protocol::deliver_arrival(Link& link, detail::Arrival&& a) {

@@ -8,8 +8,10 @@
 #include <orbite/transfer.h>
 
 #include <array>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -86,6 +88,8 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   [[nodiscard]] bool polled_sockets() const override { return polled_sockets_; }
   [[nodiscard]] int next_timer_ms() const override;
   void shutdown(const Status& why) override;
+  std::optional<ProbeHit> probe(std::uint32_t comm, const std::string* peer_id, std::int32_t tag,
+                                const PeerRanks& members) const override;
 
   // FrameHandler
   Result<detail::Sink> begin_frame(detail::PeerLink& link, const FrameHeader& h,
@@ -139,8 +143,16 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   // A receive on a failed link: a message that arrived whole before the failure is still
   // delivered, in order per tag; an announced (rendezvous) one, or none, fails with the failure.
   void recv_on_failed(Link& link, const ReqPtr& req);
+  // A receive and the message it matched (taken from `unexpected` or just arrived): its bytes
+  // move, or it ends as on a failed link when the message's endpoint is gone.
+  void deliver_matched(Link& link, const ReqPtr& recv, detail::Arrival& a);
+  void deliver_after_failure(Link& link, const ReqPtr& req, detail::Arrival& a);
   void deliver_arrival(Link& link, detail::Arrival&& a);
   bool try_match_arrival(Link& link, detail::Arrival& a);
+  // The receive a message of (comm, tag) arriving on `link` goes to, taken off its queue: the
+  // earliest posted of the link's matching receives and the matching receives from any source.
+  // Null when none is posted.
+  ReqPtr take_receive(Link& link, std::uint32_t comm, std::int32_t tag);
   void match_rts(Link& link, const ReqPtr& recv, const detail::Arrival& a);
   void consume_eager(Link& link, const ReqPtr& recv, detail::Arrival& a);
   // Fails a receive too small for its message and tells the sender (Reject).
@@ -158,6 +170,16 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   // Counts bytes of a request copied by either side; completes it when all are there.
   void add_received(Link& link, std::uint64_t id, std::uint64_t bytes, const Status& error = {});
   void fail_inflight_of(Link& link, const Status& why);
+
+  // any_source.cpp: receives from any source (kAnySource) and probes
+  void post_any_source(const ReqPtr& recv);
+  // The first unclaimed receive from any source posted before `before` that matches a message
+  // of (comm, tag) from `link`'s peer, claimed; null when there is none.
+  ReqPtr take_any_source(Link& link, std::uint32_t comm, std::int32_t tag, std::uint64_t before);
+  // Takes `recv` for this lane (false: another lane's message matched it first) and fills in
+  // what its match with a message of `tag` on `link` tells.
+  bool claim(Link& link, Req& recv, std::int32_t tag);
+  void fail_any_source(const Status& why);
 
   // frames.cpp: frame handlers; rma.cpp: put/get
   Result<detail::Sink> data_sink(Link& link, const FrameHeader& h);
@@ -287,6 +309,16 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   std::vector<Closing> closing_;
   std::vector<std::string> spare_buffers_;
   std::uint64_t next_wire_id_ = 1;
+  // Receives are numbered as the lane posts them (post_order), so that a message goes to the
+  // earliest of a link's posted receives and the receives from any source that match it.
+  std::uint64_t post_order_ = 0;
+  struct AnySource {
+    ReqPtr recv;
+    std::uint64_t order = 0;
+  };
+  // Receives from any source posted on this lane, in posting order. An entry another lane
+  // claimed is dropped when a scan meets it.
+  std::deque<AnySource> wildcards_;
   int quiet_polls_ = 0;
   bool polled_sockets_ = false;  // by the last progress()
 };

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/mpsc_queue.h"
@@ -27,6 +29,12 @@ struct PeerRef;
 struct PeerLink;
 
 enum class OpKind : std::uint8_t { Send, Recv, Put, Get };
+
+// A receive's tag that matches any tag (the public kAnyTag).
+inline constexpr std::int32_t kAnyTagWire = -1;
+inline bool tag_matches(std::int32_t wanted, std::int32_t got) {
+  return wanted == kAnyTagWire || wanted == got;
+}
 
 // Who makes a request progress when its owner calls Request::test() or wait(): a proxy lane for
 // point-to-point requests, the communicator's collective executor for collectives.
@@ -87,7 +95,20 @@ struct RequestState : MpscNode {
   std::byte* dst = nullptr;
   std::uint64_t length = 0;
   std::uint32_t comm = 0;
-  std::int32_t tag = 0;
+  std::int32_t tag = 0;  // a receive's kAnyTagWire: any tag
+  // A receive's match, published by phase (or by `claimed` for a receive from any source): the
+  // sender's rank in its communicator and the message's tag; -1 until then.
+  std::int32_t source = -1;
+  std::int32_t matched_tag = -1;
+  // A receive from any source (`any_source`; its `peer` is null). Each lane posts it: lane 0
+  // gets the request itself, the others a ticket whose `ticket_of` names it. The lane whose
+  // message matches it first takes it by setting `claimed`; only that lane touches its lane-owned
+  // fields after. Before the claim the lanes only read comm, tag and `ranks` (set before it was
+  // submitted). `ranks`: the rank of each peer engine of the communicator (its messages only).
+  bool any_source = false;
+  std::atomic<bool> claimed{false};
+  std::shared_ptr<RequestState> ticket_of;
+  std::shared_ptr<const std::unordered_map<std::string, int>> ranks;
   // Device memory behind src (a send) or dst (a receive): its allocation and the buffer's
   // offset in it. No transport touches it: the exposed rendezvous and staging move its bytes.
   std::shared_ptr<cuda::Allocation> device;
@@ -115,6 +136,7 @@ struct RequestState : MpscNode {
   // Lane-owned progress: the protocol's per-request state (see p2p/peer.h).
   p2p::PeerEndpoint* endpoint = nullptr;  // the route chosen for the request
   PeerLink* lane_link = nullptr;          // the link of the lane that owns the request
+  std::uint64_t post_order = 0;           // a posted receive's place among the lane's receives
   std::uint64_t parts_left = 0;
   Status first_error;  // of a batch's parts; reported once every part is done
 };

@@ -77,6 +77,16 @@ std::uint64_t Request::bytes() const {
   return state_ ? state_->bytes_done.load(std::memory_order_acquire) : 0;
 }
 
+int Request::source() const {
+  if (!state_ || state_->phase.load(std::memory_order_acquire) == 0) return -1;
+  return state_->source;
+}
+
+int Request::tag() const {
+  if (!state_ || state_->phase.load(std::memory_order_acquire) == 0) return -1;
+  return state_->matched_tag;
+}
+
 Status wait_all(std::span<Request> requests, Duration timeout) {
   const Deadline deadline = Deadline::after(timeout);
   Status first;

@@ -235,6 +235,11 @@ Result<Request> EngineCore::submit(std::shared_ptr<RequestState> req) {
   req->driver = std::shared_ptr<ProgressDriver>(shared_from_this(), &lane);
   req->counters = &lane.counters;
   submitted.fetch_add(1, std::memory_order_relaxed);
+  hand_to(lane, req);
+  return RequestAccess::make(std::move(req));
+}
+
+void EngineCore::hand_to(Lane& lane, const std::shared_ptr<RequestState>& req) {
   // Start it on this thread when the lane is free: a small send then completes before wait().
   // With nothing queued ahead of it, it skips the queues: there is no order to keep.
   if (lane.mu.try_lock()) {
@@ -249,7 +254,42 @@ Result<Request> EngineCore::submit(std::shared_ptr<RequestState> req) {
   } else {
     lane.submit(req);
   }
+}
+
+Result<Request> EngineCore::submit_any_source(std::shared_ptr<RequestState> req) {
+  if (closed.load(std::memory_order_acquire)) {
+    return Status::error(Errc::Cancelled, "the engine is closed; no new requests are accepted");
+  }
+  // Lane 0 drives it; the lane that matches it counts it (Protocol::claim).
+  req->driver = std::shared_ptr<ProgressDriver>(shared_from_this(), lanes[0].get());
+  submitted.fetch_add(1, std::memory_order_relaxed);
+  hand_to(*lanes[0], req);
+  for (std::size_t i = 1; i < lanes.size(); ++i) {
+    auto ticket = make_request_state();
+    ticket->kind = OpKind::Recv;
+    ticket->options.priority = req->options.priority;
+    ticket->ticket_of = req;
+    hand_to(*lanes[i], ticket);
+  }
   return RequestAccess::make(std::move(req));
+}
+
+Result<std::optional<p2p::ProbeHit>> EngineCore::probe(std::uint32_t comm,
+                                                       const std::string* peer_id, std::int32_t tag,
+                                                       const p2p::PeerRanks& members) {
+  if (closed.load(std::memory_order_acquire)) {
+    return Status::error(Errc::Cancelled, "the engine is closed");
+  }
+  auto look = [&](Lane& lane) {
+    std::lock_guard lock(lane.mu);
+    lane.progress_once();
+    return lane.protocol->probe(comm, peer_id, tag, members);
+  };
+  if (peer_id != nullptr) return look(lane_for(*peer_id));
+  for (auto& lane : lanes) {
+    if (auto hit = look(*lane)) return hit;
+  }
+  return std::optional<p2p::ProbeHit>();
 }
 
 void EngineCore::drive_until(Lane& lane, const std::atomic<int>& phase, Duration timeout) {

@@ -124,6 +124,18 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   Lane& lane_for(const std::string& peer_id);
   // Validated request → lane. Fails fast (no Request) when the engine is closed.
   Result<Request> submit(std::shared_ptr<RequestState> req);
+  // A validated receive from any source (its `any_source` set, no peer): posted on every lane,
+  // since its message may come from a peer of any of them (lane 0 gets it and drives it, the
+  // others a ticket naming it).
+  Result<Request> submit_any_source(std::shared_ptr<RequestState> req);
+  // Starts `req` on this thread when the lane is free and nothing waits ahead of it, else
+  // queues it for the lane.
+  void hand_to(Lane& lane, const std::shared_ptr<RequestState>& req);
+  // The first message of `comm` from `peer_id` (null: any engine of `members`) with `tag` (or
+  // any tag) that waits for its receive, after a progress pass of each lane it looks at. Takes
+  // those lanes' mutexes one at a time.
+  Result<std::optional<p2p::ProbeHit>> probe(std::uint32_t comm, const std::string* peer_id,
+                                             std::int32_t tag, const p2p::PeerRanks& members);
   // Progress `lane` from a waiting thread until `done` or the deadline passes.
   void drive_until(Lane& lane, const std::atomic<int>& phase, Duration timeout);
   Status close(Duration timeout, CloseTimeout on_timeout);

@@ -65,6 +65,27 @@ def test_send_and_recv_numpy_bytearray_and_memoryview(comm):
             comm.isend(bytes(got), peer, tag=6).wait(WAIT)
 
 
+def test_any_source_receives_and_probes(comm):
+    peer = peer_of(comm)
+    if comm.rank == 1:
+        comm.isend(np.arange(10, dtype=np.uint8), peer, tag=31).wait(WAIT)
+        comm.isend(bytes(3), peer, tag=32).wait(WAIT)
+    else:
+        source, tag, size = comm.probe(orbite.ANY_SOURCE, 31, timeout=30)
+        assert (source, tag, size) == (peer, 31, 10)
+        assert comm.iprobe(peer, 31) == (peer, 31, 10)  # still there: a probe takes nothing
+        got = np.zeros(10, dtype=np.uint8)
+        r = comm.irecv(got, orbite.ANY_SOURCE, orbite.ANY_TAG)
+        r.wait(WAIT)
+        assert (r.source, r.tag, r.bytes) == (peer, 31, 10)
+        np.testing.assert_array_equal(got, np.arange(10, dtype=np.uint8))
+        assert comm.recv(bytearray(3), orbite.ANY_SOURCE, 32, timeout=30) == 3
+        assert comm.iprobe() is None
+        with pytest.raises(orbite.TimeoutError):
+            comm.probe(tag=99, timeout=0.01)
+    comm.barrier().wait(WAIT)
+
+
 def test_broadcast_and_barrier(comm):
     data = np.arange(1 << 16, dtype=np.int32) if comm.rank == 1 else np.zeros(1 << 16, np.int32)
     comm.broadcast(data, root=1).wait(WAIT)

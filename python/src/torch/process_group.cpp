@@ -149,6 +149,12 @@ WorkOrbite::WorkOrbite(int rank, OpType type, Request request, std::vector<at::T
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
       bound_(bound) {}
 
+int WorkOrbite::sourceRank() const {
+  const int source = request_.source();
+  if (source < 0) return c10d::Work::sourceRank();  // not a finished receive: c10d's error
+  return source;
+}
+
 bool WorkOrbite::wait(milliseconds timeout) {
   const milliseconds bound = timeout.count() > 0 ? timeout : bound_;
   const auto deadline = std::chrono::steady_clock::now() + bound;
@@ -541,10 +547,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOrbite::recv(std::vector<at::Tensor>&
   return enqueue(OpType::RECV, std::move(r), {t}, {t}, milliseconds(-1), std::move(after), false);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupOrbite::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK(false,
-              "orbite: recv from any source is not supported (OrbiTE matches a receive by peer "
-              "and tag); pass src");
+c10::intrusive_ptr<c10d::Work> ProcessGroupOrbite::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                 int tag) {
+  at::Tensor& t = single(tensors, "recv");
+  auto r = comm_->irecv(t.data_ptr(), t.nbytes(), kAnySource, tag);
+  std::function<void()> after;
+  if (r.ok()) {
+    after = [req = *r, expected = t.nbytes(), tag] {
+      TORCH_CHECK(req.bytes() == expected, "orbite recv: received ", req.bytes(),
+                  " bytes from rank ", req.source(), " (any source, tag ", tag,
+                  "), the tensor holds ", expected);
+    };
+  }
+  return enqueue(OpType::RECVANYSOURCE, std::move(r), {t}, {t}, milliseconds(-1), std::move(after),
+                 false);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOrbite::barrier(const c10d::BarrierOptions& opts) {

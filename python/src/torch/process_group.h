@@ -36,6 +36,8 @@ class WorkOrbite : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override { return outputs_; }
+  // A finished receive's sender (dist.recv(src=None) returns it); c10d's error otherwise.
+  int sourceRank() const override;
 
   [[nodiscard]] Request& request() { return request_; }
   // Once the request is done: runs `after` (on success) and completes the Work and its Future,
