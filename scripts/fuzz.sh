@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-20}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(rdma_wire control store descriptor config_json priorities hwloc_xml)
+[ ${#targets[@]} -eq 0 ] && targets=(rdma_wire control store descriptor config_json priorities hwloc_xml nccl_xml)
 
 scripts/install-deps.sh
 cmake -S tests/fuzz/libfuzzer -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++-16 \

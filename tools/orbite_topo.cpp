@@ -21,7 +21,7 @@ namespace topo = orbite::topo;
 constexpr int kJsonFormatVersion = 1;
 
 constexpr const char* kUsage =
-    R"(usage: orbite-topo [--xml FILE] [--json] [--config FILE] [--select LOCATION]
+    R"(usage: orbite-topo [--xml FILE] [--nccl-xml FILE] [--json] [--config FILE] [--select LOCATION]
 
 Prints what OrbiTE's topology discovery sees: packages, cores and NUMA nodes with their CPUs, RDMA
 NICs (stable ID, name, network interface, NUMA node, PCI bus ID, rate) and NVIDIA GPUs (CUDA
@@ -30,6 +30,8 @@ cuda:N, *) its NICs in priority tiers, or the rows of the configured priority ma
 
   --xml FILE      read this hwloc XML topology instead of the live machine (topology.hwloc_xml,
                   ORBITE_TOPO_XML); the local verbs provider and CUDA driver are not consulted
+  --nccl-xml FILE place GPUs, NICs and NUMA nodes as this NCCL topology file says, over hwloc's
+                  view (topology.nccl_xml, ORBITE_TOPO_NCCL_XML, NCCL_TOPO_FILE)
   --config FILE   take the configuration (filters, priority_matrix, ...) from this JSON file;
                   without it the environment is read (ORBITE_CONFIG, ORBITE_RDMA_HCA, ...)
   --json          print the stable JSON form (docs/topology.md)
@@ -216,14 +218,19 @@ int print_selection(const HostTopology& h, const orbite::EngineConfig& config,
 int main(int argc, char** argv) {
   bool as_json = false;
   std::string xml;
+  std::string nccl_xml;
   std::string config_file;
   std::string select;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json") {
       as_json = true;
-    } else if ((arg == "--xml" || arg == "--config" || arg == "--select") && i + 1 < argc) {
-      (arg == "--xml" ? xml : arg == "--config" ? config_file : select) = argv[++i];
+    } else if ((arg == "--xml" || arg == "--nccl-xml" || arg == "--config" || arg == "--select") &&
+               i + 1 < argc) {
+      (arg == "--xml"        ? xml
+       : arg == "--nccl-xml" ? nccl_xml
+       : arg == "--config"   ? config_file
+                             : select) = argv[++i];
     } else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -240,6 +247,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!xml.empty()) config->topology.hwloc_xml = xml;
+  if (!nccl_xml.empty()) config->topology.nccl_xml = nccl_xml;
   auto host = orbite::proxy::discover_host_topology(*config);
   if (!host.ok()) {
     std::fprintf(stderr, "orbite-topo: %s\n", host.status().to_string().c_str());

@@ -230,6 +230,10 @@ struct BootstrapConfig {
 struct TopologyConfig {
   // hwloc XML file to load instead of the live machine (also ORBITE_TOPO_XML).
   std::string hwloc_xml;
+  // NCCL topology XML (the NCCL_TOPO_FILE format cloud GPU images ship) that places GPUs, NICs
+  // and NUMA nodes over what hwloc sees; the NIC tiers are computed from it the same way (also
+  // ORBITE_TOPO_NCCL_XML, then NCCL_TOPO_FILE).
+  std::string nccl_xml;
 };
 
 // Which transport carries a request. Unspec picks shm for a peer on the same host, RDMA for a

@@ -281,6 +281,9 @@ template <class V, class C>
 void visit_topology(V& v, C& t) {
   v.field("hwloc_xml", t.hwloc_xml, Text{kPathMax},
           "hwloc XML topology to load instead of the live machine (alias ORBITE_TOPO_XML).");
+  v.field("nccl_xml", t.nccl_xml, Text{kPathMax},
+          "NCCL topology XML (NCCL_TOPO_FILE's format) placing GPUs, NICs and NUMA nodes over "
+          "hwloc's view (aliases ORBITE_TOPO_NCCL_XML, then NCCL_TOPO_FILE).");
 }
 
 template <class V, class C>
@@ -351,6 +354,8 @@ void visit_engine(V& v, C& c) {
 inline constexpr std::pair<std::string_view, std::string_view> kEnvAliases[] = {
     {"ORBITE_SOCKET_IFNAME", "tcp.interface"},
     {"ORBITE_TOPO_XML", "topology.hwloc_xml"},
+    {"ORBITE_TOPO_NCCL_XML", "topology.nccl_xml"},
+    {"NCCL_TOPO_FILE", "topology.nccl_xml"},
     {"ORBITE_ALGO", "coll.algo"},
     {"ORBITE_IBVERBS_LIBRARY", "rdma.ibverbs_library"},
 };

@@ -10,6 +10,7 @@ namespace orbite::proxy {
 Result<HostTopology> discover_host_topology(const EngineConfig& config) {
   topo::DiscoveryInput input;
   input.hwloc_xml = config.topology.hwloc_xml;
+  input.nccl_xml = config.topology.nccl_xml;
   input.filter.whitelist = config.rdma.rdma_whitelist;
   input.filter.blacklist = config.rdma.rdma_blacklist;
   HostTopology host;

@@ -7,12 +7,14 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <type_traits>
 
 #include "common/log.h"
 #include "common/strings.h"
 #include "topo/hwloc_probe.h"
 #include "topo/inventory.h"
+#include "topo/nccl_xml.h"
 
 namespace orbite::topo {
 namespace {
@@ -183,20 +185,26 @@ bool is_gpu(const hwloc_obj_attr_u::hwloc_pcidev_attr_s& a) {
   return a.vendor_id == 0x10de && (a.class_id >> 8) == 0x03;
 }
 
-std::vector<NicInfo> join_nics(hwloc_topology_t t, const DiscoveryInput& in) {
+std::vector<NicInfo> join_nics(hwloc_topology_t t, const DiscoveryInput& in,
+                               const NcclTopology* nccl) {
   std::vector<NicInfo> from_hwloc;
   for (hwloc_obj_t o = hwloc_get_next_osdev(t, nullptr); o != nullptr;
        o = hwloc_get_next_osdev(t, o)) {
     if (holds(o->attr->osdev.type, HWLOC_OBJ_OSDEV_OPENFABRICS))
       from_hwloc.push_back(nic_from_osdev(t, o));
   }
+  if (nccl != nullptr) overlay_nccl_nics(from_hwloc, *nccl);
   if (!in.verbs) return from_hwloc;
-  // With a provider, its list is the truth (and its order gives the IDs, as in TENT); hwloc only
-  // places each device in the PCI tree.
+  // With a provider, its list is the truth (and its order gives the IDs, as in TENT); hwloc (and
+  // the NCCL file) only place each device in the PCI tree.
   std::vector<NicInfo> nics;
   for (const VerbsDevice& v : *in.verbs) {
     auto it = std::find_if(from_hwloc.begin(), from_hwloc.end(),
                            [&](const NicInfo& n) { return n.name == v.name; });
+    if (it == from_hwloc.end() && v.pci) {
+      it = std::find_if(from_hwloc.begin(), from_hwloc.end(),
+                        [&](const NicInfo& n) { return n.pci && n.pci->address == *v.pci; });
+    }
     NicInfo nic;
     if (it != from_hwloc.end()) {
       nic = *it;
@@ -216,7 +224,8 @@ std::vector<NicInfo> join_nics(hwloc_topology_t t, const DiscoveryInput& in) {
   return nics;
 }
 
-std::vector<GpuInfo> join_gpus(hwloc_topology_t t, const DiscoveryInput& in) {
+std::vector<GpuInfo> join_gpus(hwloc_topology_t t, const DiscoveryInput& in,
+                               const NcclTopology* nccl) {
   std::vector<GpuInfo> from_hwloc;
   for (hwloc_obj_t o = hwloc_get_next_pcidev(t, nullptr); o != nullptr;
        o = hwloc_get_next_pcidev(t, o)) {
@@ -227,6 +236,7 @@ std::vector<GpuInfo> join_gpus(hwloc_topology_t t, const DiscoveryInput& in) {
     g.name = g.pci.model;
     from_hwloc.push_back(std::move(g));
   }
+  if (nccl != nullptr) overlay_nccl_gpus(from_hwloc, *nccl);
   std::sort(from_hwloc.begin(), from_hwloc.end(),
             [](const GpuInfo& a, const GpuInfo& b) { return a.pci.address < b.pci.address; });
   if (!in.cuda) {
@@ -269,11 +279,16 @@ std::vector<GpuInfo> join_gpus(hwloc_topology_t t, const DiscoveryInput& in) {
 }  // namespace
 
 Result<Inventory> discover(const DiscoveryInput& in) {
+  std::optional<NcclTopology> nccl;
+  if (!in.nccl_xml.empty()) {
+    ORBITE_ASSIGN_OR_RETURN(nccl, load_nccl_topology(in.nccl_xml));
+  }
   auto topology = load(in.hwloc_xml);
   if (!topology.ok()) return topology.status();
   hwloc_topology_t t = topology->get();
   Inventory inv;
   inv.source = in.hwloc_xml.empty() ? "live machine" : in.hwloc_xml;
+  if (nccl) inv.source += " + NCCL topology " + in.nccl_xml;
   inv.hwloc_api_version = hwloc_runtime_version();
   inv.packages = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE);
   inv.cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
@@ -296,8 +311,10 @@ Result<Inventory> discover(const DiscoveryInput& in) {
     n.memory_bytes = node->attr->numanode.local_memory;
     inv.numa_nodes.push_back(std::move(n));
   }
+  if (nccl) overlay_nccl_numa(inv.numa_nodes, *nccl);
 
-  for (NicInfo& nic : join_nics(t, in)) {
+  const NcclTopology* placed_by = nccl ? &*nccl : nullptr;
+  for (NicInfo& nic : join_nics(t, in, placed_by)) {
     if (!filter_allows(in.filter, nic.name, filter_port(nic.ports))) continue;
     if (inv.nics.size() == kMaxNics) {
       ORBITE_LOG(Warn, Topo) << "more than " << kMaxNics << " RDMA devices after filters; "
@@ -309,7 +326,7 @@ Result<Inventory> discover(const DiscoveryInput& in) {
     for (const PortInfo& p : nic.ports) nic.link_gbps = std::max(nic.link_gbps, p.rate_gbps);
     inv.nics.push_back(std::move(nic));
   }
-  inv.gpus = join_gpus(t, in);
+  inv.gpus = join_gpus(t, in, placed_by);
   return inv;
 }
 

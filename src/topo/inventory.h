@@ -124,6 +124,9 @@ struct CudaDevice {
 
 struct DiscoveryInput {
   std::string hwloc_xml;  // empty: the live machine
+  // NCCL topology XML placing GPUs, NICs and NUMA nodes over hwloc's view (topo/nccl_xml.h);
+  // empty: none.
+  std::string nccl_xml;
   std::optional<std::vector<VerbsDevice>> verbs;
   std::optional<std::vector<CudaDevice>> cuda;
   NicFilter filter;

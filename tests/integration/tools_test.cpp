@@ -163,6 +163,21 @@ TEST(OrbiteTopo, PrintsInventoryAndTiersOfAFixture) {
   EXPECT_NE(o.out.find("(discovery)"), std::string::npos);
 }
 
+// A cloud VM's NCCL topology file over a machine without PCI devices: the GPUs and NICs come
+// from it, the NICs named by bus ID, each GPU's switch partners in tier 0.
+TEST(OrbiteTopo, ReadsAnNcclTopologyFile) {
+  Outcome o = run_program({kBin + "/orbite-topo", "--xml", kTopoData + "synthetic/no-io.xml",
+                           "--nccl-xml", kTopoData + "nccl/aws-p4d-24xlarge-a100x8-efa.xml"});
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("NCCL topology"), std::string::npos) << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex("cuda:0 +pci:0000:10:1b.0 +pci:0000:20:1b.0 ")))
+      << o.out;
+  Outcome bad = run_program({kBin + "/orbite-topo", "--xml", kTopoData + "synthetic/no-io.xml",
+                             "--nccl-xml", kTopoData + "synthetic/no-io.xml"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("topology.nccl_xml"), std::string::npos) << bad.err;
+}
+
 TEST(OrbiteTopo, JsonFormIsStableAndHonoursTheConfiguration) {
   TempDir dir;
   const std::string config = write_file(

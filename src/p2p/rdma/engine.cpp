@@ -42,19 +42,24 @@ bool Budget::try_take(std::uint64_t n) {
 
 namespace {
 
-// The host's NUMA nodes and GPUs, without NICs (the contexts are the NICs here). A live host whose
-// hwloc fails leaves the nodes unknown (every NIC then shares the "*" row); an explicit
-// topology.hwloc_xml that cannot be read fails installation.
-Result<topo::Inventory> host_places(const EngineConfig& config) {
+// The host's NUMA nodes and GPUs, and where hwloc (or topology.nccl_xml) places each RDMA device
+// (`placements`, by name; the contexts are the NICs here). A live host whose hwloc fails leaves
+// the nodes unknown (every NIC then shares the "*" row); an explicit topology file that cannot
+// be read fails installation.
+Result<topo::Inventory> host_places(const EngineConfig& config,
+                                    std::vector<topo::NicInfo>& placements) {
   topo::DiscoveryInput input;
   input.hwloc_xml = config.topology.hwloc_xml;
-  input.verbs = std::vector<topo::VerbsDevice>{};
+  input.nccl_xml = config.topology.nccl_xml;
   auto found = topo::discover(input);
   if (found.ok()) {
+    placements = std::move(found->nics);
     found->nics.clear();
     return std::move(*found);
   }
-  if (!input.hwloc_xml.empty()) return found.status().with_context("topology.hwloc_xml");
+  if (!input.hwloc_xml.empty() || !input.nccl_xml.empty()) {
+    return found.status().with_context("topology");
+  }
   ORBITE_LOG(Warn, Rdma) << "hwloc gave no NUMA placement (" << found.status().message()
                          << "): the RDMA rails are not ranked by locality";
   return topo::Inventory{};
@@ -95,7 +100,8 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& conf
   // device keeps its ID and is never healthy), with the port's decoded rate and its NUMA node
   // from sysfs; the NUMA nodes and GPUs come from hwloc, so each cpu:N row puts that node's NICs
   // in tier 0 and the others in tier 2.
-  ORBITE_ASSIGN_OR_RETURN(topo::Inventory inventory, host_places(config));
+  std::vector<topo::NicInfo> placements;
+  ORBITE_ASSIGN_OR_RETURN(topo::Inventory inventory, host_places(config, placements));
   inventory.source = "RDMA contexts";
   for (const auto& c : found.contexts) {
     const auto id = static_cast<std::size_t>(c->nic_id);
@@ -106,6 +112,15 @@ Result<std::shared_ptr<RdmaEngine>> RdmaEngine::install(const EngineConfig& conf
     n.numa = c->numa >= 0 ? c->numa
                           : topo::kUnknownNuma;  // the kernel's word, even for a node hwloc lacks
     n.seen_by_verbs = true;
+    // Its switch path, so that a GPU's tier 0 holds the NICs under its nearest switch.
+    const auto pci = topo::PciAddress::parse(c->pci_bus_id);
+    for (const topo::NicInfo& p : placements) {
+      if (p.name == c->name || (pci && p.pci && p.pci->address == *pci)) {
+        n.pci = p.pci;
+        if (n.numa == topo::kUnknownNuma) n.numa = p.numa;
+        break;
+      }
+    }
   }
   for (std::size_t i = 0; i < inventory.nics.size(); ++i) {
     inventory.nics[i].id = static_cast<int>(i);
