@@ -207,6 +207,7 @@ class Walk {
     Frame f;
     f.name = tag.name;
     f.numa = stack_.empty() ? kUnknownNuma : stack_.back().numa;
+    if (tag.name == "system") saw_system_ = true;
     if (tag.name == "cpu") {
       ORBITE_RETURN_IF_ERROR(open_cpu(tag, f));
     } else if (tag.name == "pci") {
@@ -246,6 +247,8 @@ class Walk {
 
   Result<NcclTopology> finish(int line) {
     if (!stack_.empty()) return reader_.error(line, "<" + stack_.back().name + "> is not closed");
+    // An empty file, a directory or another XML format: not a topology that places nothing.
+    if (!saw_system_) return reader_.error(line, "no <system> element: not an NCCL topology");
     return std::move(out_);
   }
 
@@ -340,6 +343,7 @@ class Walk {
   const Reader& reader_;
   std::vector<Frame> stack_;
   NcclTopology out_;
+  bool saw_system_ = false;
 };
 
 }  // namespace
@@ -398,13 +402,15 @@ Result<NcclTopology> load_nccl_topology(const std::string& path) {
   if (!in) {
     return Status::error(Errc::Configuration, "topology.nccl_xml: cannot open " + quote_path(path));
   }
+  // Read in pieces up to the bound: a size from the file system is not trusted (a pipe, /proc).
   std::string text;
-  text.resize(kMaxFileBytes + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > kMaxFileBytes) {
-    return Status::error(Errc::Configuration,
-                         "topology.nccl_xml: " + quote_path(path) + " is larger than 16 MiB");
+  char chunk[64 * 1024];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxFileBytes) {
+      return Status::error(Errc::Configuration,
+                           "topology.nccl_xml: " + quote_path(path) + " is larger than 16 MiB");
+    }
   }
   return parse_nccl_topology(text, path);
 }

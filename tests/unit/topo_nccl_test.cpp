@@ -177,6 +177,8 @@ TEST(TopoNccl, MalformedFilesAreConfigurationErrorsNamingTheLine) {
       {"<system><cpu numaid=\"0\">", "<cpu> is not closed"},
       {"<!DOCTYPE x [<!ENTITY a \"b\">]><system/>", "DOCTYPE"},
       {"<system><net name=\"&bogus;\"/></system>", "unknown entity"},
+      {"", "no <system> element"},
+      {"<topology version=\"2.0\"/>", "no <system> element"},
   };
   for (const Case& c : cases) {
     auto parsed = parse_nccl_topology(c.text, "/etc/topo.xml");
@@ -192,6 +194,10 @@ TEST(TopoNccl, MalformedFilesAreConfigurationErrorsNamingTheLine) {
   auto missing = discover(in);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("cannot open"), std::string::npos);
+  in.nccl_xml = kData + "nccl";  // a directory
+  auto folder = discover(in);
+  ASSERT_FALSE(folder.ok());
+  EXPECT_EQ(folder.status().code(), Errc::Configuration) << folder.status().to_string();
 }
 
 TEST(TopoNccl, CpuMasksBecomeHwlocLists) {
