@@ -15,7 +15,7 @@ namespace orbite::p2p {
 
 namespace {
 
-bool wants(const detail::RequestState& recv, const detail::PeerLink& link, std::uint32_t comm,
+bool wants_message(const detail::RequestState& recv, const detail::PeerLink& link, std::uint32_t comm,
            std::int32_t tag) {
   return recv.comm == comm && detail::tag_matches(recv.tag, tag) &&
          recv.ranks->count(link.ep.id) != 0;
@@ -43,7 +43,7 @@ void Protocol::post_any_source(const ReqPtr& recv) {
   for (auto& [id, link] : links_) {
     auto& queue = link->unexpected;
     auto it = std::find_if(queue.begin(), queue.end(), [&](const detail::Arrival& a) {
-      return wants(*recv, *link, a.comm, a.tag);
+      return wants_message(*recv, *link, a.comm, a.tag);
     });
     if (it == queue.end()) continue;
     if (!claim(*link, *recv, it->tag)) return;
@@ -64,7 +64,7 @@ Protocol::ReqPtr Protocol::take_any_source(Link& link, std::uint32_t comm, std::
       w = wildcards_.erase(w);
       continue;
     }
-    if (!wants(recv, link, comm, tag)) {
+    if (!wants_message(recv, link, comm, tag)) {
       ++w;
       continue;
     }

@@ -15,11 +15,11 @@
 namespace orbite::topo {
 namespace {
 
-constexpr std::size_t kMaxFileBytes = 16u << 20;
-constexpr std::size_t kMaxDepth = 64;
-constexpr std::size_t kMaxElements = 100000;
+constexpr std::size_t kNcclMaxFileBytes = 16u << 20;
+constexpr std::size_t kNcclMaxDepth = 64;
+constexpr std::size_t kNcclMaxElements = 100000;
 
-struct Tag {
+struct XmlTag {
   std::string name;
   std::vector<std::pair<std::string, std::string>> attributes;
   bool end = false;           // </name>
@@ -34,19 +34,19 @@ struct Tag {
   }
 };
 
-bool name_start(char c) {
+bool xml_name_start(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || c == ':';
 }
-bool name_char(char c) {
-  return name_start(c) || (c >= '0' && c <= '9') || c == '-' || c == '.';
+bool xml_name_char(char c) {
+  return xml_name_start(c) || (c >= '0' && c <= '9') || c == '-' || c == '.';
 }
-bool space(char c) {
+bool xml_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-class Reader {
+class XmlReader {
  public:
-  Reader(std::string_view text, std::string_view origin) : text_(text), origin_(origin) {}
+  XmlReader(std::string_view text, std::string_view origin) : text_(text), origin_(origin) {}
 
   [[nodiscard]] Status error(int line, const std::string& what) const {
     return Status::error(Errc::Configuration, "topology.nccl_xml: " + quote_path(origin_) +
@@ -54,11 +54,11 @@ class Reader {
   }
 
   // The next start or end tag; nullopt at the end of the text.
-  Result<std::optional<Tag>> next() {
+  Result<std::optional<XmlTag>> next() {
     for (;;) {
       const std::size_t lt = text_.find('<', pos_);
       advance_to(lt == std::string_view::npos ? text_.size() : lt);
-      if (pos_ >= text_.size()) return std::optional<Tag>();
+      if (pos_ >= text_.size()) return std::optional<XmlTag>();
       const std::string_view rest = text_.substr(pos_);
       if (rest.starts_with("<!--")) {
         ORBITE_RETURN_IF_ERROR(skip_past("-->", "an unterminated comment"));
@@ -87,13 +87,13 @@ class Reader {
   }
 
   void skip_space() {
-    while (pos_ < text_.size() && space(text_[pos_])) advance_to(pos_ + 1);
+    while (pos_ < text_.size() && xml_space(text_[pos_])) advance_to(pos_ + 1);
   }
 
   std::string read_name() {
     const std::size_t start = pos_;
-    if (pos_ < text_.size() && name_start(text_[pos_])) {
-      while (pos_ < text_.size() && name_char(text_[pos_])) ++pos_;
+    if (pos_ < text_.size() && xml_name_start(text_[pos_])) {
+      while (pos_ < text_.size() && xml_name_char(text_[pos_])) ++pos_;
     }
     return std::string(text_.substr(start, pos_ - start));
   }
@@ -129,8 +129,8 @@ class Reader {
     return out;
   }
 
-  Result<std::optional<Tag>> read_tag() {
-    Tag tag;
+  Result<std::optional<XmlTag>> read_tag() {
+    XmlTag tag;
     tag.line = line_;
     ++pos_;  // '<'
     if (pos_ < text_.size() && text_[pos_] == '/') {
@@ -144,12 +144,12 @@ class Reader {
       if (pos_ >= text_.size()) return error(tag.line, "<" + tag.name + "> is not closed");
       if (text_[pos_] == '>') {
         ++pos_;
-        return std::optional<Tag>(std::move(tag));
+        return std::optional<XmlTag>(std::move(tag));
       }
       if (!tag.end && text_.substr(pos_).starts_with("/>")) {
         pos_ += 2;
         tag.self_closing = true;
-        return std::optional<Tag>(std::move(tag));
+        return std::optional<XmlTag>(std::move(tag));
       }
       if (tag.end) return error(tag.line, "</" + tag.name + "> carries attributes");
       std::string key = read_name();
@@ -177,7 +177,7 @@ class Reader {
   int line_ = 1;
 };
 
-std::optional<std::uint32_t> hex_of(std::string_view text) {
+std::optional<std::uint32_t> nccl_hex(std::string_view text) {
   if (text.starts_with("0x") || text.starts_with("0X")) text.remove_prefix(2);
   if (text.empty() || text.size() > 8) return std::nullopt;
   std::uint32_t v = 0;
@@ -187,7 +187,7 @@ std::optional<std::uint32_t> hex_of(std::string_view text) {
 }
 
 // One open element of the walk.
-struct Frame {
+struct WalkFrame {
   std::string name;
   int numa = kUnknownNuma;  // of the nearest <cpu> at or above it
   enum Kind : std::uint8_t { Other, Bridge, Device, LooseNic } kind = Other;
@@ -198,13 +198,13 @@ struct Frame {
   bool has_nic = false;
 };
 
-class Walk {
+class NcclWalk {
  public:
-  explicit Walk(const Reader& reader) : reader_(reader) {}
+  explicit NcclWalk(const XmlReader& reader) : reader_(reader) {}
 
-  Status open(const Tag& tag) {
-    if (stack_.size() >= kMaxDepth) return reader_.error(tag.line, "nesting deeper than 64");
-    Frame f;
+  Status open(const XmlTag& tag) {
+    if (stack_.size() >= kNcclMaxDepth) return reader_.error(tag.line, "nesting deeper than 64");
+    WalkFrame f;
     f.name = tag.name;
     f.numa = stack_.empty() ? kUnknownNuma : stack_.back().numa;
     if (tag.name == "system") saw_system_ = true;
@@ -213,35 +213,35 @@ class Walk {
     } else if (tag.name == "pci") {
       ORBITE_RETURN_IF_ERROR(open_pci(tag, f));
     } else if (tag.name == "gpu") {
-      if (Frame* pci = nearest(Frame::Device)) pci->has_gpu = true;
+      if (WalkFrame* pci = nearest(WalkFrame::Device)) pci->has_gpu = true;
     } else if (tag.name == "nic") {
-      if (Frame* pci = nearest(Frame::Device)) {
+      if (WalkFrame* pci = nearest(WalkFrame::Device)) {
         pci->has_nic = true;
       } else {
-        f.kind = Frame::LooseNic;  // a NIC NCCL placed under a CPU only
+        f.kind = WalkFrame::LooseNic;  // a NIC NCCL placed under a CPU only
         f.device.placed = false;
         f.device.numa = f.numa;
         f.has_nic = true;
       }
     } else if (tag.name == "net") {
-      Frame* owner = nearest(Frame::LooseNic);
-      if (owner == nullptr) owner = nearest(Frame::Device);
+      WalkFrame* owner = nearest(WalkFrame::LooseNic);
+      if (owner == nullptr) owner = nearest(WalkFrame::Device);
       if (owner != nullptr) ORBITE_RETURN_IF_ERROR(read_net(tag, owner->device));
     }
     stack_.push_back(std::move(f));
     return {};
   }
 
-  Status close(const Tag& tag) {
+  Status close(const XmlTag& tag) {
     if (stack_.empty() || stack_.back().name != tag.name) {
       return reader_.error(
           tag.line, "</" + tag.name + "> closes " +
                         (stack_.empty() ? std::string("nothing") : "<" + stack_.back().name + ">"));
     }
-    Frame f = std::move(stack_.back());
+    WalkFrame f = std::move(stack_.back());
     stack_.pop_back();
-    if (f.kind == Frame::Device) emit(std::move(f));
-    if (f.kind == Frame::LooseNic) out_.nics.push_back(std::move(f.device));
+    if (f.kind == WalkFrame::Device) emit(std::move(f));
+    if (f.kind == WalkFrame::LooseNic) out_.nics.push_back(std::move(f.device));
     return {};
   }
 
@@ -253,14 +253,14 @@ class Walk {
   }
 
  private:
-  Frame* nearest(Frame::Kind kind) {
+  WalkFrame* nearest(WalkFrame::Kind kind) {
     for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) {
       if (it->kind == kind) return &*it;
     }
     return nullptr;
   }
 
-  Status open_cpu(const Tag& tag, Frame& f) {
+  Status open_cpu(const XmlTag& tag, WalkFrame& f) {
     const std::string* id = tag.attribute("numaid");
     if (id == nullptr) return {};  // a CPU without a NUMA node: its devices' node is unknown
     const auto n = parse_int64(*id);
@@ -281,7 +281,7 @@ class Walk {
     return {};
   }
 
-  Status open_pci(const Tag& tag, Frame& f) {
+  Status open_pci(const XmlTag& tag, WalkFrame& f) {
     const std::string* busid = tag.attribute("busid");
     const std::string* cls = tag.attribute("class");
     if (busid == nullptr || cls == nullptr) {
@@ -290,7 +290,7 @@ class Walk {
     }
     const auto address = PciAddress::parse(*busid);
     if (!address) return reader_.error(tag.line, "busid " + quote(*busid) + " is not a bus ID");
-    auto value = hex_of(*cls);
+    auto value = nccl_hex(*cls);
     if (!value || *value > 0xffffff) {
       return reader_.error(tag.line, "class " + quote(*cls) + " is not a PCI class");
     }
@@ -301,7 +301,7 @@ class Walk {
     for (const char* key : {"vendor", "device"}) {
       const std::string* text = tag.attribute(key);
       if (text == nullptr) continue;
-      const auto id = hex_of(*text);
+      const auto id = nccl_hex(*text);
       if (!id || *id > 0xffff) {
         return reader_.error(tag.line, std::string(key) + " " + quote(*text) + " is not a PCI ID");
       }
@@ -314,13 +314,13 @@ class Walk {
       }
     }
     for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) {
-      if (it->kind == Frame::Bridge) f.device.pci.bridges.push_back(it->device.pci.address);
+      if (it->kind == WalkFrame::Bridge) f.device.pci.bridges.push_back(it->device.pci.address);
     }
-    f.kind = (f.class24 >> 8) == 0x0604 ? Frame::Bridge : Frame::Device;
+    f.kind = (f.class24 >> 8) == 0x0604 ? WalkFrame::Bridge : WalkFrame::Device;
     return {};
   }
 
-  Status read_net(const Tag& tag, NcclDevice& device) {
+  Status read_net(const XmlTag& tag, NcclDevice& device) {
     if (const std::string* name = tag.attribute("name")) device.name = *name;
     if (const std::string* speed = tag.attribute("speed")) {
       const auto mbps = parse_uint64(*speed);
@@ -330,7 +330,7 @@ class Walk {
     return {};
   }
 
-  void emit(Frame&& f) {
+  void emit(WalkFrame&& f) {
     const std::uint32_t base = f.class24 >> 16;
     const bool nvidia_or_unstated = !f.vendor || *f.vendor == 0x10de;
     if (f.has_gpu || (base == 0x03 && nvidia_or_unstated)) {
@@ -340,8 +340,8 @@ class Walk {
     }
   }
 
-  const Reader& reader_;
-  std::vector<Frame> stack_;
+  const XmlReader& reader_;
+  std::vector<WalkFrame> stack_;
   NcclTopology out_;
   bool saw_system_ = false;
 };
@@ -353,7 +353,7 @@ std::optional<std::string> cpu_list_of_mask(std::string_view mask) {
   std::size_t start = 0;
   for (;;) {
     const std::size_t comma = mask.find(',', start);
-    const auto word = hex_of(mask.substr(
+    const auto word = nccl_hex(mask.substr(
         start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
     if (!word || words.size() >= 1024) return std::nullopt;
     words.push_back(*word);
@@ -378,15 +378,15 @@ std::optional<std::string> cpu_list_of_mask(std::string_view mask) {
 }
 
 Result<NcclTopology> parse_nccl_topology(std::string_view xml, std::string_view origin) {
-  Reader reader(xml, origin);
-  Walk walk(reader);
+  XmlReader reader(xml, origin);
+  NcclWalk walk(reader);
   std::size_t elements = 0;
   int last_line = 1;
   for (;;) {
-    ORBITE_ASSIGN_OR_RETURN(std::optional<Tag> tag, reader.next());
+    ORBITE_ASSIGN_OR_RETURN(std::optional<XmlTag> tag, reader.next());
     if (!tag) break;
     last_line = tag->line;
-    if (++elements > kMaxElements) return reader.error(tag->line, "more than 100000 elements");
+    if (++elements > kNcclMaxElements) return reader.error(tag->line, "more than 100000 elements");
     if (tag->end) {
       ORBITE_RETURN_IF_ERROR(walk.close(*tag));
       continue;
@@ -407,7 +407,7 @@ Result<NcclTopology> load_nccl_topology(const std::string& path) {
   char chunk[64 * 1024];
   while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
     text.append(chunk, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxFileBytes) {
+    if (text.size() > kNcclMaxFileBytes) {
       return Status::error(Errc::Configuration,
                            "topology.nccl_xml: " + quote_path(path) + " is larger than 16 MiB");
     }
