@@ -17,12 +17,12 @@
 namespace orbite::topo {
 namespace {
 
-const std::string kData = std::string(ORBITE_SOURCE_DIR) + "/tests/data/topologies/";
-const std::string kNoIo = kData + "synthetic/no-io.xml";
+const std::string kTopoDir = std::string(ORBITE_SOURCE_DIR) + "/tests/data/topologies/";
+const std::string kNoIo = kTopoDir + "synthetic/no-io.xml";
 
 Inventory over_no_io(const std::string& nccl_file, DiscoveryInput in = {}) {
   in.hwloc_xml = kNoIo;
-  in.nccl_xml = kData + "nccl/" + nccl_file;
+  in.nccl_xml = kTopoDir + "nccl/" + nccl_file;
   auto inv = discover(in);
   EXPECT_TRUE(inv.ok()) << nccl_file << ": " << inv.status().to_string();
   return inv.ok() ? *inv : Inventory{};
@@ -135,7 +135,7 @@ TEST(TopoNccl, TheFileWinsOverHwlocForADeviceBothKnow) {
 </system>
 )");
   DiscoveryInput in;
-  in.hwloc_xml = kData + "dell-xe8640-h100x4-cx7-cx6_flux-ipa20.xml";
+  in.hwloc_xml = kTopoDir + "dell-xe8640-h100x4-cx7-cx6_flux-ipa20.xml";
   in.nccl_xml = file;
   auto inv = discover(in);
   std::remove(file.c_str());
@@ -194,7 +194,7 @@ TEST(TopoNccl, MalformedFilesAreConfigurationErrorsNamingTheLine) {
   auto missing = discover(in);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("cannot open"), std::string::npos);
-  in.nccl_xml = kData + "nccl";  // a directory
+  in.nccl_xml = kTopoDir + "nccl";  // a directory
   auto folder = discover(in);
   ASSERT_FALSE(folder.ok());
   EXPECT_EQ(folder.status().code(), Errc::Configuration) << folder.status().to_string();
