@@ -15,8 +15,8 @@ namespace orbite::p2p {
 
 namespace {
 
-bool wants_message(const detail::RequestState& recv, const detail::PeerLink& link, std::uint32_t comm,
-           std::int32_t tag) {
+bool wants_message(const detail::RequestState& recv, const detail::PeerLink& link,
+                   std::uint32_t comm, std::int32_t tag) {
   return recv.comm == comm && detail::tag_matches(recv.tag, tag) &&
          recv.ranks->count(link.ep.id) != 0;
 }
