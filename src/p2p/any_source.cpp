@@ -21,13 +21,16 @@ bool wants_message(const detail::RequestState& recv, const detail::PeerLink& lin
          recv.ranks->count(link.ep.id) != 0;
 }
 
+// The one place a lane takes a receive from any source for itself: true for exactly one caller.
+bool take_for_this_lane(detail::RequestState& recv) {
+  bool expected = false;
+  return recv.claimed.compare_exchange_strong(expected, true, std::memory_order_acq_rel);
+}
+
 }  // namespace
 
 bool Protocol::claim(Link& link, Req& recv, std::int32_t tag) {
-  bool expected = false;
-  if (!recv.claimed.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
-    return false;
-  }
+  if (!take_for_this_lane(recv)) return false;
   recv.id = next_wire_id_++;
   recv.lane_link = &link;
   recv.counters = &counters_;
@@ -81,10 +84,7 @@ Protocol::ReqPtr Protocol::take_any_source(Link& link, std::uint32_t comm, std::
 
 void Protocol::fail_any_source(const Status& why) {
   for (AnySource& w : wildcards_) {
-    bool expected = false;
-    if (!w.recv->claimed.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
-      continue;
-    }
+    if (!take_for_this_lane(*w.recv)) continue;  // another lane matched or failed it
     w.recv->counters = &counters_;
     detail::complete_request(*w.recv, why);
   }
