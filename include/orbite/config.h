@@ -236,6 +236,17 @@ struct TopologyConfig {
   std::string nccl_xml;
 };
 
+// The state report (docs/hangs.md): what each engine holds outstanding, written on SIGUSR1 or
+// orbite-dump, and returned by TransferEngine::state_report().
+struct DiagnosticsConfig {
+  // Install a SIGUSR1 handler that writes the report (only where the signal's action is still
+  // the default, which would end the process; an application's own handler is left alone).
+  bool dump_on_signal = true;
+  // Where the report goes: <dump_dir>/orbite-dump.<pid>.txt; "" is /tmp, "-" is stderr (also
+  // ORBITE_DUMP_DIR).
+  std::string dump_dir;
+};
+
 // Which transport carries a request. Unspec picks shm for a peer on the same host, RDMA for a
 // peer on another host when both sides have a compatible rail (and, for put/get, the region is
 // published on RDMA), tcp otherwise. A forced transport that cannot reach the peer is
@@ -286,6 +297,7 @@ struct ORBITE_API EngineConfig {
   CudaConfig cuda;
   BootstrapConfig bootstrap;
   TopologyConfig topology;
+  DiagnosticsConfig diagnostics;
 
   // Parses a JSON document over the defaults. Strict: wrong types, unknown keys and invalid
   // values are Configuration errors naming the JSON path. Environment variables are not read.

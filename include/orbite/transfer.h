@@ -314,6 +314,13 @@ class ORBITE_API TransferEngine {
   // Per initialized RDMA NIC: both bandwidth estimates, the link rates and the byte counters of
   // the selection (empty when RDMA is not installed).
   [[nodiscard]] std::vector<NicLoad> nic_load_stats() const;
+  // What this engine holds outstanding now, as text for a person (docs/hangs.md): each lane's
+  // peer links, posted receives (with their age), unexpected messages, requests in flight with
+  // the transport carrying them, the transports' own state (RDMA parents, grants, QPs), and each
+  // communicator's collectives with their step. A lane busy for over half a second is reported
+  // as such, so the call returns within about that per lane. SIGUSR1 and orbite-dump write the
+  // same report for every engine of a process (EngineConfig::diagnostics).
+  [[nodiscard]] std::string state_report() const;
 
  private:
   friend class Communicator;

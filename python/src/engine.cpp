@@ -422,6 +422,10 @@ void add_engine(py::module_& m) {
       .def(
           "stats", [](const TransferEngine& e) { return stats_of(e.stats()); },
           "Counters, with the bytes and frames each transport carried under 'transports'.")
+      .def("state_report", &TransferEngine::state_report, py::call_guard<py::gil_scoped_release>(),
+           "What the engine holds outstanding now, as text (docs/hangs.md): links, posted "
+           "receives with their age, unexpected messages, requests in flight and their transport, "
+           "RDMA parents, grants and QPs, and each communicator's collectives with their step.")
       .def(
           "close",
           [](TransferEngine& e, std::optional<double> timeout, bool cancel) {

@@ -187,6 +187,8 @@ std::unique_ptr<Executor::Op> Executor::take_op(std::string_view kind, std::uint
     op->ctx->scratch_source = [this](std::uint64_t bytes) { return take_scratch(bytes); };
   }
   op->kind = kind;
+  op->started = Clock::now();
+  op->steps = 0;
   op->sequence = sequence_;
   op->tag = static_cast<std::int32_t>(sequence_ % kOpTagSpan);
   op->direct = device.direct;
@@ -260,6 +262,7 @@ bool Executor::advance(Op& op) {
       if (!op.ctx->error().ok()) continue;
       return false;
     }
+    ++op.steps;
     // The coroutine that suspended: the top task's, or a child's it awaits.
     if (auto h = op.ctx->suspended()) {
       h.resume();

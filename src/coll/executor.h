@@ -23,6 +23,7 @@
 
 #include "coll/algorithms.h"
 #include "coll/task.h"
+#include "common/clock.h"
 #include "p2p/request.h"
 
 namespace orbite::coll {
@@ -84,6 +85,11 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
   // The error that broke the communicator's collectives, or OK.
   Status broken();
 
+  // executor_report.cpp: appends the collectives in flight to the state report: each one's
+  // name, tag, age and step, and what it waits for (messages by peer rank, or a rank's flag in
+  // the shared segment). Waits at most about half a second for the executor's lock.
+  void report(std::string& out);
+
  private:
   // Lifetime: in scratch_, or in a failed op's own_scratch until its last message is done (on
   // whichever thread completes it); `freeing` runs before the memory goes.
@@ -107,6 +113,8 @@ class Executor : public detail::ProgressDriver, public std::enable_shared_from_t
     std::int32_t tag = 0;  // its messages' tag
     bool direct = false;   // its messages carry device buffers
     std::string name() const { return std::string(kind) + " #" + std::to_string(sequence); }
+    Clock::time_point started{};  // for the state report
+    std::uint64_t steps = 0;      // resumptions of its coroutine so far
     std::unique_ptr<Ctx> ctx;
     Task task;
     std::shared_ptr<detail::RequestState> state;

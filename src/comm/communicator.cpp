@@ -115,6 +115,7 @@ Status Communicator::Impl::start_collectives() {
         s->options.transport = transport;
         s->kind = send ? detail::OpKind::Send : detail::OpKind::Recv;
         s->peer = ep[static_cast<size_t>(peer)];
+        s->peer_rank = peer;
         s->length = bytes;
         s->comm = id;
         s->tag = msg_tag;
@@ -131,7 +132,27 @@ Status Communicator::Impl::start_collectives() {
       },
       scratch_hooks());
   executor->set_polling_hint([c = core] { c->note_memory_polling(); });
+  // Removed by ~Impl before the executor and the rest of *this go.
+  reporter = core->add_reporter([this](std::string& out) { report(out); });
   return {};
+}
+
+Communicator::Impl::~Impl() {
+  if (reporter != 0 && core) core->remove_reporter(reporter);
+}
+
+void Communicator::Impl::report(std::string& out) const {
+  char ids[64];
+  std::snprintf(ids, sizeof ids, "comm 0x%08x, collectives 0x%08x", comm_id, coll_comm_id);
+  out += "communicator \"" + tag + "\": rank " + std::to_string(rank) + " of " +
+         std::to_string(peers.size()) + " (" + ids + ")\n";
+  for (std::size_t r = 0; r < endpoints.size(); ++r) {
+    const auto& ep = endpoints[r]->ep;
+    out += "  rank " + std::to_string(r) + ": engine " + p2p::short_id(ep.id) + ", pid " +
+           std::to_string(ep.pid) + ", " + ep.address +
+           (static_cast<int>(r) == rank ? " (this)" : "") + "\n";
+  }
+  if (executor) executor->report(out);
 }
 
 Status Communicator::Impl::exchange(const PeerInfo& self) {
@@ -291,6 +312,7 @@ Result<Request> Communicator::irecv(void* data, std::uint64_t bytes, int peer, i
     return impl_->engine->core_->submit(std::move(s));
   }
   s->peer = nullptr;
+  s->peer_rank = -1;
   s->any_source = true;
   s->ranks = impl_->ranks_by_engine;
   return impl_->engine->core_->submit_any_source(std::move(s));

@@ -83,7 +83,16 @@ struct Communicator::Impl {
   // spanning hosts the hierarchical collectives' steps inside the host.
   std::shared_ptr<coll::SharedArea> area;
 
+  // The communicator's part of the engine's state report (its ranks and collectives), added
+  // with the executor and removed before the executor goes; 0: none.
+  std::uint64_t reporter = 0;
+
   Impl(Bootstrap b, EngineConfig c) : bootstrap(std::move(b)), config(std::move(c)) {}
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  // Appends this communicator's part of the state report.
+  void report(std::string& out) const;
 
   std::string key(std::string_view what) const { return "comm/" + tag + "/" + std::string(what); }
 
@@ -115,6 +124,7 @@ struct Communicator::Impl {
     s->kind = kind;
     s->options = options;
     s->peer = endpoints[static_cast<size_t>(peer)];
+    s->peer_rank = peer;
     s->length = bytes;
     s->comm = comm_id;
     s->tag = msg_tag;

@@ -328,6 +328,18 @@ void visit_cuda(V& v, C& s) {
 }
 
 template <class V, class C>
+void visit_diagnostics(V& v, C& d) {
+  v.field("dump_on_signal", d.dump_on_signal, std::monostate{},
+          "SIGUSR1 (or orbite-dump) writes the state report: every engine's links, posted "
+          "receives, unexpected messages, requests in flight with their age and transport, RDMA "
+          "parents, grants and QPs, and each communicator's collective and step. The handler is "
+          "installed only where SIGUSR1's action is the default (which ends the process).");
+  v.field("dump_dir", d.dump_dir, Text{kPathMax},
+          "Directory of the state report, orbite-dump.<pid>.txt (written whole, then renamed "
+          "into place); empty: /tmp; \"-\": standard error (alias ORBITE_DUMP_DIR).");
+}
+
+template <class V, class C>
 void visit_engine(V& v, C& c) {
   v.field("num_lanes", c.num_lanes, UInt{1, 64}, "Data worker threads of the per-process proxy.");
   v.field("progress_mode", c.progress_mode, Enum<ProgressMode>{kProgressModes},
@@ -348,15 +360,14 @@ void visit_engine(V& v, C& c) {
   v.section("cuda", [&](V& sub) { visit_cuda(sub, c.cuda); });
   v.section("bootstrap", [&](V& sub) { visit_bootstrap(sub, c.bootstrap); });
   v.section("topology", [&](V& sub) { visit_topology(sub, c.topology); });
+  v.section("diagnostics", [&](V& sub) { visit_diagnostics(sub, c.diagnostics); });
 }
 
 // Environment variables that are aliases of configuration fields (alias, JSON path).
 inline constexpr std::pair<std::string_view, std::string_view> kEnvAliases[] = {
-    {"ORBITE_SOCKET_IFNAME", "tcp.interface"},
-    {"ORBITE_TOPO_XML", "topology.hwloc_xml"},
-    {"ORBITE_TOPO_NCCL_XML", "topology.nccl_xml"},
-    {"NCCL_TOPO_FILE", "topology.nccl_xml"},
-    {"ORBITE_ALGO", "coll.algo"},
+    {"ORBITE_SOCKET_IFNAME", "tcp.interface"},          {"ORBITE_TOPO_XML", "topology.hwloc_xml"},
+    {"ORBITE_TOPO_NCCL_XML", "topology.nccl_xml"},      {"NCCL_TOPO_FILE", "topology.nccl_xml"},
+    {"ORBITE_DUMP_DIR", "diagnostics.dump_dir"},        {"ORBITE_ALGO", "coll.algo"},
     {"ORBITE_IBVERBS_LIBRARY", "rdma.ibverbs_library"},
 };
 

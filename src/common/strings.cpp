@@ -3,6 +3,8 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdarg>
+#include <cstdio>
 #include <limits>
 
 namespace orbite {
@@ -215,6 +217,22 @@ std::string quote(std::string_view s, size_t max_len) {
 std::string quote_path(std::string_view path) {
   constexpr size_t kPathMax = 4096;  // Linux PATH_MAX
   return quote(path, kPathMax);
+}
+
+void append_format(std::string& out, const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, args);
+  va_end(args);
+  if (n > 0) {
+    const std::size_t at = out.size();
+    out.resize(at + static_cast<std::size_t>(n) + 1);
+    std::vsnprintf(out.data() + at, static_cast<std::size_t>(n) + 1, fmt, again);
+    out.resize(at + static_cast<std::size_t>(n));
+  }
+  va_end(again);
 }
 
 }  // namespace orbite

@@ -29,6 +29,9 @@ std::string format_duration_ns(std::int64_t ns);
 // "64MiB", "4KiB", "1GiB", "4096" (plain bytes) -> bytes; also "KB/MB/GB" as powers of 1000.
 std::optional<std::uint64_t> parse_bytes(std::string_view s) noexcept;
 
+// printf into the end of `out` (reports written for a person: the state report).
+void append_format(std::string& out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
 // Whether the bytes are well-formed UTF-8 (no overlongs, surrogates or code points > U+10FFFF).
 bool is_valid_utf8(std::string_view s) noexcept;
 

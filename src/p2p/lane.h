@@ -81,6 +81,10 @@ class LaneProtocol {
   virtual void shutdown(const Status& why) = 0;
   // The first message of communicator `comm` from `peer_id` (null: any of `members`) with `tag`
   // (or any tag) that waits for a receive, left where it is.
+  // Appends the lane's part of the state report (docs/hangs.md): links, posted receives,
+  // unexpected messages, requests in flight with their age at `now_ns` (coarse monotonic), and
+  // the transports' lines.
+  virtual void report(std::string& out, std::int64_t now_ns) const = 0;
   [[nodiscard]] virtual std::optional<ProbeHit> probe(std::uint32_t comm,
                                                       const std::string* peer_id, std::int32_t tag,
                                                       const PeerRanks& members) const = 0;

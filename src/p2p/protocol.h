@@ -90,6 +90,8 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void shutdown(const Status& why) override;
   std::optional<ProbeHit> probe(std::uint32_t comm, const std::string* peer_id, std::int32_t tag,
                                 const PeerRanks& members) const override;
+  // report.cpp
+  void report(std::string& out, std::int64_t now_ns) const override;
 
   // FrameHandler
   Result<detail::Sink> begin_frame(detail::PeerLink& link, const FrameHeader& h,

@@ -96,6 +96,11 @@ struct RequestState : MpscNode {
   std::uint64_t length = 0;
   std::uint32_t comm = 0;
   std::int32_t tag = 0;  // a receive's kAnyTagWire: any tag
+  // The peer's rank in the communicator that posted the message (-1: not a communicator's, or
+  // from any source), and when the request was submitted (coarse monotonic ns): for the state
+  // report (proxy/report.cpp) only.
+  std::int32_t peer_rank = -1;
+  std::int64_t submitted_ns = 0;
   // A receive's match, published by phase (or by `claimed` for a receive from any source): the
   // sender's rank in its communicator and the message's tag; -1 until then.
   std::int32_t source = -1;

@@ -344,6 +344,9 @@ class LaneTransport {
   virtual Status on_control(detail::PeerLink& link, std::uint64_t kind, std::string_view body) = 0;
   // One pass; returns how much work it did.
   virtual int progress() = 0;
+  // Appends the transport's lines of its lane's state report (docs/hangs.md), indented by four:
+  // what it holds in flight that the protocol does not see. Nothing by default.
+  virtual void report(std::string& /*out*/) const {}
   // Arms for sleep (false: work arrived meanwhile, do not sleep), and disarms.
   virtual bool prepare_sleep() = 0;
   virtual void end_sleep() = 0;

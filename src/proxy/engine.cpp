@@ -205,6 +205,12 @@ Result<std::shared_ptr<TransferEngine>> TransferEngine::create(const EngineConfi
   return std::shared_ptr<TransferEngine>(new TransferEngine(std::move(core)));
 }
 
+std::string TransferEngine::state_report() const {
+  std::string out;
+  core_->report(out);
+  return out;
+}
+
 const std::string& TransferEngine::control_address() const {
   return core_->self.address;
 }

@@ -1,6 +1,7 @@
 // EngineCore: creation of the lanes and their threads, admission, waiting, close and the monitor.
 #include "proxy/engine_core.h"
 #include "proxy/host_topology.h"
+#include "proxy/report.h"
 
 #include <poll.h>
 #include <sched.h>
@@ -131,12 +132,15 @@ void EngineCore::run_monitor() {
   using Clock = std::chrono::steady_clock;
   const auto period = std::min<Duration>(config.rdma.monitor_interval, std::chrono::seconds(1));
   std::vector<pollfd> fds{{monitor_wake.get(), POLLIN, 0}};
+  // SIGUSR1's requests for the state report: answered by whichever monitor sees one first.
+  if (const int fd = state_report::request_fd(); fd >= 0) fds.push_back({fd, POLLIN, 0});
   for (int fd : p2p::monitor_fds(domains)) fds.push_back({fd, POLLIN, 0});
   auto next_scan = Clock::now() + period;
   while (!stopping.load(std::memory_order_acquire)) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(next_scan - Clock::now());
     const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(left.count(), 0)));
     if (stopping.load(std::memory_order_acquire)) break;
+    state_report::serve_requests();
     if (n < 0 && errno != EINTR) {
       ORBITE_LOG(Error, Proxy) << "the monitor's poll failed (" << std::strerror(errno)
                                << "); it falls back to sleeping one period";
@@ -166,6 +170,7 @@ Status EngineCore::start_threads() {
       l->worker = std::thread([l] { l->run(); });
       threads_started = true;
     }
+    state_report::enroll(*this);
     monitor = std::thread([raw] { raw->run_monitor(); });
   } catch (const std::system_error& e) {
     stop_threads();
@@ -234,6 +239,7 @@ Result<Request> EngineCore::submit(std::shared_ptr<RequestState> req) {
   // The driver aliases the engine: a request keeps its engine alive while anyone holds it.
   req->driver = std::shared_ptr<ProgressDriver>(shared_from_this(), &lane);
   req->counters = &lane.counters;
+  req->submitted_ns = Lane::coarse_now_ns();
   submitted.fetch_add(1, std::memory_order_relaxed);
   hand_to(lane, req);
   return RequestAccess::make(std::move(req));
@@ -262,6 +268,7 @@ Result<Request> EngineCore::submit_any_source(std::shared_ptr<RequestState> req)
   }
   // Lane 0 drives it; the lane that matches it counts it (Protocol::claim).
   req->driver = std::shared_ptr<ProgressDriver>(shared_from_this(), lanes[0].get());
+  req->submitted_ns = Lane::coarse_now_ns();
   submitted.fetch_add(1, std::memory_order_relaxed);
   hand_to(*lanes[0], req);
   for (std::size_t i = 1; i < lanes.size(); ++i) {
@@ -405,6 +412,7 @@ bool EngineCore::any_busy() {
 
 void EngineCore::stop_threads() {
   if (!threads_started) return;
+  state_report::withdraw(*this);
   stopping.store(true, std::memory_order_release);
   for (auto& lane : lanes) lane->wake();
   const std::uint64_t one = 1;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -116,6 +117,12 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   // Held for a whole close(), close_source() or close_requester(): they are serialized. Taken
   // before any lane's mu.
   std::mutex close_mu;
+  // The layers above (each communicator's collectives) add their part of the state report
+  // here. Lock order: reporters_mu after every lane's mu (report() takes them one at a time,
+  // then this); a reporter takes only locks of its own, with a bounded try.
+  std::mutex reporters_mu;
+  std::map<std::uint64_t, std::function<void(std::string&)>> reporters;
+  std::uint64_t next_reporter = 1;
   bool threads_started = false;
 
   static Result<std::shared_ptr<EngineCore>> create(const EngineConfig& config,
@@ -141,6 +148,12 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   Status close(Duration timeout, CloseTimeout on_timeout);
   Status close_source(Duration timeout);
   Status close_requester(Duration timeout);
+  // proxy/report.cpp: appends this engine's state report (docs/hangs.md): each lane's links,
+  // receives, unexpected messages and requests in flight (a lane whose mutex stays held past a
+  // bound is reported as such), then the reporters'. Any thread.
+  void report(std::string& out);
+  std::uint64_t add_reporter(std::function<void(std::string&)> fn);
+  void remove_reporter(std::uint64_t id);
   // Drives the lanes (those no worker holds) until `idle()` or the deadline; true when idle.
   bool drive_while_busy(Deadline deadline, const std::function<bool()>& idle);
   Status start_threads();

@@ -246,6 +246,17 @@ void scenario_rdma_grant_timeout(RdmaContext& r) {
   TransferEngine& engine = r.c.comm.engine();
   if (r.c.rank == 0) {
     Request q = accepted(engine.put(mine.region, 0, remote, 0, kLength, r.rdma), "stalled put");
+    // While it stalls (its payload posted, its receipts withheld), the state report
+    // (docs/hangs.md) names its parent and the requester QP that carries it.
+    std::string report;
+    check(eventually([&] {
+            report = engine.state_report();
+            return report.find("parent 1: write 262144 B") != std::string::npos &&
+                   report.find("requester, slot") != std::string::npos &&
+                   report.find("RTS") != std::string::npos &&
+                   report.find("waiting for admission") == std::string::npos;
+          }),
+          "the state report names no parent of the stalled put on its QP:\n" + report);
     const Status st = q.wait(kWait);
     std::printf("rank 0: the put whose receipts were withheld: %s\n", st.to_string().c_str());
     check(

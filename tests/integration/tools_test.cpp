@@ -285,6 +285,48 @@ TEST(OrbiteTopo, LiveMachine) {
   EXPECT_NE(o.out.find("source: live machine"), std::string::npos) << o.out;
 }
 
+// The acceptance of the hang report: a 2-rank job that stalls on purpose (stall_probe.cpp), and
+// orbite-dump given the launcher's pid asks both ranks (SIGUSR1) and prints their reports, which
+// name the stalled receives by tag and peer rank, the message nobody received, and the collective
+// one rank never joined.
+TEST(OrbiteDump, NamesTheStalledReceivesOfATwoRankJob) {
+  TempDir dir;
+  testing::Child job(
+      {kBin + "/orbite-run", "-n", "2", "--",
+       std::string(ORBITE_BINARY_DIR) + "/tests/orbite-stall-probe", "--seconds", "120"},
+      {{"ORBITE_DUMP_DIR", dir.path()}});
+  ASSERT_TRUE(job.read_until([&] { return count_of(job.out(), "stalled") == 2; }, 60s))
+      << job.out() << job.err();
+  Outcome dump = run_program({kBin + "/orbite-dump", std::to_string(job.pid())}, 60s);
+  ASSERT_EQ(dump.status, 0) << dump.out << dump.err;
+  EXPECT_EQ(count_of(dump.out, "==> pid "), 2U) << dump.out;
+  EXPECT_EQ(count_of(dump.out, "end of report"), 2U) << dump.out;
+  const auto has = [&](const char* pattern) {
+    return std::regex_search(dump.out, std::regex(pattern));
+  };
+  EXPECT_TRUE(
+      has("posted receive \\(no message matched it yet\\): comm 0x[0-9a-f]{8} tag 42 "
+          "from rank 1 [0-9a-f]{8}, 4096 B, for [0-9.]+ s"))
+      << dump.out;
+  EXPECT_TRUE(
+      has("posted receive \\(no message matched it yet\\): comm 0x[0-9a-f]{8} tag 43 "
+          "from rank 0 [0-9a-f]{8}, 4096 B"))
+      << dump.out;
+  EXPECT_TRUE(
+      has("unexpected message \\(no receive posted for it\\): eager comm 0x[0-9a-f]{8} "
+          "tag 7 from [0-9a-f]{8}, 100 B"))
+      << dump.out;
+  EXPECT_TRUE(has("collective all_reduce #0 \\(tag [0-9]+\\): running for [0-9.]+ s")) << dump.out;
+  // A process that does not catch SIGUSR1 is never signalled (the default action would end it).
+  testing::Child bystander({"sleep", "30"});
+  Outcome refused = run_program({kBin + "/orbite-dump", std::to_string(bystander.pid())}, 30s);
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.err.find("do not catch SIGUSR1"), std::string::npos) << refused.err;
+  EXPECT_EQ(::kill(bystander.pid(), 0), 0) << "the bystander was signalled";
+  ::kill(job.pid(), SIGTERM);  // orbite-run forwards it to the ranks
+  job.wait(30s);
+}
+
 TEST(OrbiteStore, ServesAuthenticatedClientsUntilSigterm) {
   testing::Child store({kBin + "/orbite-store", "--listen", "127.0.0.1:0"},
                        {{"ORBITE_STORE_TOKEN", "tok"}});

@@ -65,6 +65,20 @@ def test_send_and_recv_numpy_bytearray_and_memoryview(comm):
             comm.isend(bytes(got), peer, tag=6).wait(WAIT)
 
 
+def test_state_report_names_a_posted_receive_until_it_is_matched(comm):
+    peer = peer_of(comm)
+    got = np.zeros(64, dtype=np.uint8)
+    r = comm.irecv(got, peer, tag=77)
+    report = comm.engine.state_report()
+    assert "tag 77 from rank %d" % peer in report, report
+    assert "communicator" in report and "rank %d of 2" % comm.rank in report
+    comm.barrier().wait(WAIT)  # neither rank sends before both took their report
+    comm.isend(np.full(64, 5, dtype=np.uint8), peer, tag=77).wait(WAIT)
+    r.wait(WAIT)
+    assert (got == 5).all()
+    assert "tag 77 from rank" not in comm.engine.state_report()
+
+
 def test_any_source_receives_and_probes(comm):
     peer = peer_of(comm)
     if comm.rank == 1:

@@ -17,6 +17,8 @@
 #include <orbite/store.h>
 #include <orbite/transfer.h>
 
+#include "../support/local_comms.h"
+
 namespace orbite {
 namespace {
 
@@ -34,24 +36,12 @@ class CommAnySource : public ::testing::TestWithParam<int> {
   static constexpr int kRanks = 3;
 
   void SetUp() override {
-    auto store = std::make_shared<InProcessStore>();
     EngineConfig config;
     config.tcp.interface = "lo";
     config.bootstrap.timeout = 30s;
     config.num_lanes = static_cast<std::uint32_t>(GetParam());
-    std::vector<std::optional<Result<Communicator>>> slots(kRanks);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < kRanks; ++r) {
-      threads.emplace_back([&, r] {
-        auto boot = Bootstrap::from_store(store, r, kRanks);
-        slots[static_cast<size_t>(r)].emplace(Communicator::create(*boot, config));
-      });
-    }
-    for (auto& t : threads) t.join();
-    for (auto& s : slots) {
-      ASSERT_TRUE(s->ok()) << s->status().to_string();
-      comms_.push_back(std::move(**s));
-    }
+    comms_ = testing::local_communicators(kRanks, config);
+    ASSERT_EQ(comms_.size(), static_cast<size_t>(kRanks));
   }
 
   Request send(int from, const std::vector<std::uint8_t>& data, int to, int tag,

@@ -13,6 +13,7 @@
 #include <orbite/store.h>
 #include <orbite/transfer.h>
 
+#include "../support/local_comms.h"
 #include "p2p/shm/vm_copy.h"
 
 namespace orbite {
@@ -36,21 +37,8 @@ class CommP2p : public ::testing::Test {
   }
 
   void SetUp() override {
-    auto store = std::make_shared<InProcessStore>();
-    const EngineConfig config = this->config();
-    std::vector<std::optional<Result<Communicator>>> slots(2);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r) {
-      threads.emplace_back([&, r] {
-        auto boot = Bootstrap::from_store(store, r, 2);
-        slots[static_cast<size_t>(r)].emplace(Communicator::create(*boot, config));
-      });
-    }
-    for (auto& t : threads) t.join();
-    for (auto& s : slots) {
-      ASSERT_TRUE(s->ok()) << s->status().to_string();
-      comms_.push_back(std::move(**s));
-    }
+    comms_ = testing::local_communicators(2, this->config());
+    ASSERT_EQ(comms_.size(), 2U);
   }
   void TearDown() override { p2p::vm_copy_simulate_refusal(false); }
 

@@ -114,6 +114,9 @@ class GrantTable {
     return g;
   }
   [[nodiscard]] bool empty() const { return grants_.empty(); }
+  [[nodiscard]] std::size_t size() const { return grants_.size(); }
+  [[nodiscard]] std::size_t deferred_count() const { return deferred_.size(); }
+  [[nodiscard]] std::size_t deferred_for_receives() const { return receive_waits_; }
   [[nodiscard]] bool has_parent(std::uint64_t parent) const { return parents_.count(parent) != 0; }
   // The grants with a segment on QP `handle` (only those not yet receipted with `open_only`).
   void through(std::uint16_t handle, bool open_only, std::vector<std::uint64_t>& out) const {

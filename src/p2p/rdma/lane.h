@@ -80,6 +80,8 @@ class RdmaLane final : public p2p::LaneTransport, private LaneServices {
   void end_sleep() override;
   [[nodiscard]] bool busy() const override;
   [[nodiscard]] int next_timer_ms() const override;  // the idle-QP reaper's next look
+  // report.cpp: per peer its QPs, parents by state, grants and deferred GrantRequests, frames.
+  void report(std::string& out) const override;
   void forget(detail::PeerLink& link) override;
   void shutdown(const Status& why) override;
 

@@ -34,6 +34,8 @@ class MessageChannel {
   [[nodiscard]] bool waiting() const { return !out_.empty(); }       // frames not posted yet
   [[nodiscard]] bool in_flight() const { return !posted_.empty(); }  // posted, not completed
   [[nodiscard]] bool pending() const { return waiting() || in_flight(); }
+  [[nodiscard]] std::size_t unposted() const { return out_.size(); }
+  [[nodiscard]] std::size_t posted_count() const { return posted_.size(); }
   // The next frame to post, and its move to the posted ones once the HCA accepted it.
   [[nodiscard]] detail::SendItem& next() { return out_.front(); }
   void posted() {
