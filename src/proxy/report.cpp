@@ -94,7 +94,8 @@ namespace {
 // being torn down.
 std::mutex g_mu;
 std::vector<EngineCore*> g_engines;  // in enrollment order
-std::uint64_t g_served = 0;          // the request count the last report answered
+// The request count the last report answered: written under g_mu, peeked at without it.
+std::atomic<std::uint64_t> g_served{0};
 // Written by the signal handler: lock-free, so async-signal-safe.
 std::atomic<std::uint64_t> g_requests{0};
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
@@ -212,7 +213,9 @@ int request_fd() {
 }
 
 void serve_requests() {
-  if (g_requests.load(std::memory_order_relaxed) == g_served) return;  // a racy peek: rechecked
+  if (g_requests.load(std::memory_order_relaxed) == g_served.load(std::memory_order_relaxed)) {
+    return;  // a peek: rechecked under the lock
+  }
   std::lock_guard lock(g_mu);
   if (const int fd = g_fd.load(std::memory_order_acquire); fd >= 0) {
     std::uint64_t drained = 0;
@@ -220,8 +223,8 @@ void serve_requests() {
     [[maybe_unused]] const ssize_t n = ::read(fd, &drained, sizeof drained);
   }
   const std::uint64_t asked = g_requests.load(std::memory_order_relaxed);
-  if (asked == g_served || g_engines.empty()) return;
-  g_served = asked;
+  if (asked == g_served.load(std::memory_order_relaxed) || g_engines.empty()) return;
+  g_served.store(asked, std::memory_order_relaxed);
   const std::string dir = g_engines.front()->config.diagnostics.dump_dir;
   if (Status st = write_report(dir, report_locked()); !st.ok()) {
     ORBITE_LOG(Error, Proxy) << "the state report was not written: " << st.message();
