@@ -54,17 +54,24 @@ std::optional<bool> catches_sigusr1(pid_t pid) {
 
 std::vector<pid_t> children_of(pid_t pid) {
   std::vector<pid_t> out;
-  const std::string task = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = ::opendir(task.c_str());
-  if (d == nullptr) return out;
-  // Every thread's children: a launcher may spawn from any of its threads.
-  while (const dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream in(task + "/" + e->d_name + "/children");
-    pid_t child = 0;
-    while (in >> child) out.push_back(child);
+  // Every process's parent, from /proc/<pid>/stat (field 4, after the parenthesized name): unlike
+  // /proc/<pid>/task/<tid>/children, this needs no CONFIG_PROC_CHILDREN.
+  DIR* all = ::opendir("/proc");
+  if (all == nullptr) return out;
+  while (const dirent* e = ::readdir(all)) {
+    const auto child = orbite::parse_int64(e->d_name);
+    if (!child) continue;
+    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    std::string text;
+    std::getline(stat, text);
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 1));
+    std::string state;
+    long long parent = 0;
+    if (rest >> state >> parent && parent == pid) out.push_back(static_cast<pid_t>(*child));
   }
-  ::closedir(d);
+  ::closedir(all);
   return out;
 }
 
