@@ -1,10 +1,10 @@
 // The collectives' part of the state report (docs/hangs.md).
 #include <chrono>
-#include <cstdio>
 #include <mutex>
-#include <thread>
 
 #include "coll/executor.h"
+#include "common/lock_within.h"
+#include "common/strings.h"
 
 namespace orbite::coll {
 
@@ -12,21 +12,11 @@ namespace {
 
 constexpr auto kLockBound = std::chrono::milliseconds(500);
 
-std::string seconds_since(Clock::time_point t) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(Clock::now() - t).count());
-  return buf;
-}
-
 }  // namespace
 
 void Executor::report(std::string& out) {
   std::unique_lock lock(mu_, std::defer_lock);
-  const auto deadline = Clock::now() + kLockBound;
-  while (!lock.try_lock() && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (!lock.owns_lock()) {
+  if (!lock_within(lock, kLockBound)) {
     out +=
         "  collectives: the executor's lock stayed held for half a second (a thread runs a "
         "collective's step and does not return)\n";
@@ -38,7 +28,8 @@ void Executor::report(std::string& out) {
   for (const auto& owned : active_) {
     const Op& op = *owned;
     out += "  collective " + op.name() + " (tag " + std::to_string(op.tag) + "): running for " +
-           seconds_since(op.started) + ", step " + std::to_string(op.steps) + "\n";
+           format_seconds(std::chrono::nanoseconds(Clock::now() - op.started).count()) + ", step " +
+           std::to_string(op.steps) + "\n";
     if (!op.ctx->error().ok()) out += "    failed: " + op.ctx->error().message() + "\n";
     if (op.ctx->waits_on_memory()) {
       const int r = op.ctx->until_rank();

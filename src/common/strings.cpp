@@ -219,6 +219,12 @@ std::string quote_path(std::string_view path) {
   return quote(path, kPathMax);
 }
 
+std::string format_seconds(std::int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ns) / 1e9);
+  return buf;
+}
+
 void append_format(std::string& out, const char* fmt, ...) {
   va_list args;
   va_start(args, fmt);

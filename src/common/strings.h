@@ -24,6 +24,9 @@ std::optional<double> parse_double(std::string_view s) noexcept;
 
 // "10ms", "1.5s", "250us", "2m", "100ns" -> nanoseconds. A unit is required.
 std::optional<std::int64_t> parse_duration_ns(std::string_view s) noexcept;
+// A duration for a person to read, in seconds with one decimal ("12.3 s"): the state report's
+// ages.
+std::string format_seconds(std::int64_t ns);
 // The shortest exact spelling of a duration ("30s", "10ms", "1500us").
 std::string format_duration_ns(std::int64_t ns);
 // "64MiB", "4KiB", "1GiB", "4096" (plain bytes) -> bytes; also "KB/MB/GB" as powers of 1000.

@@ -35,12 +35,9 @@ const char* op_name(detail::OpKind k) {
   return "?";
 }
 
-// "12.3 s" since the request was submitted; "?" for one that carries no time.
+// Since the request was submitted; "?" for one that carries no time.
 std::string age_of(std::int64_t now_ns, std::int64_t since_ns) {
-  if (since_ns <= 0) return "?";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(now_ns - since_ns) / 1e9);
-  return buf;
+  return since_ns <= 0 ? std::string("?") : format_seconds(now_ns - since_ns);
 }
 
 std::string tag_text(std::int32_t tag) {

@@ -17,7 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/lock_within.h"
 #include "common/log.h"
+#include "common/strings.h"
 #include "p2p/endpoint.h"
 #include "proxy/engine_core.h"
 
@@ -29,12 +31,6 @@ namespace {
 // the finding (a progress pass that does not return).
 constexpr auto kLaneLockBound = std::chrono::milliseconds(500);
 
-std::string age_text(std::int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ns) / 1e9);
-  return buf;
-}
-
 }  // namespace
 
 void EngineCore::report(std::string& out) {
@@ -45,13 +41,9 @@ void EngineCore::report(std::string& out) {
          " request(s) submitted" + (closed.load() ? ", closed" : "") + "\n";
   for (auto& lane : lanes) {
     std::unique_lock lock(lane->mu, std::defer_lock);
-    const auto deadline = std::chrono::steady_clock::now() + kLaneLockBound;
-    while (!lock.try_lock() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (!lock.owns_lock()) {
+    if (!lock_within(lock, kLaneLockBound)) {
       out += "lane " + std::to_string(lane->index) + ": its mutex stayed held for " +
-             age_text(std::chrono::nanoseconds(kLaneLockBound).count()) +
+             format_seconds(std::chrono::nanoseconds(kLaneLockBound).count()) +
              ": a progress pass (the worker's, or a user thread's in wait()) does not return; "
              "its thread's stack shows where\n";
       continue;
@@ -61,7 +53,7 @@ void EngineCore::report(std::string& out) {
     if (lane->drivers.load() > 0) {
       driven = "a user thread drives it";
     } else if (left_ns != 0) {
-      driven = "last driven by a user thread " + age_text(now - left_ns) + " ago";
+      driven = "last driven by a user thread " + format_seconds(now - left_ns) + " ago";
     }
     out += "lane " + std::to_string(lane->index) + ": " + std::to_string(lane->passes) +
            " pass(es), " + std::to_string(lane->idle_sleeps.load()) + " sleep(s), " + driven +
