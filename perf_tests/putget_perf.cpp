@@ -5,15 +5,18 @@
 //
 //   orbite-run -n 2 build/perf_tests/putget_perf [-b 8] [-e 64M] [-f 2] [-n 100] [-w 10]
 //       [-c 1] [--transport unspec|tcp|shm|rdma|nvlink] [--window 16]
-//       [--memory host|cuda|pinned]
+//       [--memory host|cuda|pinned] [--notify]
 //       [--json FILE]
 //
 // Ranks beyond 1 only join the final barrier.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <orbite/communicator.h>
@@ -57,7 +60,7 @@ struct Point {
 
 class PutGetBench {
  public:
-  PutGetBench(Communicator& comm, const perf::Options& options, int window, bool batch,
+  PutGetBench(Communicator& comm, const perf::Options& options, int window, bool batch, bool notify,
               const std::string& memory)
       : comm_(comm),
         engine_(comm.engine()),
@@ -75,6 +78,19 @@ class PutGetBench {
     region_ = perf::value_or_die(rank_, buffer_.register_with(engine_),
                                  "register_memory of " + std::to_string(largest_) + " bytes");
     reqs_.reserve(static_cast<std::size_t>(window_));
+    if (notify) {
+      topt_.notification = std::string(16, 'n');  // what a KV-cache layer sends: a request id
+      // The target's application takes them as a serving loop does (NIXL's get_new_notifs):
+      // every millisecond, without waiting in the engine (an engine holds at most 64 Ki).
+      if (rank_ == 1) {
+        taker_ = std::thread([this] {
+          while (!stop_taking_.load()) {
+            taken_ += engine_.notifications().size();
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+        });
+      }
+    }
     if (rank_ == 1) {
       std::string descriptor = region_.export_descriptor().bytes();
       perf::send_word(comm_, descriptor.size(), 0, kTagDescriptorLength, ctl_,
@@ -145,7 +161,15 @@ class PutGetBench {
   }
 
   // Both ranks call this after the last size: rank 0 has no transfer left on either region.
-  void close() { perf::check_ok(rank_, region_.unregister(perf::kOpTimeout), "unregister"); }
+  void close() {
+    if (taker_.joinable()) {
+      stop_taking_.store(true);
+      taker_.join();
+      taken_ += engine_.notifications().size();
+      if (taken_ == 0) perf::fatal(rank_, "--notify: no notification arrived");
+    }
+    perf::check_ok(rank_, region_.unregister(perf::kOpTimeout), "unregister");
+  }
 
  private:
   // Disjoint slots a window cycles through: the W operations of a window touch different bytes
@@ -251,6 +275,10 @@ class PutGetBench {
   orbite::MemoryRegion region_;
   orbite::RemoteRegion remote_;
   std::vector<Request> reqs_;
+  // --notify on rank 1: the thread that takes the notifications, and how many it took.
+  std::thread taker_;
+  std::atomic<bool> stop_taking_{false};
+  std::uint64_t taken_ = 0;
 };
 
 }  // namespace
@@ -294,6 +322,18 @@ int main(int argc, char** argv) {
     batch = true;
     return std::string();
   };
+  bool notify = false;
+  perf::ExtraFlag notify_flag;
+  notify_flag.name = "--notify";
+  notify_flag.value_name = "";
+  notify_flag.takes_value = false;
+  notify_flag.help =
+      "every put and get carries a 16-byte notification (TransferOptions::notification), which "
+      "a thread of rank 1 takes every millisecond";
+  notify_flag.set = [&notify](std::string_view) {
+    notify = true;
+    return std::string();
+  };
   std::string memory = "host";
   bool verbose = false;
   perf::ExtraFlag verbose_flag;
@@ -314,7 +354,7 @@ int main(int argc, char** argv) {
                       &window, 1, 1024),
        perf::int_flag("--rails", "RDMA NICs to spread over: the first N (rdma.device_mask); 0: all",
                       &rails, 0, 64),
-       verbose_flag, batch_flag, perf::memory_flag(&memory)}};
+       verbose_flag, batch_flag, notify_flag, perf::memory_flag(&memory)}};
   program.rdma = true;
   program.nvlink = true;
   perf::Options o = perf::parse_options(argc, argv, program, perf::launcher_rank() <= 0);
@@ -347,7 +387,7 @@ int main(int argc, char** argv) {
   for (const std::string& transport : perf::transports_to_measure(o, comm, rank == 0 ? 1 : 0)) {
     o.transport = transport;
     if (rank >= 2) continue;
-    PutGetBench bench(comm, o, window, batch, memory);
+    PutGetBench bench(comm, o, window, batch, notify, memory);
     std::optional<perf::Report> report;
     if (rank == 0) {
       perf::RunInfo info{
@@ -355,7 +395,7 @@ int main(int argc, char** argv) {
           .implementation = "orbite",
           .ranks = comm.size(),
           .transport = o.transport,
-          .config = {{"window", window}, {"batch", batch ? 1 : 0}},
+          .config = {{"window", window}, {"batch", batch ? 1 : 0}, {"notify", notify ? 1 : 0}},
           .notes = {"lat: one put (get) and its wait, median; the request completes once the "
                     "bytes are at the target (in the local buffer)",
                     "bw: W operations per iteration to disjoint slots, waited together; "
@@ -364,6 +404,11 @@ int main(int argc, char** argv) {
                     "iterations shrink above 2G moved per point (at least 3); the JSON rows "
                     "hold the counts",
                     perf::memory_note(memory)}};
+      if (notify) {
+        info.notes.emplace_back(
+            "--notify: each operation carries a 16-byte notification and completes once the "
+            "target holds it");
+      }
       report.emplace(std::move(info), o, perf::putget_columns());
       report->print_header();
     }

@@ -18,9 +18,10 @@ RANK = {"common": 1, "platform": 2, "cuda": 3, "bootstrap": 4, "topo": 4, "p2p":
 TRANSPORTS = ("tcp", "shm", "rdma", "cuda")
 # What the layers above p2p may include of it: the request state, endpoints, regions, counters,
 # the contract's types, a lane's protocol as an interface, the memory domains, the descriptor
-# codec, the selection table and the batch's range merging. No socket, ring, stream, endpoint or peer-link type.
+# codec, the selection table, the batch's range merging and the box of notifications peers
+# delivered. No socket, ring, stream, endpoint or peer-link type.
 P2P_FACE = {"request.h", "endpoint.h", "registry.h", "counters.h", "transport.h", "lane.h",
-            "domains.h", "descriptor.h", "select.h", "ranges.h"}
+            "domains.h", "descriptor.h", "select.h", "ranges.h", "notifications.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 

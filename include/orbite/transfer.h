@@ -63,6 +63,22 @@ struct TransferOptions {
   // A request whose deadline passes before its payload starts moving fails with Errc::Timeout and
   // moves nothing. Once bytes move, it runs to completion or failure.
   std::optional<Clock::time_point> deadline;
+  // put and get only (send, recv and the collectives refuse it): a message for the engine that
+  // owns the remote region, delivered there after the request's bytes are in place (put) or
+  // were read (get); TransferEngine::notifications() returns it at that engine (NIXL's
+  // notifications, OpenSHMEM's put-with-signal). The request then completes once the owner holds
+  // the message, and fails (its bytes moved) when the owner refused it or the link failed before
+  // it arrived. A failed transfer sends no notification. At most kMaxNotificationBytes.
+  std::optional<std::string> notification;
+};
+
+// The largest notification: a control frame's payload, which every transport carries.
+inline constexpr std::size_t kMaxNotificationBytes = 4096;
+
+// A notification a peer delivered to this engine (TransferOptions::notification, notify()).
+struct Notification {
+  std::string peer;  // the sender's engine id (TransferEngine::id(), PeerInfo::engine_id)
+  std::string message;
 };
 
 // Handle to an asynchronous operation. Copies share the same operation. The operation keeps its
@@ -209,6 +225,11 @@ struct EngineStats {
   // Ranges of batched puts and gets joined to the range before them because both sides continue
   // it (merge_requests): a batch of N adjacent ranges adds N - 1.
   std::uint64_t ranges_merged = 0;
+  // Notifications peers delivered to this engine, those refused because too many were
+  // untaken, and those waiting to be taken now.
+  std::uint64_t notifications_received = 0;
+  std::uint64_t notifications_refused = 0;
+  std::uint64_t notifications_pending = 0;
   std::uint64_t requests_completed = 0;
   std::uint64_t requests_failed = 0;
   std::uint64_t bytes_sent = 0;
@@ -283,6 +304,19 @@ class ORBITE_API TransferEngine {
                       std::span<const TransferRange> ranges, const TransferOptions& options = {});
   Result<Request> get(const MemoryRegion& local, const RemoteRegion& remote,
                       std::span<const TransferRange> ranges, const TransferOptions& options = {});
+
+  // Sends `message` (at most kMaxNotificationBytes) to the engine that owns `remote`, ordered
+  // after this engine's put/get requests to it that completed before (a notification with no
+  // bytes: NIXL's send_notif). Completes once that engine holds it. options.notification must
+  // be unset.
+  Result<Request> notify(const RemoteRegion& remote, std::string message,
+                         const TransferOptions& options = {});
+  // The notifications peers delivered to this engine, oldest first (per sender in the order
+  // their requests completed), taken: each is returned once. Waits up to `wait` for the first
+  // when none is there; empty when none came (or the engine closed). An engine keeps at most
+  // 65,536 untaken notifications or 64 MiB of them; a peer's request whose notification finds
+  // it full fails with ResourceExhausted.
+  std::vector<Notification> notifications(Duration wait = Duration::zero());
 
   // Fences admission, waits for accepted work, then retires connections and registrations.
   // What is still running when `timeout` passes depends on `on_timeout`:

@@ -14,8 +14,11 @@ owner against the region's bounds and rights.
   ``"ERR"``). Errors raise, with OrbiTE's message, where Mooncake returns -1.
 - ``Agent`` (NIXL-like): ``register_memory(descs)``, ``get_agent_metadata()``,
   ``add_remote_agent(metadata)``, ``get_xfer_descs``, ``initialize_xfer("WRITE"|"READ", ...)``,
-  ``transfer``, ``check_xfer_state``, ``release_xfer_handle``. Notifications are not
-  implemented (they need an engine-level message path outside a communicator).
+  ``transfer``, ``check_xfer_state``, ``release_xfer_handle``, and notifications:
+  ``initialize_xfer(..., notif_msg=...)`` (delivered to the peer once the transfer's bytes are in
+  place, or were read), ``send_notif``, ``get_new_notifs``, ``update_notifs`` and
+  ``check_remote_xfer_done``. A notification carries its sender's agent name; the engine's
+  notifications from senders that are not agents are listed under the sender's engine id.
 """
 
 import bisect
@@ -36,6 +39,10 @@ _HEAD = struct.Struct("<4sHH")      # magic, version, name length
 _COUNT = struct.Struct("<I")        # regions
 _ENTRY = struct.Struct("<QI")       # base address, descriptor length
 _MAX_REGIONS = 1 << 20
+# A notification on the wire: magic, the sender's name (u16 length first), then the message.
+_NOTIF_MAGIC = b"OKVN"
+_NOTIF_HEAD = struct.Struct("<4sH")
+_MAX_NOTIFICATION = 4096  # the engine's bound (kMaxNotificationBytes)
 
 
 def _invalid(message):
@@ -139,11 +146,41 @@ class _Intervals:
         return len(self._items)
 
 
-class _Batch:
-    """The requests of one submitted transfer (one per pair of regions)."""
+def _notification(name, message):
+    """The wire form of an agent's notification: its name travels with the message."""
+    if isinstance(message, str):
+        message = message.encode()
+    raw = name.encode()
+    wire = _NOTIF_HEAD.pack(_NOTIF_MAGIC, len(raw)) + raw + bytes(message)
+    if len(wire) > _MAX_NOTIFICATION:
+        raise _invalid(f"notification of {len(message)} bytes: with the sender's name it takes "
+                       f"{len(wire)}, more than {_MAX_NOTIFICATION}")
+    return wire
 
-    def __init__(self, requests):
+
+def _sender_and_message(engine_id, wire):
+    """(sender name, message) of a notification; one that is not an agent's is its engine
+    id's."""
+    if len(wire) >= _NOTIF_HEAD.size:
+        magic, n = _NOTIF_HEAD.unpack_from(wire)
+        if magic == _NOTIF_MAGIC and _NOTIF_HEAD.size + n <= len(wire):
+            name = wire[_NOTIF_HEAD.size:_NOTIF_HEAD.size + n]
+            try:
+                return name.decode(), wire[_NOTIF_HEAD.size + n:]
+            except UnicodeDecodeError:
+                pass
+    return engine_id, wire
+
+
+class _Batch:
+    """The requests of one submitted transfer (one per pair of regions), and the notification
+    that follows them when they are several (`notify` issues it: a single request carries its
+    own)."""
+
+    def __init__(self, requests, notify=None):
         self.requests = requests
+        self._notify = notify
+        self._notified = None  # the notification's request, once every transfer is done
 
     def state(self):
         running = False
@@ -154,10 +191,19 @@ class _Batch:
             code, _ = r.status()
             if code != "OK":
                 return ERR
-        return PROC if running else DONE
+        if running:
+            return PROC
+        if self._notify is not None:
+            if self._notified is None:
+                self._notified = self._notify()
+            if not self._notified.test():
+                return PROC
+            if self._notified.status()[0] != "OK":
+                return ERR
+        return DONE
 
     def error(self):
-        for r in self.requests:
+        for r in self.requests + ([self._notified] if self._notified is not None else []):
             st = r.status()
             if st is not None and st[0] != "OK":
                 return f"{st[0]}: {st[1]}"
@@ -166,6 +212,10 @@ class _Batch:
     def wait(self, timeout):
         for r in self.requests:
             r.wait(timeout)
+        if self._notify is not None:
+            if self._notified is None:
+                self._notified = self._notify()
+            self._notified.wait(timeout)
 
 
 class TransferEngine:
@@ -311,7 +361,24 @@ class TransferEngine:
         self._handles[handle] = batch
         return handle
 
-    def _batch(self, op, peer, local_addrs, peer_addrs, lengths):
+    def _notify(self, peer, message):
+        """Sends `message` (the wire form) to the engine of agent `peer`: addressed through any
+        of its regions."""
+        table = self._peer(peer)
+        for _, _, remote in table.items():
+            return self.engine.notify(remote, message)
+        raise _core.NotFoundError(f"peer {peer!r} published no region: a notification is "
+                                  f"addressed through one")
+
+    def _notifications(self):
+        """{sender: [message, ...]} of what the engine holds now, taken."""
+        out = {}
+        for engine_id, wire in self.engine.notifications():
+            sender, message = _sender_and_message(engine_id, wire)
+            out.setdefault(sender, []).append(message)
+        return out
+
+    def _batch(self, op, peer, local_addrs, peer_addrs, lengths, notif=None):
         table = self._peer(peer)
         if not len(local_addrs) == len(peer_addrs) == len(lengths):
             raise _invalid(f"{op}: {len(local_addrs)} local addresses, {len(peer_addrs)} peer "
@@ -328,8 +395,16 @@ class TransferEngine:
                 groups[key] = (region, remote, [])
             groups[key][2].append((local_off, remote_off, length))
         issue = self.engine.put_batch if op == "write" else self.engine.get_batch
+        if notif is not None and len(groups) == 1:
+            # One request: it carries the notification itself (no extra round trip to wait).
+            (region, remote, ranges), = groups.values()
+            return _Batch([issue(region, remote, ranges, notification=notif)])
+        notify = None
+        if notif is not None:
+            def notify():
+                return self._notify(peer, notif)
         return _Batch([issue(region, remote, ranges) for region, remote, ranges in
-                       groups.values()])
+                       groups.values()], notify)
 
 
 def _address_length(obj):
@@ -355,7 +430,8 @@ def _address_length(obj):
 
 
 class _Xfer:
-    def __init__(self, op, remote, local_addrs, peer_addrs, lengths):
+    def __init__(self, op, remote, local_addrs, peer_addrs, lengths, notif=None):
+        self.notif = notif
         self.op, self.remote = op, remote
         self.local_addrs, self.peer_addrs, self.lengths = local_addrs, peer_addrs, lengths
         self.batch = None
@@ -369,6 +445,7 @@ class Agent:
     def __init__(self, name, engine=None, config=None):
         self.name = name
         self._kv = TransferEngine(engine, name=name, config=config)
+        self._notifs = {}  # update_notifs: kept until check_remote_xfer_done consumes them
 
     @property
     def engine(self):
@@ -409,8 +486,7 @@ class Agent:
         if operation not in ("WRITE", "READ"):
             raise _invalid(f"initialize_xfer: operation {operation!r} is neither 'WRITE' nor "
                            f"'READ'")
-        if notif_msg:
-            raise _core.UnavailableError("initialize_xfer: notifications are not implemented")
+        notif = _notification(self.name, notif_msg) if notif_msg else None
         local = self.get_xfer_descs(local_descs)
         remote = self.get_xfer_descs(remote_descs)
         if len(local) != len(remote):
@@ -425,14 +501,14 @@ class Agent:
             self._kv._local.find(la, n)
             table.find(ra, n)
         return _Xfer("write" if operation == "WRITE" else "read", remote_agent,
-                     [a for a, _ in local], [a for a, _ in remote], [n for _, n in local])
+                     [a for a, _ in local], [a for a, _ in remote], [n for _, n in local], notif)
 
     def transfer(self, handle):
         """Starts (or restarts, once finished) the transfer; returns its state."""
         if handle.batch is not None and handle.batch.state() == PROC:
             raise _invalid("transfer: the handle's previous transfer is still running")
         handle.batch = self._kv._batch(handle.op, handle.remote, handle.local_addrs,
-                                       handle.peer_addrs, handle.lengths)
+                                       handle.peer_addrs, handle.lengths, handle.notif)
         return handle.batch.state()
 
     def check_xfer_state(self, handle):
@@ -442,6 +518,36 @@ class Agent:
 
     def release_xfer_handle(self, handle):
         handle.batch = None
+
+    # Notifications.
+
+    def send_notif(self, remote_agent, msg, timeout=60.0):
+        """Sends msg (bytes or str) to the agent; returns once its engine holds it."""
+        self._kv._notify(remote_agent, _notification(self.name, msg)).wait(timeout)
+
+    def get_new_notifs(self):
+        """{agent name: [message bytes, ...]} that arrived since the last call, taken from the
+        engine (every notification of the engine, whoever sent it)."""
+        return self._kv._notifications()
+
+    def update_notifs(self):
+        """Adds the new notifications to those kept (check_remote_xfer_done consumes them) and
+        returns what is kept."""
+        for sender, messages in self._kv._notifications().items():
+            self._notifs.setdefault(sender, []).extend(messages)
+        return self._notifs
+
+    def check_remote_xfer_done(self, remote_agent, lookup_msg):
+        """Whether a notification from remote_agent containing lookup_msg arrived (it is then
+        consumed): how a target learns that a peer's transfer with that notif_msg finished."""
+        if isinstance(lookup_msg, str):
+            lookup_msg = lookup_msg.encode()
+        kept = self.update_notifs().get(remote_agent, [])
+        for i, message in enumerate(kept):
+            if lookup_msg in message:
+                del kept[i]
+                return True
+        return False
 
     @staticmethod
     def _check_type(mem_type):

@@ -110,6 +110,9 @@ py::dict stats_of(const EngineStats& s) {
   py::dict d;
   d["requests_submitted"] = s.requests_submitted;
   d["ranges_merged"] = s.ranges_merged;
+  d["notifications_received"] = s.notifications_received;
+  d["notifications_refused"] = s.notifications_refused;
+  d["notifications_pending"] = s.notifications_pending;
   d["requests_completed"] = s.requests_completed;
   d["requests_failed"] = s.requests_failed;
   d["bytes_sent"] = s.bytes_sent;
@@ -207,6 +210,16 @@ const PyRegion& local_of(py::handle local, bool written) {
                             l.view->format() + " from a read-only buffer)"));
   }
   return l;
+}
+
+// A notification argument: None (none), bytes, or str (sent as UTF-8).
+std::optional<std::string> notification_of(const py::object& n) {
+  if (n.is_none()) return std::nullopt;
+  if (py::isinstance<py::bytes>(n)) return n.cast<std::string>();
+  if (py::isinstance<py::str>(n)) return n.cast<std::string>();
+  raise(Status::error(Errc::InvalidArgument,
+                      "notification: expected bytes, str or None, got " +
+                          std::string(py::str(py::type::handle_of(n).attr("__name__")))));
 }
 
 // put or get of one range; the Request keeps `local` (and so its memory) alive until done.
@@ -374,51 +387,91 @@ void add_engine(py::module_& m) {
           [](TransferEngine& e, py::object local, std::uint64_t local_offset,
              const RemoteRegion& remote, std::uint64_t remote_offset, std::uint64_t length,
              const std::string& transport, const std::string& priority,
-             std::optional<double> deadline) {
-            const TransferOptions o = options_of(transport, priority, deadline);
+             std::optional<double> deadline, const py::object& notification) {
+            TransferOptions o = options_of(transport, priority, deadline);
+            o.notification = notification_of(notification);
             return one_sided(e, &TransferEngine::put, false, std::move(local), local_offset, remote,
                              remote_offset, length, o);
           },
           py::arg("local"), py::arg("local_offset"), py::arg("remote"), py::arg("remote_offset"),
           py::arg("length"), py::arg("transport") = "unspec", py::arg("priority") = "high",
-          py::arg("deadline") = py::none(),
-          "Writes local[local_offset:+length] to remote[remote_offset:+length].")
+          py::arg("deadline") = py::none(), py::arg("notification") = py::none(),
+          "Writes local[local_offset:+length] to remote[remote_offset:+length]. notification: "
+          "bytes or str (at most 4096 bytes) the owner's notifications() returns once the bytes "
+          "are there; the request then completes when the owner holds it.")
       .def(
           "get",
           [](TransferEngine& e, py::object local, std::uint64_t local_offset,
              const RemoteRegion& remote, std::uint64_t remote_offset, std::uint64_t length,
              const std::string& transport, const std::string& priority,
-             std::optional<double> deadline) {
-            const TransferOptions o = options_of(transport, priority, deadline);
+             std::optional<double> deadline, const py::object& notification) {
+            TransferOptions o = options_of(transport, priority, deadline);
+            o.notification = notification_of(notification);
             return one_sided(e, &TransferEngine::get, true, std::move(local), local_offset, remote,
                              remote_offset, length, o);
           },
           py::arg("local"), py::arg("local_offset"), py::arg("remote"), py::arg("remote_offset"),
           py::arg("length"), py::arg("transport") = "unspec", py::arg("priority") = "high",
-          py::arg("deadline") = py::none(),
-          "Reads remote[remote_offset:+length] into local[local_offset:+length].")
+          py::arg("deadline") = py::none(), py::arg("notification") = py::none(),
+          "Reads remote[remote_offset:+length] into local[local_offset:+length]. notification: as "
+          "put's, delivered once the bytes were read.")
       .def(
           "put_batch",
           [](TransferEngine& e, py::object local, const RemoteRegion& remote, py::handle ranges,
              const std::string& transport, const std::string& priority,
-             std::optional<double> deadline) {
-            const TransferOptions o = options_of(transport, priority, deadline);
+             std::optional<double> deadline, const py::object& notification) {
+            TransferOptions o = options_of(transport, priority, deadline);
+            o.notification = notification_of(notification);
             return batched(e, &TransferEngine::put, false, std::move(local), remote, ranges, o);
           },
           py::arg("local"), py::arg("remote"), py::arg("ranges"), py::arg("transport") = "unspec",
           py::arg("priority") = "high", py::arg("deadline") = py::none(),
+          py::arg("notification") = py::none(),
           "Many (local_offset, remote_offset, length) ranges, one Request; every range is "
-          "checked before any is issued.")
+          "checked before any is issued. A notification goes once, after every range.")
       .def(
           "get_batch",
           [](TransferEngine& e, py::object local, const RemoteRegion& remote, py::handle ranges,
              const std::string& transport, const std::string& priority,
-             std::optional<double> deadline) {
-            const TransferOptions o = options_of(transport, priority, deadline);
+             std::optional<double> deadline, const py::object& notification) {
+            TransferOptions o = options_of(transport, priority, deadline);
+            o.notification = notification_of(notification);
             return batched(e, &TransferEngine::get, true, std::move(local), remote, ranges, o);
           },
           py::arg("local"), py::arg("remote"), py::arg("ranges"), py::arg("transport") = "unspec",
-          py::arg("priority") = "high", py::arg("deadline") = py::none())
+          py::arg("priority") = "high", py::arg("deadline") = py::none(),
+          py::arg("notification") = py::none())
+      .def(
+          "notify",
+          [](TransferEngine& e, const RemoteRegion& remote, const py::object& message,
+             const std::string& transport, const std::string& priority) {
+            std::optional<std::string> text = notification_of(message);
+            if (!text) raise(Status::error(Errc::InvalidArgument, "notify: message is None"));
+            auto r = e.notify(remote, std::move(*text), options_of(transport, priority));
+            return wrap(std::move(r), Views{});
+          },
+          py::arg("remote"), py::arg("message"), py::arg("transport") = "unspec",
+          py::arg("priority") = "high",
+          "Sends message (bytes or str, at most 4096 bytes) to the engine that owns remote, "
+          "after this engine's put/get requests to it that completed before; the Request "
+          "completes once that engine holds it.")
+      .def(
+          "notifications",
+          [](TransferEngine& e, std::optional<double> timeout) {
+            const Duration wait = timeout_of(timeout, "TransferEngine.notifications");
+            std::vector<Notification> got;
+            {
+              py::gil_scoped_release nogil;
+              got = e.notifications(wait);
+            }
+            py::list out;
+            for (auto& n : got) out.append(py::make_tuple(n.peer, py::bytes(n.message)));
+            return out;
+          },
+          py::arg("timeout") = 0.0,
+          "The notifications peers delivered, oldest first, as (sender engine id, bytes) "
+          "tuples, each returned once; waits up to timeout seconds (None: no bound) for the "
+          "first when none is there.")
       .def(
           "stats", [](const TransferEngine& e) { return stats_of(e.stats()); },
           "Counters, with the bytes and frames each transport carried under 'transports'.")

@@ -273,6 +273,12 @@ Status check_peer_and_tag(const char* op, int peer, int size, int tag, bool wild
 Status check_p2p(const char* op, const void* data, std::uint64_t bytes, int peer, int size, int tag,
                  const TransferOptions& options, bool receive) {
   ORBITE_RETURN_IF_ERROR(check_peer_and_tag(op, peer, size, tag, receive));
+  if (options.notification) {
+    return Status::error(Errc::InvalidArgument,
+                         std::string(op) +
+                             ": options.notification is set; notifications go with put and get "
+                             "(a message already tells its receiver)");
+  }
   if (data == nullptr && bytes > 0) {
     return Status::error(Errc::InvalidArgument, std::string(op) + ": data is null with " +
                                                     std::to_string(bytes) + " bytes");

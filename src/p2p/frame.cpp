@@ -128,6 +128,7 @@ const char* frame_type_name(FrameType t) {
     case FrameType::Exposed: return "Exposed";
     case FrameType::RtsRma: return "RtsRma";
     case FrameType::Abandon: return "Abandon";
+    case FrameType::Notify: return "Notify";
   }
   return "?";
 }

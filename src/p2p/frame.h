@@ -18,9 +18,9 @@ namespace orbite::p2p {
 // data travels on streams of its own. Version 3: staging (StageOpen ... Exposed) and the exposed
 // rendezvous (an Rts with a payload). Version 4: the exposure word's kExposedDevice bit. Version
 // 5: the shm connect blob's proof nonce (p2p/shm/peer_proof.h). Version 6: RtsRma and Abandon
-// (a rendezvous whose write's request travels beside its announcement). A peer of another
-// version fails the handshake.
-inline constexpr std::uint8_t kFrameVersion = 6;
+// (a rendezvous whose write's request travels beside its announcement). Version 7: Notify. A
+// peer of another version fails the handshake.
+inline constexpr std::uint8_t kFrameVersion = 7;
 inline constexpr std::size_t kFrameHeaderBytes = 48;
 // The largest payload one frame may carry: bulk data is chunked into frames of at most this size.
 inline constexpr std::uint32_t kMaxFramePayload = 16u << 20;
@@ -75,8 +75,12 @@ enum class FrameType : std::uint8_t {
   // id: the sender request of an RtsRma; a: Errc; payload: reason. Its write failed or never
   // started: the matched receive fails with the reason, and no request for it will come.
   Abandon = 26,
+  // id: requester request; payload: a notification (at most kMaxNotificationBytes) for the
+  // engine's application, sent once the request's put or get ended (or alone: notify()). The
+  // receiver answers with an Ack (a: Errc, b: 0).
+  Notify = 27,
 };
-inline constexpr std::uint8_t kMaxFrameType = 26;
+inline constexpr std::uint8_t kMaxFrameType = 27;
 // The payload of an exposed Rts: region, generation, staged transports, the sender's chunk.
 inline constexpr std::uint32_t kExposedRtsBytes = 28;
 // In an exposure's "staged transports" word (the Rts payload, Exposed's c): bits 0-15, the

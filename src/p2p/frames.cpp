@@ -139,7 +139,8 @@ Result<detail::Sink> Protocol::begin_frame(Link& link, const FrameHeader& h, Pee
     case FrameType::ShareDone:
     case FrameType::StageOpen:
     case FrameType::StageReady:
-    case FrameType::StageDone: sink.kind = detail::Sink::Buffer; return sink;
+    case FrameType::StageDone:
+    case FrameType::Notify: sink.kind = detail::Sink::Buffer; return sink;
     case FrameType::Put:
     case FrameType::Get:
       if (h.payload_len != 0 && h.payload_len != 8) {
@@ -291,6 +292,7 @@ void Protocol::end_frame(Link& link, const FrameHeader& h, PeerEndpoint& from, d
     case FrameType::Put:
     case FrameType::Get: return on_put_or_get(link, h, from, body);
     case FrameType::Ack: return on_ack(link, h, body);
+    case FrameType::Notify: return on_notify(link, h, from, std::move(body));
     default: return;
   }
 }

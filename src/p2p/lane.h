@@ -23,6 +23,7 @@
 namespace orbite::p2p {
 
 struct Accepted;
+class NotificationBox;
 
 // A connection lane 0's listener accepted, its Hello read, on its way to the lane that owns the
 // peer. The proxy only reads whose it is and hands it on.
@@ -95,6 +96,7 @@ std::unique_ptr<LaneProtocol> make_lane_protocol(const EngineConfig& config,
                                                  const detail::Identity& self,
                                                  RegionRegistry& regions, Counters& counters,
                                                  const MemoryDomains& domains, int lane_index,
-                                                 std::shared_ptr<cuda::StagingPool> staging);
+                                                 std::shared_ptr<cuda::StagingPool> staging,
+                                                 NotificationBox& notifications);
 
 }  // namespace orbite::p2p

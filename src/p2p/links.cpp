@@ -40,12 +40,14 @@ class Protocol::WakeWatch final : public Watcher {
 
 Protocol::Protocol(const EngineConfig& config, const detail::Identity& self,
                    RegionRegistry& regions, Counters& counters, const MemoryDomains& domains,
-                   int lane_index, std::shared_ptr<cuda::StagingPool> staging)
+                   int lane_index, std::shared_ptr<cuda::StagingPool> staging,
+                   NotificationBox& notifications)
     : config_(config),
       self_(self),
       regions_(regions),
       counters_(counters),
       domains_(domains),
+      notifications_(notifications),
       lane_index_(lane_index),
       staging_(std::move(staging)) {}
 
@@ -80,9 +82,10 @@ std::unique_ptr<LaneProtocol> make_lane_protocol(const EngineConfig& config,
                                                  const detail::Identity& self,
                                                  RegionRegistry& regions, Counters& counters,
                                                  const MemoryDomains& domains, int lane_index,
-                                                 std::shared_ptr<cuda::StagingPool> staging) {
+                                                 std::shared_ptr<cuda::StagingPool> staging,
+                                                 NotificationBox& notifications) {
   return std::make_unique<Protocol>(config, self, regions, counters, domains, lane_index,
-                                    std::move(staging));
+                                    std::move(staging), notifications);
 }
 
 Status Protocol::set_listener(int fd, std::function<void(AcceptedConnection)> route) {

@@ -105,6 +105,7 @@ struct Inflight {
   // local bytes are (a staging chunk, or a buffer), and whom to tell when it ended.
   bool part = false;
   bool part_put = false;
+  bool notify = false;  // a request's Notify, waiting for its Ack (p2p/notify.cpp)
   std::byte* local = nullptr;
   std::uint64_t remote_region = 0;
   std::uint64_t remote_generation = 0;

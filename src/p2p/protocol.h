@@ -22,6 +22,7 @@
 #include "p2p/counters.h"
 #include "p2p/domains.h"
 #include "p2p/lane.h"
+#include "p2p/notifications.h"
 #include "p2p/peer.h"
 #include "p2p/poller.h"
 #include "p2p/registry.h"
@@ -65,7 +66,7 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
  public:
   Protocol(const EngineConfig& config, const detail::Identity& self, RegionRegistry& regions,
            Counters& counters, const MemoryDomains& domains, int lane_index,
-           std::shared_ptr<cuda::StagingPool> staging);
+           std::shared_ptr<cuda::StagingPool> staging, NotificationBox& notifications);
   ~Protocol() override;
   Protocol(const Protocol&) = delete;
   Protocol& operator=(const Protocol&) = delete;
@@ -205,6 +206,13 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   void on_put_or_get(Link& link, const FrameHeader& h, PeerEndpoint& ep, std::string_view body);
   void on_ack(Link& link, const FrameHeader& h, std::string_view body);
   void maybe_complete_part(Link& link, std::uint64_t wire_id);
+  // notify.cpp: a put/get's notification (TransferOptions::notification), sent once its bytes
+  // moved; the request completes on the owner's Ack. The owner keeps it in notifications_.
+  // The end of a put/get request: its notification when it has one and `outcome` is ok, else
+  // its completion.
+  void finish_put_get(const ReqPtr& req, const Status& outcome);
+  void send_notification(Link& link, const ReqPtr& req);
+  void on_notify(Link& link, const FrameHeader& h, PeerEndpoint& ep, std::string&& body);
 
   // staged.cpp: the requester's staging pipeline
   void issue_staged_put_get(Link& link, const ReqPtr& req, PeerEndpoint& ep, bool local_staged,
@@ -273,7 +281,8 @@ class Protocol final : public LaneProtocol, public FrameHandler, public ControlH
   detail::Identity self_;
   RegionRegistry& regions_;
   Counters& counters_;
-  const MemoryDomains& domains_;  // the engine's; outlives every lane
+  const MemoryDomains& domains_;    // the engine's; outlives every lane
+  NotificationBox& notifications_;  // the engine's; outlives every lane
   int lane_index_;
   // The engine's staging pool (outlives every lane), the staged transfers this lane runs, the
   // owner windows whose copies outlived their link, and withdrawn exposed regions whose

@@ -120,7 +120,10 @@ void Protocol::report(std::string& out, std::int64_t now_ns) const {
       if (!f.req) continue;
       const detail::RequestState& r = *f.req;
       append_format(out, "    in flight #%llu: %s%s%s, %llu B, %llu B done%s, over %s, for %s\n",
-                    static_cast<unsigned long long>(wire), f.part ? "part of a " : "",
+                    static_cast<unsigned long long>(wire),
+                    f.notify ? "notification of a "
+                    : f.part ? "part of a "
+                             : "",
                     op_name(r.kind),
                     (r.kind == detail::OpKind::Send || r.kind == detail::OpKind::Recv)
                         ? (" " + match_text(r.comm, r.tag) + rank_text(r)).c_str()

@@ -18,7 +18,7 @@ void Protocol::issue_put_get(Link& link, const ReqPtr& req) {
   PeerEndpoint& ep = **routed;
   req->endpoint = &ep;
   req->parts_left = req->ranges.size();
-  if (req->ranges.empty()) return detail::complete_request(*req, {});
+  if (req->ranges.empty()) return finish_put_get(req, {});  // notify(): no bytes
   // Local pinned host memory: its producer's writes first (a wait made once).
   if (Status ready = consume_pinned_readiness(*req->local, Deadline::after(kProducerBound));
       !ready.ok()) {
@@ -58,13 +58,18 @@ void Protocol::issue_put_get(Link& link, const ReqPtr& req) {
     part.remote_device = req->remote_kind == MemoryKind::Cuda;
     part.length = r.length;
     Req* raw = req.get();
-    part.done = [raw, len = r.length](const Status& st) {
+    // The request itself only when a notification follows the last part (the common case keeps
+    // the parts' callbacks free of reference counting).
+    part.done = [this, raw, len = r.length,
+                 notified = req->options.notification ? req : nullptr](const Status& st) {
       if (st.ok()) {
         raw->bytes_done.fetch_add(len);
       } else if (raw->first_error.ok()) {
         raw->first_error = st;
       }
-      if (--raw->parts_left == 0) detail::complete_request(*raw, raw->first_error);
+      if (--raw->parts_left != 0) return;
+      if (notified) return finish_put_get(notified, raw->first_error);
+      detail::complete_request(*raw, raw->first_error);
     };
     issue_host_part(link, ep, std::move(part));
     if (link.state == PeerLink::State::Failed) return;

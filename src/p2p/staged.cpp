@@ -50,8 +50,10 @@ void Protocol::issue_staged_put_get(Link& link, const ReqPtr& req, PeerEndpoint&
   op->ranges = req->ranges;
   op->chunk = remote_staged && req->remote_chunk != 0 ? req->remote_chunk : 0;
   Req* raw = req.get();
-  op->finish = [raw](const Status& st, std::uint64_t bytes) {
+  op->finish = [this, raw, notified = req->options.notification ? req : nullptr](
+                   const Status& st, std::uint64_t bytes) {
     raw->bytes_done.store(bytes);
+    if (notified) return finish_put_get(notified, st);
     detail::complete_request(*raw, st);
   };
   start_staged(std::move(op));

@@ -65,6 +65,7 @@ Status EngineCore::close(Duration timeout, CloseTimeout on_timeout) {
   }
   regions.kill_all();
   listener.reset();
+  notifications.close();  // wakes a thread waiting in notifications()
   if (!quiet) {
     return Status::error(Errc::Unquiesced, "close: work was still in flight after " +
                                                ms_of(timeout) + "; " + std::to_string(cancelled) +

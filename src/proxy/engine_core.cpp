@@ -84,9 +84,9 @@ Result<std::shared_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
     auto lane = std::make_unique<Lane>();
     lane->core = core.get();
     lane->index = static_cast<int>(i);
-    lane->protocol =
-        p2p::make_lane_protocol(core->config, core->self, core->regions, lane->counters,
-                                core->domains, lane->index, core->staging.pool);
+    lane->protocol = p2p::make_lane_protocol(core->config, core->self, core->regions,
+                                             lane->counters, core->domains, lane->index,
+                                             core->staging.pool, core->notifications);
     ORBITE_RETURN_IF_ERROR(lane->protocol->init());
     lane->wake_fd = net::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     lane->driver_epfd = net::Fd(::epoll_create1(EPOLL_CLOEXEC));

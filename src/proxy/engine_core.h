@@ -26,6 +26,7 @@
 #include "p2p/domains.h"
 #include "p2p/endpoint.h"
 #include "p2p/lane.h"
+#include "p2p/notifications.h"
 #include "p2p/registry.h"
 #include "p2p/request.h"
 #include "proxy/tiered_queue.h"
@@ -87,6 +88,9 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   Identity self;
   net::Fd listener;
   p2p::RegionRegistry regions;
+  // Notifications peers delivered, until the application takes them; the lanes (declared below)
+  // push into it, so it outlives them.
+  p2p::NotificationBox notifications;
   std::atomic<std::uint64_t> submitted{0};      // any thread
   std::atomic<std::uint64_t> ranges_merged{0};  // any thread (merge_requests)
   // Set (never cleared) once a communicator finds this host's ranks outnumbering the CPUs they

@@ -51,12 +51,17 @@ void scenario_rdma_route_recovery(RdmaContext& r) {
   };
   auto tables = [&] { return engine.rdma_stats().nic_tables_received; };
   puts(3, 0xE10, "warm-up");
-  const RdmaStats start = engine.rdma_stats();
   const RdmaContextStats first = soft0(engine);
   check(first.state == "active" && first.gid_index == 1 && first.fence.empty(),
         "the pinned route after the warm-up: " + describe(engine));
-  check(start.monitor_ticks > 0 && start.route_queries >= 2 * start.monitor_ticks,
+  // The warm-up may end before the monitor's first tick (100 ms): wait for one. The counters are
+  // read between ticks, so a read may catch a tick before its queries.
+  check(eventually([&] {
+          const RdmaStats s = engine.rdma_stats();
+          return s.monitor_ticks > 0 && s.route_queries >= 2 * s.monitor_ticks;
+        }),
         "the monitor does not query both routes every tick: " + describe(engine));
+  const RdmaStats start = engine.rdma_stats();
   std::printf("rank %d: warm-up: %s\n", r.c.rank, describe(engine).c_str());
 
   // The address goes away: fenced, drained, and kept fenced while it has no valid address.

@@ -303,3 +303,35 @@ def test_a_bootstrap_from_a_store_makes_a_communicator(comm):
     if comm.rank == 0:
         time.sleep(0.5)  # rank 1's connections close first
         server.stop()
+
+
+def test_a_put_with_a_notification_and_notify_reach_the_owner(comm):
+    engine = comm.engine
+    memory = np.zeros(65536, dtype=np.uint8)
+    region = engine.register_memory(memory)
+    remote = orbite.RemoteRegion(exchange(comm, region.descriptor()))
+    src = engine.register_memory(pattern(65536, comm.rank), access="r")
+    sender = exchange(comm, engine.id.encode()).decode()
+    if comm.rank == 0:
+        engine.put(src, 0, remote, 0, 65536, notification=b"block 0").wait(WAIT)
+        engine.put_batch(src, remote, [(0, 0, 10), (100, 200, 10)],
+                         notification="batch").wait(WAIT)
+        engine.notify(remote, b"alone").wait(WAIT)
+        with pytest.raises(orbite.InvalidArgumentError, match="4097 bytes"):
+            engine.put(src, 0, remote, 0, 1, notification=bytes(4097))
+        with pytest.raises(orbite.InvalidArgumentError, match="notification"):
+            engine.notify(remote, 5)
+    else:
+        got = engine.notifications(timeout=WAIT)
+        assert got[0] == (sender, b"block 0")
+        # By then the bytes were in place.
+        np.testing.assert_array_equal(memory[10:65536], pattern(65536, 0)[10:])
+        deadline = time.monotonic() + WAIT
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += engine.notifications(timeout=1.0)
+        assert [m for _, m in got] == [b"block 0", b"batch", b"alone"]
+        assert engine.stats()["notifications_received"] == 3
+        assert engine.notifications() == []
+    comm.barrier().wait(WAIT)
+    region.unregister()
+    src.unregister()

@@ -163,9 +163,69 @@ def test_nixl_like_agent_moves_descriptor_lists(comm):
         agent.initialize_xfer("COPY", local, their[[3, 1]], name)
     with pytest.raises(orbite.InvalidArgumentError, match="bytes at the peer"):
         agent.initialize_xfer("READ", local[:1], [(int(their[0][0]), 10, 0)], name)
-    with pytest.raises(orbite.UnavailableError, match="notifications"):
-        agent.initialize_xfer("READ", local, their[[3, 1]], name, notif_msg=b"done")
+    with pytest.raises(orbite.InvalidArgumentError, match="more than 4096"):
+        agent.initialize_xfer("READ", local, their[[3, 1]], name, notif_msg=bytes(4096))
     with pytest.raises(orbite.UnavailableError, match="FILE"):
         agent.register_memory(tensors, mem_type="FILE")
     comm.barrier().wait(WAIT)
     agent.deregister_memory(registered)
+
+
+def wait_for(predicate):
+    deadline = time.monotonic() + WAIT
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def test_nixl_like_notifications_arrive_after_the_bytes(comm):
+    agent = orbite.kv.Agent(f"notifier-{comm.rank}", comm.engine)
+    first = pattern(2 * BLOCK, 40 + comm.rank)
+    second = pattern(BLOCK, 50 + comm.rank)
+    agent.register_memory([first, second])
+    sink = np.zeros((4, BLOCK), dtype=np.uint8)
+    agent.register_memory(sink)
+    name = agent.add_remote_agent(exchange(comm, agent.get_agent_metadata()))
+    their_sink = struct.unpack("<Q", exchange(comm, struct.pack("<Q", address_of(sink))))[0]
+    other = 1 - comm.rank
+    # Rank 0 WRITEs two blocks of one region into rows 0 and 2 of rank 1's sink (one request,
+    # which carries the notification); rank 1 looks only at the notification, then at the bytes.
+    if comm.rank == 0:
+        handle = agent.initialize_xfer(
+            "WRITE", [(address_of(first), BLOCK, 0), (address_of(first) + BLOCK, BLOCK, 0)],
+            [(their_sink, BLOCK, 0), (their_sink + 2 * BLOCK, BLOCK, 0)], name,
+            notif_msg=b"req-7 written")
+        agent.transfer(handle)
+        assert poll(agent.check_xfer_state, handle) == orbite.kv.DONE
+    else:
+        wait_for(lambda: agent.check_remote_xfer_done(name, b"req-7"))
+        np.testing.assert_array_equal(sink[0], pattern(2 * BLOCK, 40 + other)[:BLOCK])
+        np.testing.assert_array_equal(sink[2], pattern(2 * BLOCK, 40 + other)[BLOCK:])
+        assert not agent.check_remote_xfer_done(name, b"req-7"), "consumed once"
+    comm.barrier().wait(WAIT)
+    # Rank 1 READs from two of rank 0's regions (two requests): the notification follows both.
+    theirs = struct.unpack("<QQ", exchange(comm, struct.pack("<QQ", address_of(first),
+                                                             address_of(second))))
+    if comm.rank == 1:
+        handle = agent.initialize_xfer(
+            "READ", [(address_of(sink) + BLOCK, BLOCK, 0), (address_of(sink) + 3 * BLOCK, BLOCK, 0)],
+            [(theirs[0], BLOCK, 0), (theirs[1], BLOCK, 0)], name, notif_msg="req-8 read")
+        agent.transfer(handle)
+        assert poll(agent.check_xfer_state, handle) == orbite.kv.DONE
+        np.testing.assert_array_equal(sink[1], pattern(2 * BLOCK, 40 + other)[:BLOCK])
+        np.testing.assert_array_equal(sink[3], pattern(BLOCK, 50 + other))
+    else:
+        got = {}
+        wait_for(lambda: got.update(agent.get_new_notifs()) or got)
+        assert got == {name: [b"req-8 read"]}
+    comm.barrier().wait(WAIT)
+    # A notification alone, and the engine's count of them.
+    before = comm.engine.stats()["notifications_received"]
+    agent.send_notif(name, f"hello from {comm.rank}".encode())
+    kept = {}
+    wait_for(lambda: kept.update(agent.get_new_notifs()) or kept)
+    assert kept == {name: [f"hello from {other}".encode()]}
+    assert comm.engine.stats()["notifications_received"] == before + 1
+    with pytest.raises(orbite.NotFoundError, match="unknown"):
+        agent.send_notif("nobody", b"x")
+    comm.barrier().wait(WAIT)

@@ -121,16 +121,16 @@ TEST(FrameHeader, RejectsOtherVersions) {
   h.type = FrameType::Ack;
   // Version 1 is the handshake before connect blobs, version 2 the frames before staging,
   // version 3 the exposure word without its device bit, version 4 the shm connect blob without
-  // its proof nonce, version 5 the frames before RtsRma and Abandon: their peers fail the
-  // handshake.
-  for (std::uint8_t v : {0, 1, 2, 3, 4, 5, 7, 255}) {
+  // its proof nonce, version 5 the frames before RtsRma and Abandon, version 6 the frames before
+  // Notify: their peers fail the handshake.
+  for (std::uint8_t v : {0, 1, 2, 3, 4, 5, 6, 8, 255}) {
     HeaderBytes b = encoded(h);
     b[2] = static_cast<std::byte>(v);
     auto r = decode_header(b.data());
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Errc::Protocol);
     EXPECT_CONTAINS(r.status().message(), "version " + std::to_string(v));
-    EXPECT_CONTAINS(r.status().message(), "speaks 6");
+    EXPECT_CONTAINS(r.status().message(), "speaks 7");
   }
 }
 
