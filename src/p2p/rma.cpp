@@ -12,6 +12,21 @@ using detail::Inflight;
 using detail::OpKind;
 using detail::PeerLink;
 
+namespace {
+
+// Counts one ended range of a put or get (its bytes, or the request's first error); true when
+// it was the last.
+bool count_part(detail::RequestState& req, std::uint64_t len, const Status& st) {
+  if (st.ok()) {
+    req.bytes_done.fetch_add(len);
+  } else if (req.first_error.ok()) {
+    req.first_error = st;
+  }
+  return --req.parts_left == 0;
+}
+
+}  // namespace
+
 void Protocol::issue_put_get(Link& link, const ReqPtr& req) {
   auto routed = route(link, *req);
   if (!routed.ok()) return detail::complete_request(*req, routed.status());
@@ -57,20 +72,18 @@ void Protocol::issue_put_get(Link& link, const ReqPtr& req) {
     part.remote_offset = r.remote_offset;
     part.remote_device = req->remote_kind == MemoryKind::Cuda;
     part.length = r.length;
-    Req* raw = req.get();
-    // The request itself only when a notification follows the last part (the common case keeps
-    // the parts' callbacks free of reference counting).
-    part.done = [this, raw, len = r.length,
-                 notified = req->options.notification ? req : nullptr](const Status& st) {
-      if (st.ok()) {
-        raw->bytes_done.fetch_add(len);
-      } else if (raw->first_error.ok()) {
-        raw->first_error = st;
-      }
-      if (--raw->parts_left != 0) return;
-      if (notified) return finish_put_get(notified, raw->first_error);
-      detail::complete_request(*raw, raw->first_error);
-    };
+    // Without a notification the callback holds two words, which std::function keeps inline:
+    // no allocation per range on the common path. With one it holds the request for the
+    // notification that follows the last range.
+    if (!req->options.notification) {
+      part.done = [raw = req.get(), len = r.length](const Status& st) {
+        if (count_part(*raw, len, st)) detail::complete_request(*raw, raw->first_error);
+      };
+    } else {
+      part.done = [this, req, len = r.length](const Status& st) {
+        if (count_part(*req, len, st)) finish_put_get(req, req->first_error);
+      };
+    }
     issue_host_part(link, ep, std::move(part));
     if (link.state == PeerLink::State::Failed) return;
   }
