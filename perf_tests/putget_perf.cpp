@@ -311,41 +311,9 @@ int main(int argc, char** argv) {
   int window = 16;
   int rails = 0;
   bool batch = false;
-  perf::ExtraFlag batch_flag;
-  batch_flag.name = "--batch";
-  batch_flag.value_name = "";
-  batch_flag.takes_value = false;
-  batch_flag.help =
-      "each bandwidth iteration is one put (get) of W disjoint ranges, the batch API, instead "
-      "of W operations (the region holds W of the largest size)";
-  batch_flag.set = [&batch](std::string_view) {
-    batch = true;
-    return std::string();
-  };
   bool notify = false;
-  perf::ExtraFlag notify_flag;
-  notify_flag.name = "--notify";
-  notify_flag.value_name = "";
-  notify_flag.takes_value = false;
-  notify_flag.help =
-      "every put and get carries a 16-byte notification (TransferOptions::notification), which "
-      "a thread of rank 1 takes every millisecond";
-  notify_flag.set = [&notify](std::string_view) {
-    notify = true;
-    return std::string();
-  };
   std::string memory = "host";
   bool verbose = false;
-  perf::ExtraFlag verbose_flag;
-  verbose_flag.name = "--verbose";
-  verbose_flag.short_name = 'v';
-  verbose_flag.value_name = "";
-  verbose_flag.takes_value = false;
-  verbose_flag.help = "after each table, each RDMA NIC's share of the bytes (nic_load_stats)";
-  verbose_flag.set = [&verbose](std::string_view) {
-    verbose = true;
-    return std::string();
-  };
   perf::Program program{
       "putget_perf",
       "Put and get latency and bandwidth from rank 0 into registered memory of rank 1 with the\n"
@@ -354,7 +322,20 @@ int main(int argc, char** argv) {
                       &window, 1, 1024),
        perf::int_flag("--rails", "RDMA NICs to spread over: the first N (rdma.device_mask); 0: all",
                       &rails, 0, 64),
-       verbose_flag, batch_flag, notify_flag, perf::memory_flag(&memory)}};
+       perf::switch_flag("--verbose",
+                         "after each table, each RDMA NIC's share of the bytes (nic_load_stats)",
+                         &verbose, 'v'),
+       perf::switch_flag("--batch",
+                         "each bandwidth iteration is one put (get) of W disjoint ranges, the "
+                         "batch API, instead of W operations (the region holds W of the largest "
+                         "size)",
+                         &batch),
+       perf::switch_flag("--notify",
+                         "every put and get carries a 16-byte notification "
+                         "(TransferOptions::notification), which a thread of rank 1 takes every "
+                         "millisecond",
+                         &notify),
+       perf::memory_flag(&memory)}};
   program.rdma = true;
   program.nvlink = true;
   perf::Options o = perf::parse_options(argc, argv, program, perf::launcher_rank() <= 0);

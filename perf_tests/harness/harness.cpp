@@ -198,6 +198,19 @@ ExtraFlag int_flag(std::string name, std::string help, int* target, int lowest, 
   return f;
 }
 
+ExtraFlag switch_flag(std::string name, std::string help, bool* target, char short_name) {
+  ExtraFlag f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.short_name = short_name;
+  f.takes_value = false;
+  f.set = [target](std::string_view) {
+    *target = true;
+    return std::string();
+  };
+  return f;
+}
+
 void usage_error(const Program& program, bool print_messages, const std::string& message) {
   if (print_messages) {
     std::fprintf(stderr, "%s: %s\nTry '%s --help' for more information.\n", program.name.c_str(),

@@ -56,6 +56,8 @@ struct ExtraFlag {
 
 // An integer flag in [lowest, highest] stored in *target.
 ExtraFlag int_flag(std::string name, std::string help, int* target, int lowest, int highest);
+// A switch: *target becomes true when the flag is given.
+ExtraFlag switch_flag(std::string name, std::string help, bool* target, char short_name = 0);
 
 struct Program {
   std::string name;     // "sendrecv_perf"

@@ -36,8 +36,12 @@ class NotificationTest : public ::testing::Test {
     a_ = make_engine(testing::loopback_config({}));
     b_ = make_engine(testing::loopback_config({}));
     ASSERT_TRUE(a_ && b_);
+    src_r_ = must_register(*a_, src_.data(), src_.size());
+    dst_r_ = must_register(*b_, dst_.data(), dst_.size());
   }
   void TearDown() override {
+    src_r_ = MemoryRegion();
+    dst_r_ = MemoryRegion();
     for (auto* e : {&a_, &b_}) {
       if (*e) {
         EXPECT_TRUE((*e)->close(kWait).ok());
@@ -93,6 +97,9 @@ class NotificationTest : public ::testing::Test {
 #pragma GCC diagnostic pop
 
   std::shared_ptr<TransferEngine> a_, b_;
+  // 64 bytes of A's and 64 of B's, registered: what the small cases put from and into.
+  Guarded src_{64}, dst_{64};
+  MemoryRegion src_r_, dst_r_;
 };
 
 TEST_F(NotificationTest, APutsNotificationArrivesAfterItsBytesOnEachTransport) {
@@ -156,9 +163,7 @@ TEST_F(NotificationTest, ABatchNotifiesOnceAfterAllItsRanges) {
 }
 
 TEST_F(NotificationTest, NotifyAloneArrivesInTheOrderMade) {
-  Guarded mem(64);
-  MemoryRegion owned = must_register(*b_, mem.data(), 64);
-  const RemoteRegion remote = import(owned);
+  const RemoteRegion remote = import(dst_r_);
   std::vector<Request> requests;
   for (int i = 0; i < 200; ++i) {
     auto r = a_->notify(remote, "n" + std::to_string(i));
@@ -177,14 +182,11 @@ TEST_F(NotificationTest, NotifyAloneArrivesInTheOrderMade) {
 }
 
 TEST_F(NotificationTest, AFailedTransferNotifiesNobody) {
-  Guarded src(64), dst(64);
-  MemoryRegion src_r = must_register(*a_, src.data(), 64);
-  MemoryRegion dst_r = must_register(*b_, dst.data(), 64);
-  const RemoteRegion stale = import(dst_r);
-  ASSERT_TRUE(dst_r.unregister(kWait).ok());
+  const RemoteRegion stale = import(dst_r_);
+  ASSERT_TRUE(dst_r_.unregister(kWait).ok());
   TransferOptions opts;
   opts.notification = "never";
-  auto put = a_->put(src_r, 0, stale, 0, 64, opts);
+  auto put = a_->put(src_r_, 0, stale, 0, 64, opts);
   ASSERT_TRUE(put.ok()) << put.status().to_string();
   const Status st = put->wait(kWait);
   EXPECT_FALSE(st.ok());
@@ -194,13 +196,10 @@ TEST_F(NotificationTest, AFailedTransferNotifiesNobody) {
 }
 
 TEST_F(NotificationTest, BadNotificationsAreRefusedBeforeAnythingMoves) {
-  Guarded src(64), dst(64);
-  MemoryRegion src_r = must_register(*a_, src.data(), 64);
-  MemoryRegion dst_r = must_register(*b_, dst.data(), 64);
-  const RemoteRegion remote = import(dst_r);
+  const RemoteRegion remote = import(dst_r_);
   TransferOptions opts;
   opts.notification = std::string(kMaxNotificationBytes + 1, 'x');
-  auto put = a_->put(src_r, 0, remote, 0, 64, opts);
+  auto put = a_->put(src_r_, 0, remote, 0, 64, opts);
   ASSERT_FALSE(put.ok());
   EXPECT_EQ(put.status().code(), Errc::InvalidArgument);
   EXPECT_CONTAINS(put.status().message(), "options.notification is 4097 bytes");
@@ -215,7 +214,7 @@ TEST_F(NotificationTest, BadNotificationsAreRefusedBeforeAnythingMoves) {
   auto nowhere = a_->notify(RemoteRegion(), "x");
   ASSERT_FALSE(nowhere.ok());
   EXPECT_CONTAINS(nowhere.status().message(), "descriptor is empty");
-  EXPECT_TRUE(dst.zero(0, 64));
+  EXPECT_TRUE(dst_.zero(0, 64));
   EXPECT_EQ(a_->stats().requests_submitted, 0U);
   // The largest message goes through whole.
   std::string largest(kMaxNotificationBytes, '\0');
@@ -246,9 +245,7 @@ TEST_F(NotificationTest, SendAndRecvRefuseANotification) {
 // An owner whose application never takes its notifications holds 64 MiB of them; the next
 // sender's request fails (its bytes, had it any, moved), and taking them makes room again.
 TEST_F(NotificationTest, AFullOwnerFailsTheSendersRequestUntilItTakesThem) {
-  Guarded mem(64);
-  MemoryRegion owned = must_register(*b_, mem.data(), 64);
-  const RemoteRegion remote = import(owned);
+  const RemoteRegion remote = import(dst_r_);
   const std::string block(kMaxNotificationBytes, 'n');
   const std::size_t fits = p2p::kMaxPendingNotificationBytes / kMaxNotificationBytes;
   for (std::size_t done = 0; done < fits;) {
