@@ -37,6 +37,13 @@ if(ORBITE_WITH_MPI AND NOT MPI_C_FOUND)
   message(FATAL_ERROR "ORBITE_WITH_MPI=ON but MPI was not found (install libopenmpi-dev)")
 endif()
 
+# Metrics exporter: civetweb.h for types; libcivetweb.so.1 is dlopen'ed when metrics.listen is set.
+check_include_file_cxx(civetweb.h ORBITE_HAVE_CIVETWEB_H)
+option(ORBITE_WITH_METRICS "Prometheus exporter (needs civetweb.h)" ${ORBITE_HAVE_CIVETWEB_H})
+if(ORBITE_WITH_METRICS AND NOT ORBITE_HAVE_CIVETWEB_H)
+  message(FATAL_ERROR "ORBITE_WITH_METRICS=ON but civetweb.h was not found (install libcivetweb-dev)")
+endif()
+
 # Sanitizers: ORBITE_SANITIZE = "address;undefined" or "thread".
 set(ORBITE_SANITIZE "" CACHE STRING "Sanitizers to build with (address;undefined or thread)")
 if(ORBITE_SANITIZE)

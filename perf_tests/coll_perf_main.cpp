@@ -159,6 +159,8 @@ int run_coll_perf(const char* coll_name, int argc, char** argv) {
                         {}};
   std::string memory = "host";
   program.extra.push_back(perf::memory_flag(&memory));
+  std::string metrics_path;
+  program.extra.push_back(perf::metrics_flag(&metrics_path));
   program.transport_help =
       "unspec (default): shared memory between same-host ranks, tcp\n"
       "otherwise; tcp: shared memory disabled (shm.enable=false);\n"
@@ -196,6 +198,7 @@ int run_coll_perf(const char* coll_name, int argc, char** argv) {
     return std::vector<std::pair<std::string, std::string>>{
         {"engine (rank 0)", perf::describe_engine(comm.engine())}};
   });
+  perf::write_metrics(comm.rank(), metrics_path, comm.engine());
   perf::check_ok(comm.rank(), comm.store_barrier(), "final barrier");
   return status;
 }

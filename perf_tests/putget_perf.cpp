@@ -313,6 +313,7 @@ int main(int argc, char** argv) {
   bool batch = false;
   bool notify = false;
   std::string memory = "host";
+  std::string metrics_path;
   bool verbose = false;
   perf::Program program{
       "putget_perf",
@@ -335,7 +336,7 @@ int main(int argc, char** argv) {
                          "(TransferOptions::notification), which a thread of rank 1 takes every "
                          "millisecond",
                          &notify),
-       perf::memory_flag(&memory)}};
+       perf::memory_flag(&memory), perf::metrics_flag(&metrics_path)}};
   program.rdma = true;
   program.nvlink = true;
   perf::Options o = perf::parse_options(argc, argv, program, perf::launcher_rank() <= 0);
@@ -422,6 +423,7 @@ int main(int argc, char** argv) {
     wrong += table_wrong;
     if (report) std::printf("\n");
   }
+  perf::write_metrics(rank, metrics_path, comm.engine());
   perf::check_ok(rank, comm.store_barrier(), "final barrier");
   return ok && wrong == 0 ? 0 : 1;
 }

@@ -252,13 +252,14 @@ class SendRecvBench {
 int main(int argc, char** argv) {
   int window = 16;
   std::string memory = "host";
+  std::string metrics_path;
   perf::Program program{
       "sendrecv_perf",
       "Ping-pong latency and streaming bandwidth between ranks 0 and 1 with OrbiTE isend/irecv.\n"
       "Run under a launcher: orbite-run -n 2 sendrecv_perf [flags]",
       {perf::int_flag("--window", "messages in flight per streaming iteration (default 16)",
                       &window, 1, 1024),
-       perf::memory_flag(&memory)}};
+       perf::memory_flag(&memory), perf::metrics_flag(&metrics_path)}};
   program.rdma = true;
   program.nvlink = true;
   perf::Options o = perf::parse_options(argc, argv, program, perf::launcher_rank() <= 0);
@@ -321,6 +322,7 @@ int main(int argc, char** argv) {
     wrong += table_wrong;
     if (report) std::printf("\n");
   }
+  perf::write_metrics(rank, metrics_path, comm.engine());
   perf::check_ok(rank, comm.store_barrier(), "final barrier");
   return ok && wrong == 0 ? 0 : 1;
 }

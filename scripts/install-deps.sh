@@ -20,6 +20,8 @@ packages=(
   libgloo-dev         # the Gloo all_reduce reference of the collective benchmarks
   python3-matplotlib  # scripts/plot.py
   libbenchmark-dev    # Google Benchmark (perf_tests/selector_bench)
+  libcivetweb-dev     # the metrics exporter's HTTP server (libcivetweb.so.1, loaded at run time)
+  prometheus          # the exporter's test: a real Prometheus scrapes a job; promtool lints the text
   # The orbite Python package (docs/python.md), for Debian's /usr/bin/python3.
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-timeout
   libdlpack-dev       # DLPack (bfloat16 and other non-buffer-protocol tensors)

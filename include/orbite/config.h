@@ -247,6 +247,16 @@ struct DiagnosticsConfig {
   std::string dump_dir;
 };
 
+// The metrics exporter (docs/metrics.md): one HTTP endpoint per process serving every engine's
+// counters in the Prometheus text format at /metrics.
+struct MetricsConfig {
+  // host:port to listen on; "" (the default) starts no exporter. The port is offset by the
+  // process's local rank (ORBITE_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, ...) so that the ranks
+  // of one host do not collide; port 0 takes a free port (TransferEngine::metrics_endpoint()
+  // says which). Also ORBITE_METRICS_LISTEN.
+  std::string listen;
+};
+
 // Which transport carries a request. Unspec picks shm for a peer on the same host, RDMA for a
 // peer on another host when both sides have a compatible rail (and, for put/get, the region is
 // published on RDMA), tcp otherwise. A forced transport that cannot reach the peer is
@@ -298,6 +308,7 @@ struct ORBITE_API EngineConfig {
   BootstrapConfig bootstrap;
   TopologyConfig topology;
   DiagnosticsConfig diagnostics;
+  MetricsConfig metrics;
 
   // Parses a JSON document over the defaults. Strict: wrong types, unknown keys and invalid
   // values are Configuration errors naming the JSON path. Environment variables are not read.

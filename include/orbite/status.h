@@ -5,6 +5,7 @@
 
 #include <orbite/export.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <source_location>
 #include <string>
@@ -31,6 +32,8 @@ enum class Errc : std::uint8_t {
   Protocol,           // A peer sent a malformed or unexpected message.
   Internal,           // A broken invariant inside OrbiTE: a bug.
 };
+// The number of Errc values (Ok included): the size of a table indexed by code.
+inline constexpr std::size_t kErrcCount = static_cast<std::size_t>(Errc::Internal) + 1;
 
 // Stable, human-readable name of an error class ("InvalidArgument", ...).
 ORBITE_API std::string_view errc_name(Errc code) noexcept;

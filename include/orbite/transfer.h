@@ -232,6 +232,8 @@ struct EngineStats {
   std::uint64_t notifications_pending = 0;
   std::uint64_t requests_completed = 0;
   std::uint64_t requests_failed = 0;
+  // Of the failed, how many failed with each code (indexed by Errc).
+  std::array<std::uint64_t, kErrcCount> failures_by_code{};
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
   std::uint64_t eager_messages = 0;
@@ -348,6 +350,12 @@ class ORBITE_API TransferEngine {
   // Per initialized RDMA NIC: both bandwidth estimates, the link rates and the byte counters of
   // the selection (empty when RDMA is not installed).
   [[nodiscard]] std::vector<NicLoad> nic_load_stats() const;
+  // This engine's counters in the Prometheus text format (docs/metrics.md): what the process's
+  // exporter serves for it, for a snapshot without HTTP (perf_tests' --metrics).
+  [[nodiscard]] std::string metrics() const;
+  // host:port of this process's metrics exporter (EngineConfig::metrics.listen, offset by the
+  // local rank; the port port 0 took), "" when none runs. It serves every engine of the process.
+  [[nodiscard]] std::string metrics_endpoint() const;
   // What this engine holds outstanding now, as text for a person (docs/hangs.md): each lane's
   // peer links, posted receives (with their age), unexpected messages, requests in flight with
   // the transport carrying them, the transports' own state (RDMA parents, grants, QPs), and each

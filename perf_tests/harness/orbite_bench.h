@@ -6,6 +6,7 @@
 #include <orbite/communicator.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -113,6 +114,33 @@ inline std::uint64_t recv_word(Communicator& comm, int peer, int tag,
                            " bytes, received " + std::to_string(received));
   }
   return word;
+}
+
+// --metrics FILE: the printing rank's engine counters, in the Prometheus text format
+// (docs/metrics.md), written after the sweep beside its --json.
+inline ExtraFlag metrics_flag(std::string* path) {
+  ExtraFlag f;
+  f.name = "--metrics";
+  f.value_name = "FILE";
+  f.help =
+      "after the sweep, write rank 0's engine counters to FILE in the\n"
+      "Prometheus text format (docs/metrics.md)";
+  f.set = [path](std::string_view v) {
+    if (v.empty()) return std::string("expected a file name");
+    *path = std::string(v);
+    return std::string();
+  };
+  return f;
+}
+
+// Writes --metrics on rank 0 (nothing when it was not given); a file that cannot be written is
+// fatal, naming it.
+inline void write_metrics(int rank, const std::string& path, const TransferEngine& engine) {
+  if (path.empty() || rank != 0) return;
+  std::ofstream out(path, std::ios::trunc);
+  out << engine.metrics();
+  out.close();
+  if (!out) fatal(rank, "--metrics: cannot write " + path);
 }
 
 // One line on how rank 0's engine carried the run, for the summary.

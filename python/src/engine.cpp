@@ -115,6 +115,13 @@ py::dict stats_of(const EngineStats& s) {
   d["notifications_pending"] = s.notifications_pending;
   d["requests_completed"] = s.requests_completed;
   d["requests_failed"] = s.requests_failed;
+  py::dict by_code;
+  for (std::size_t i = 1; i < kErrcCount; ++i) {
+    if (s.failures_by_code[i] != 0) {
+      by_code[py::str(std::string(errc_name(static_cast<Errc>(i))))] = s.failures_by_code[i];
+    }
+  }
+  d["failures_by_code"] = by_code;
   d["bytes_sent"] = s.bytes_sent;
   d["bytes_received"] = s.bytes_received;
   d["eager_messages"] = s.eager_messages;
@@ -475,6 +482,12 @@ void add_engine(py::module_& m) {
       .def(
           "stats", [](const TransferEngine& e) { return stats_of(e.stats()); },
           "Counters, with the bytes and frames each transport carried under 'transports'.")
+      .def("metrics", &TransferEngine::metrics, py::call_guard<py::gil_scoped_release>(),
+           "This engine's counters in the Prometheus text format (docs/metrics.md).")
+      .def_property_readonly(
+          "metrics_endpoint", &TransferEngine::metrics_endpoint,
+          "host:port of this process's metrics exporter (metrics.listen, offset by the local "
+          "rank), '' when none runs.")
       .def("state_report", &TransferEngine::state_report, py::call_guard<py::gil_scoped_release>(),
            "What the engine holds outstanding now, as text (docs/hangs.md): links, posted "
            "receives with their age, unexpected messages, requests in flight and their transport, "

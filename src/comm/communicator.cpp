@@ -200,6 +200,8 @@ Result<Communicator> Communicator::create(const Bootstrap& bootstrap) {
 Result<Communicator> Communicator::create(const Bootstrap& bootstrap, const EngineConfig& config) {
   ORBITE_RETURN_IF_ERROR(config.validate());
   ORBITE_ASSIGN_OR_RETURN(auto core, detail::EngineCore::create(config, store_is_local(bootstrap)));
+  // The engine is this communicator's: its metrics carry this rank (docs/metrics.md).
+  core->metrics_rank.store(bootstrap.rank(), std::memory_order_relaxed);
   return create(bootstrap, std::shared_ptr<TransferEngine>(new TransferEngine(std::move(core))));
 }
 

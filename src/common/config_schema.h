@@ -340,6 +340,14 @@ void visit_diagnostics(V& v, C& d) {
 }
 
 template <class V, class C>
+void visit_metrics(V& v, C& m) {
+  v.field("listen", m.listen, HostPortText{},
+          "host:port of the Prometheus exporter, one HTTP endpoint per process serving /metrics "
+          "(docs/metrics.md); empty: none. The port is offset by the process's local rank; port 0 "
+          "takes a free one.");
+}
+
+template <class V, class C>
 void visit_engine(V& v, C& c) {
   v.field("num_lanes", c.num_lanes, UInt{1, 64}, "Data worker threads of the per-process proxy.");
   v.field("progress_mode", c.progress_mode, Enum<ProgressMode>{kProgressModes},
@@ -361,6 +369,7 @@ void visit_engine(V& v, C& c) {
   v.section("bootstrap", [&](V& sub) { visit_bootstrap(sub, c.bootstrap); });
   v.section("topology", [&](V& sub) { visit_topology(sub, c.topology); });
   v.section("diagnostics", [&](V& sub) { visit_diagnostics(sub, c.diagnostics); });
+  v.section("metrics", [&](V& sub) { visit_metrics(sub, c.metrics); });
 }
 
 // Environment variables that are aliases of configuration fields (alias, JSON path).

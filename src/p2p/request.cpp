@@ -79,10 +79,11 @@ void complete_request(RequestState& req, Status status) {
     req.local_pinned = false;
   }
   const bool ok = status.ok();
-  req.final_status = std::move(status);
   if (req.counters != nullptr) {
     bump(ok ? req.counters->completed : req.counters->failed);
+    if (!ok) bump(req.counters->failed_by_code[static_cast<std::size_t>(status.code())]);
   }
+  req.final_status = std::move(status);
   req.phase.store(ok ? 1 : 2, std::memory_order_release);
 }
 

@@ -5,6 +5,7 @@
 
 #include <orbite/transfer.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -61,6 +62,7 @@ inline void drop(std::atomic<std::uint64_t>& c, std::uint64_t n) {
 // The completion counters of the lane a request runs on (absent for a collective's own request).
 struct CompletionCounters {
   std::atomic<std::uint64_t> completed{0}, failed{0};
+  std::array<std::atomic<std::uint64_t>, kErrcCount> failed_by_code{};  // indexed by Errc
 };
 
 // Lifetime: shared by the user's Request copies, the lane queues and the protocol's tables; it

@@ -10,6 +10,7 @@
 #include "cuda/allocation.h"
 #include "p2p/descriptor.h"
 #include "proxy/engine_core.h"
+#include "proxy/metrics_exporter.h"
 
 namespace orbite {
 
@@ -359,61 +360,23 @@ Status TransferEngine::close_requester(Duration timeout) {
 }
 
 std::vector<NicLoad> TransferEngine::nic_load_stats() const {
-  return p2p::report_of(core_->domains, core_->domain_notes).nics;
+  return core_->nic_load_stats();
 }
 
 RdmaStats TransferEngine::rdma_stats() const {
-  return p2p::report_of(core_->domains, core_->domain_notes).rdma;
+  return core_->rdma_stats();
 }
 
 EngineStats TransferEngine::stats() const {
-  EngineStats s;
-  s.requests_submitted = core_->submitted.load(std::memory_order_relaxed);
-  s.ranges_merged = core_->ranges_merged.load(std::memory_order_relaxed);
-  s.notifications_received = core_->notifications.received();
-  s.notifications_refused = core_->notifications.refused();
-  s.notifications_pending = core_->notifications.pending();
-  s.regions_registered = core_->regions.size();
-  s.yields_when_idle = core_->yield_when_idle.load(std::memory_order_relaxed);
-  if (core_->staging.pool) {
-    const cuda::StagingStats st = core_->staging.pool->stats();
-    s.staging_loans = st.loans;
-    s.staging_lent_peak = st.lent_peak;
-    s.staging_retained = st.retained;
-    s.staging_slab_bytes = st.slab_bytes;
-  }
-  // Each lane counts its own peers; the engine's figures are their sums (the unexpected-bytes
-  // peak is the sum of the lanes' peaks, an upper bound of the engine's).
-  for (const auto& lane : core_->lanes) {
-    const p2p::Counters& c = lane->counters;
-    auto get = [](const std::atomic<std::uint64_t>& v) {
-      return v.load(std::memory_order_relaxed);
-    };
-    s.requests_completed += get(c.completed);
-    s.requests_failed += get(c.failed);
-    s.bytes_sent += get(c.bytes_sent);
-    s.bytes_received += get(c.bytes_received);
-    s.eager_messages += get(c.eager);
-    s.rendezvous_messages += get(c.rendezvous);
-    s.single_copy_bytes += get(c.single_copy_bytes);
-    s.peers_connected += get(c.peers_connected);
-    s.peers_lost += get(c.peers_lost);
-    s.protocol_errors += get(c.protocol_errors);
-    s.unexpected_bytes += get(c.unexpected_bytes);
-    s.unexpected_bytes_peak += get(c.unexpected_peak);
-    s.worker_idle_sleeps += get(lane->idle_sleeps);
-    s.control_listener_rests += get(c.listener_rests);
-    for (std::size_t i = 0; i < p2p::kTransportCount; ++i) {
-      const p2p::TransportCounters& t = c.transport[i];
-      TransportStats& out = s.transports[static_cast<std::size_t>(
-          p2p::public_transport(static_cast<p2p::TransportId>(i)))];
-      out.bytes_sent += get(t.bytes_sent);
-      out.bytes_received += get(t.bytes_received);
-      out.frames_sent += get(t.frames_sent);
-      out.frames_received += get(t.frames_received);
-    }
-  }
-  return s;
+  return core_->stats();
+}
+
+std::string TransferEngine::metrics() const {
+  return core_->metrics_text();
+}
+
+std::string TransferEngine::metrics_endpoint() const {
+  return detail::metrics_export::endpoint();
 }
 
 }  // namespace orbite

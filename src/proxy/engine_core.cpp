@@ -1,6 +1,7 @@
 // EngineCore: creation of the lanes and their threads, admission, waiting, close and the monitor.
 #include "proxy/engine_core.h"
 #include "proxy/host_topology.h"
+#include "proxy/metrics_exporter.h"
 #include "proxy/report.h"
 
 #include <poll.h>
@@ -178,6 +179,10 @@ Status EngineCore::start_threads() {
                          std::string("starting the engine's threads failed: ") + e.what());
   }
   threads_started = true;
+  if (Status st = metrics_export::enroll(*this); !st.ok()) {
+    stop_threads();
+    return st;
+  }
   return {};
 }
 
@@ -412,6 +417,7 @@ bool EngineCore::any_busy() {
 
 void EngineCore::stop_threads() {
   if (!threads_started) return;
+  metrics_export::withdraw(*this);
   state_report::withdraw(*this);
   stopping.store(true, std::memory_order_release);
   for (auto& lane : lanes) lane->wake();

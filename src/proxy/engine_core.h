@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/metrics.h"
 #include "common/mpsc_queue.h"
 #include "common/net.h"
 #include "cuda/staging.h"
@@ -128,6 +129,11 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   std::map<std::uint64_t, std::function<void(std::string&)>> reporters;
   std::uint64_t next_reporter = 1;
   bool threads_started = false;
+  // The metrics' labels (docs/metrics.md): the rank of the communicator that created the engine
+  // (else the launcher's; -1: none), and the engine's place among the process's engines, set
+  // once when it enrolls with the exporter (proxy/metrics_exporter.h).
+  std::atomic<int> metrics_rank{-1};
+  std::uint64_t metrics_index = 0;
 
   static Result<std::shared_ptr<EngineCore>> create(const EngineConfig& config,
                                                     bool prefer_loopback);
@@ -156,6 +162,14 @@ struct EngineCore : std::enable_shared_from_this<EngineCore> {
   // receives, unexpected messages and requests in flight (a lane whose mutex stays held past a
   // bound is reported as such), then the reporters'. Any thread.
   void report(std::string& out);
+  // proxy/engine_stats.cpp: the counters behind TransferEngine's stats calls, and the same as
+  // Prometheus metrics (docs/metrics.md). Any thread.
+  [[nodiscard]] EngineStats stats() const;
+  [[nodiscard]] RdmaStats rdma_stats() const;
+  [[nodiscard]] std::vector<NicLoad> nic_load_stats() const;
+  [[nodiscard]] MetricLabels metric_labels() const;
+  void append_metrics(Exposition& out) const;
+  [[nodiscard]] std::string metrics_text() const;
   std::uint64_t add_reporter(std::function<void(std::string&)> fn);
   void remove_reporter(std::uint64_t id);
   // Drives the lanes (those no worker holds) until `idle()` or the deadline; true when idle.

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -63,11 +64,12 @@ std::optional<nlohmann::json> read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-// A 2-rank run of perf_tests/<bench> with `args` and --json into a temporary file: its output,
-// and the rows it wrote (nullopt when there are none).
+// A 2-rank run of perf_tests/<bench> with `args`, --json and --metrics into temporary files: its
+// output, the rows it wrote (nullopt when there are none) and rank 0's metrics snapshot.
 struct JsonSweep {
   Outcome run;
   std::optional<nlohmann::json> doc;
+  std::string metrics;
 };
 
 JsonSweep run_json_sweep(const std::string& bench, const std::vector<std::string>& args) {
@@ -81,10 +83,13 @@ JsonSweep run_json_sweep(const std::string& bench, const std::vector<std::string
                                    "--",
                                    std::string(ORBITE_BINARY_DIR) + "/perf_tests/" + bench};
   argv.insert(argv.end(), args.begin(), args.end());
-  argv.insert(argv.end(), {"--json", json_path});
+  const std::string metrics_path = dir.path() + "/rank0.prom";
+  argv.insert(argv.end(), {"--json", json_path, "--metrics", metrics_path});
   JsonSweep sweep;
   sweep.run = run_program(argv, 120s);
   sweep.doc = read_json(json_path);
+  std::ifstream metrics(metrics_path);
+  sweep.metrics.assign(std::istreambuf_iterator<char>(metrics), std::istreambuf_iterator<char>());
   return sweep;
 }
 
@@ -161,6 +166,13 @@ TEST(PerfHarness, CheckedSweepWritesJsonRows) {
   EXPECT_EQ(doc["rows"][1]["wrong"], 0);
   // A point-to-point transfer's bus bandwidth is its algbw (as in nccl-tests' sendrecv_perf).
   expect_avg_busbw(*avg, doc, {"bw_gbps"});
+  // --metrics: rank 0's counters after the sweep, its tcp bytes among them.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(sweep.metrics, m,
+                                std::regex(R"(\norbite_transport_sent_bytes_total\{[^}]*rank="0")"
+                                           R"([^}]*transport="tcp"\} ([0-9]+)\n)")))
+      << sweep.metrics.substr(0, 2000);
+  EXPECT_GE(std::stoull(m[1].str()), 70000U * 5);
 }
 
 // Each table names the route it measured: rank 0's per-transport counters over that table alone.

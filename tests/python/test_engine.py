@@ -1,7 +1,9 @@
 """orbite._core's TransferEngine, registered memory, stores and all_to_allv, under orbite-run -n 2
 (SPMD: every rank runs these tests in the same order; see conftest.py)."""
 
+import os
 import struct
+import sys
 import time
 
 import numpy as np
@@ -9,6 +11,9 @@ import pytest
 
 import orbite
 from conftest import WAIT, peer_of
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from free_ports import free_port_pair  # noqa: E402
 
 
 def exchange(comm, mine: bytes) -> bytes:
@@ -337,3 +342,35 @@ def test_a_put_with_a_notification_and_notify_reach_the_owner(comm):
     comm.barrier().wait(WAIT)
     region.unregister()
     src.unregister()
+
+
+def test_the_metrics_exporter_serves_the_process_engines_on_the_local_rank_port(comm):
+    import urllib.request
+    base = np.array([free_port_pair() if comm.rank == 0 else 0], dtype=np.int64)
+    comm.broadcast(base, root=0).wait(WAIT)
+    port = int(base[0])
+    engine = orbite.TransferEngine(config={"metrics": {"listen": f"127.0.0.1:{port}"}})
+    # orbite-run's ranks share a host: rank r listens on the base port + its local rank.
+    assert engine.metrics_endpoint == f"127.0.0.1:{port + comm.rank}"
+    assert comm.engine.metrics_endpoint == engine.metrics_endpoint
+    with pytest.raises(orbite.TimeoutError):
+        engine.put(engine.register_memory(bytearray(8)), 0,
+                   orbite.RemoteRegion(engine.register_memory(bytearray(8)).descriptor()), 0, 8,
+                   deadline=0).wait(WAIT)
+    assert engine.stats()["failures_by_code"] == {"Timeout": 1}
+    with urllib.request.urlopen(f"http://{engine.metrics_endpoint}/metrics", timeout=WAIT) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = r.read().decode()
+    # Both engines of this process, each sample labelled with this rank.
+    assert text.count("# TYPE orbite_requests_submitted_total counter") == 1
+    samples = [line for line in text.splitlines()
+               if line.startswith("orbite_requests_submitted_total{")]
+    assert len(samples) == 2 and all(f'rank="{comm.rank}"' in s for s in samples), samples
+    assert 'code="Timeout"} 1' in text
+    mine = [line for line in engine.metrics().splitlines() if not line.startswith("#")]
+    assert any(line.startswith("orbite_requests_failed_total{") and 'code="Timeout"' in line
+               and line.endswith(" 1") for line in mine)
+    engine.close(timeout=10)
+    assert comm.engine.metrics_endpoint == ""
+    comm.barrier().wait(WAIT)
