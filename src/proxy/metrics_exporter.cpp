@@ -68,7 +68,6 @@ Result<std::unique_ptr<platform::HttpServer>> start_server(EngineCore& core) {
   int local_rank = 0;
   if (auto env = detect_launch_environment(core.config.bootstrap); env.ok()) {
     local_rank = env->local_rank.value_or(0);
-    if (env->source != "none" && core.metrics_rank.load() < 0) core.metrics_rank.store(env->rank);
   }
   std::uint32_t port = hp->port;
   if (port != 0) port += static_cast<std::uint32_t>(local_rank);
@@ -88,6 +87,11 @@ Result<std::unique_ptr<platform::HttpServer>> start_server(EngineCore& core) {
 }  // namespace
 
 Status enroll(EngineCore& core) {
+  // The rank label until a communicator sets its own: the launcher's, where one named it.
+  if (auto env = detect_launch_environment(core.config.bootstrap);
+      env.ok() && env->source != "none") {
+    core.metrics_rank.store(env->rank, std::memory_order_relaxed);
+  }
   std::lock_guard server_lock(g_server_mu);
   const std::string& listen = core.config.metrics.listen;
   if (!listen.empty()) {

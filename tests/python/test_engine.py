@@ -371,6 +371,11 @@ def test_the_metrics_exporter_serves_the_process_engines_on_the_local_rank_port(
     mine = [line for line in engine.metrics().splitlines() if not line.startswith("#")]
     assert any(line.startswith("orbite_requests_failed_total{") and 'code="Timeout"' in line
                and line.endswith(" 1") for line in mine)
+    # An engine that asked for no endpoint is labelled with the launcher's rank too.
+    plain = orbite.TransferEngine()
+    assert f'rank="{comm.rank}"' in plain.metrics()
+    assert plain.metrics_endpoint == engine.metrics_endpoint
+    plain.close(timeout=10)
     engine.close(timeout=10)
     assert comm.engine.metrics_endpoint == ""
     comm.barrier().wait(WAIT)
