@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "platform/symbols.h"
 
 #if ORBITE_WITH_METRICS
 #include <civetweb.h>
@@ -41,13 +42,6 @@ struct CivetApi {
   int (*write)(mg_connection*, const void*, size_t) = nullptr;
 };
 
-template <class Fn>
-bool resolve(void* handle, const char* name, Fn& out) {
-  void* sym = dlsym(handle, name);
-  out = reinterpret_cast<Fn>(sym);
-  return sym != nullptr;
-}
-
 Result<const CivetApi*> load_api() {
   static std::once_flag once;
   static CivetApi api;
@@ -66,16 +60,18 @@ Result<const CivetApi*> load_api() {
       bool ok;
     };
     const Entry entries[] = {
-        {"mg_init_library", resolve(handle, "mg_init_library", api.init_library)},
-        {"mg_start2", resolve(handle, "mg_start2", api.start2)},
-        {"mg_stop", resolve(handle, "mg_stop", api.stop)},
+        {"mg_init_library", resolve_symbol(handle, "mg_init_library", api.init_library)},
+        {"mg_start2", resolve_symbol(handle, "mg_start2", api.start2)},
+        {"mg_stop", resolve_symbol(handle, "mg_stop", api.stop)},
         {"mg_set_request_handler",
-         resolve(handle, "mg_set_request_handler", api.set_request_handler)},
-        {"mg_get_server_ports", resolve(handle, "mg_get_server_ports", api.get_server_ports)},
-        {"mg_get_request_info", resolve(handle, "mg_get_request_info", api.get_request_info)},
-        {"mg_send_http_ok", resolve(handle, "mg_send_http_ok", api.send_http_ok)},
-        {"mg_send_http_error", resolve(handle, "mg_send_http_error", api.send_http_error)},
-        {"mg_write", resolve(handle, "mg_write", api.write)},
+         resolve_symbol(handle, "mg_set_request_handler", api.set_request_handler)},
+        {"mg_get_server_ports",
+         resolve_symbol(handle, "mg_get_server_ports", api.get_server_ports)},
+        {"mg_get_request_info",
+         resolve_symbol(handle, "mg_get_request_info", api.get_request_info)},
+        {"mg_send_http_ok", resolve_symbol(handle, "mg_send_http_ok", api.send_http_ok)},
+        {"mg_send_http_error", resolve_symbol(handle, "mg_send_http_error", api.send_http_error)},
+        {"mg_write", resolve_symbol(handle, "mg_write", api.write)},
     };
     for (const Entry& e : entries) {
       if (!e.ok) {

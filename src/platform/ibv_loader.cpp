@@ -11,19 +11,14 @@
 #include <cstring>
 #include <mutex>
 
+#include "platform/symbols.h"
+
 namespace orbite::rdma {
 
 #if ORBITE_WITH_RDMA
 namespace {
 
 constexpr const char* kLibrary = "libibverbs.so.1";
-
-template <class Fn>
-bool resolve(void* handle, const char* name, Fn& out) {
-  void* sym = dlsym(handle, name);
-  out = reinterpret_cast<Fn>(sym);
-  return sym != nullptr;
-}
 
 Result<IbvApi> open_library(const std::string& file) {
   // RTLD_LOCAL keeps verbs symbols out of the global namespace; the handle is never closed
@@ -48,31 +43,37 @@ Result<IbvApi> open_library(const std::string& file) {
     bool ok;
   };
   const Entry required[] = {
-      {"ibv_get_device_list", resolve(handle, "ibv_get_device_list", api.get_device_list)},
-      {"ibv_free_device_list", resolve(handle, "ibv_free_device_list", api.free_device_list)},
-      {"ibv_get_device_name", resolve(handle, "ibv_get_device_name", api.get_device_name)},
-      {"ibv_open_device", resolve(handle, "ibv_open_device", api.open_device)},
-      {"ibv_close_device", resolve(handle, "ibv_close_device", api.close_device)},
-      {"ibv_query_device", resolve(handle, "ibv_query_device", api.query_device)},
-      {"ibv_query_port", resolve(handle, "ibv_query_port", api.query_port)},
-      {"ibv_query_gid", resolve(handle, "ibv_query_gid", api.query_gid)},
-      {"ibv_alloc_pd", resolve(handle, "ibv_alloc_pd", api.alloc_pd)},
-      {"ibv_dealloc_pd", resolve(handle, "ibv_dealloc_pd", api.dealloc_pd)},
-      {"ibv_reg_mr", resolve(handle, "ibv_reg_mr", api.reg_mr)},
-      {"ibv_dereg_mr", resolve(handle, "ibv_dereg_mr", api.dereg_mr)},
+      {"ibv_get_device_list",
+       platform::resolve_symbol(handle, "ibv_get_device_list", api.get_device_list)},
+      {"ibv_free_device_list",
+       platform::resolve_symbol(handle, "ibv_free_device_list", api.free_device_list)},
+      {"ibv_get_device_name",
+       platform::resolve_symbol(handle, "ibv_get_device_name", api.get_device_name)},
+      {"ibv_open_device", platform::resolve_symbol(handle, "ibv_open_device", api.open_device)},
+      {"ibv_close_device", platform::resolve_symbol(handle, "ibv_close_device", api.close_device)},
+      {"ibv_query_device", platform::resolve_symbol(handle, "ibv_query_device", api.query_device)},
+      {"ibv_query_port", platform::resolve_symbol(handle, "ibv_query_port", api.query_port)},
+      {"ibv_query_gid", platform::resolve_symbol(handle, "ibv_query_gid", api.query_gid)},
+      {"ibv_alloc_pd", platform::resolve_symbol(handle, "ibv_alloc_pd", api.alloc_pd)},
+      {"ibv_dealloc_pd", platform::resolve_symbol(handle, "ibv_dealloc_pd", api.dealloc_pd)},
+      {"ibv_reg_mr", platform::resolve_symbol(handle, "ibv_reg_mr", api.reg_mr)},
+      {"ibv_dereg_mr", platform::resolve_symbol(handle, "ibv_dereg_mr", api.dereg_mr)},
       {"ibv_create_comp_channel",
-       resolve(handle, "ibv_create_comp_channel", api.create_comp_channel)},
+       platform::resolve_symbol(handle, "ibv_create_comp_channel", api.create_comp_channel)},
       {"ibv_destroy_comp_channel",
-       resolve(handle, "ibv_destroy_comp_channel", api.destroy_comp_channel)},
-      {"ibv_create_cq", resolve(handle, "ibv_create_cq", api.create_cq)},
-      {"ibv_destroy_cq", resolve(handle, "ibv_destroy_cq", api.destroy_cq)},
-      {"ibv_get_cq_event", resolve(handle, "ibv_get_cq_event", api.get_cq_event)},
-      {"ibv_ack_cq_events", resolve(handle, "ibv_ack_cq_events", api.ack_cq_events)},
-      {"ibv_create_qp", resolve(handle, "ibv_create_qp", api.create_qp)},
-      {"ibv_modify_qp", resolve(handle, "ibv_modify_qp", api.modify_qp)},
-      {"ibv_destroy_qp", resolve(handle, "ibv_destroy_qp", api.destroy_qp)},
-      {"ibv_get_async_event", resolve(handle, "ibv_get_async_event", api.get_async_event)},
-      {"ibv_ack_async_event", resolve(handle, "ibv_ack_async_event", api.ack_async_event)},
+       platform::resolve_symbol(handle, "ibv_destroy_comp_channel", api.destroy_comp_channel)},
+      {"ibv_create_cq", platform::resolve_symbol(handle, "ibv_create_cq", api.create_cq)},
+      {"ibv_destroy_cq", platform::resolve_symbol(handle, "ibv_destroy_cq", api.destroy_cq)},
+      {"ibv_get_cq_event", platform::resolve_symbol(handle, "ibv_get_cq_event", api.get_cq_event)},
+      {"ibv_ack_cq_events",
+       platform::resolve_symbol(handle, "ibv_ack_cq_events", api.ack_cq_events)},
+      {"ibv_create_qp", platform::resolve_symbol(handle, "ibv_create_qp", api.create_qp)},
+      {"ibv_modify_qp", platform::resolve_symbol(handle, "ibv_modify_qp", api.modify_qp)},
+      {"ibv_destroy_qp", platform::resolve_symbol(handle, "ibv_destroy_qp", api.destroy_qp)},
+      {"ibv_get_async_event",
+       platform::resolve_symbol(handle, "ibv_get_async_event", api.get_async_event)},
+      {"ibv_ack_async_event",
+       platform::resolve_symbol(handle, "ibv_ack_async_event", api.ack_async_event)},
   };
   for (const Entry& e : required) {
     if (!e.ok) {
@@ -80,9 +81,9 @@ Result<IbvApi> open_library(const std::string& file) {
                                                   ") lacks the required export " + e.name);
     }
   }
-  resolve(handle, "ibv_reg_dmabuf_mr", api.reg_dmabuf_mr);
-  resolve(handle, "_ibv_query_gid_ex", api.query_gid_ex);
-  resolve(handle, "ibv_query_qp", api.query_qp);
+  platform::resolve_symbol(handle, "ibv_reg_dmabuf_mr", api.reg_dmabuf_mr);
+  platform::resolve_symbol(handle, "_ibv_query_gid_ex", api.query_gid_ex);
+  platform::resolve_symbol(handle, "ibv_query_qp", api.query_qp);
   return api;
 }
 

@@ -140,6 +140,8 @@ constexpr Field<E> kEngineFields[] = {
      "The most staging chunks lent at once."},
     {"orbite_cuda_staging_retained_chunks", G, &E::staging_retained,
      "Staging chunks kept for good (a copy that could not be proven finished)."},
+    {"orbite_cuda_staging_slab_bytes", G, &E::staging_slab_bytes,
+     "Bytes of the staging pool's slabs."},
 };
 
 using R = RdmaStats;
@@ -337,8 +339,6 @@ void EngineCore::append_metrics(Exposition& out) const {
   out.gauge("orbite_requests_outstanding",
             "Requests accepted and not yet ended (submitted minus completed and failed).", base,
             static_cast<double>(s.requests_submitted - std::min(ended, s.requests_submitted)));
-  out.gauge("orbite_cuda_staging_slab_bytes", "Bytes of the staging pool's slabs.", base,
-            static_cast<double>(s.staging_slab_bytes));
   for (Transport t : {Transport::Tcp, Transport::Shm, Transport::Rdma, Transport::Nvlink}) {
     const TransportStats& ts = s.of(t);
     const MetricLabels l = with(base, "transport", std::string(to_string(t)));
@@ -353,7 +353,9 @@ void EngineCore::append_metrics(Exposition& out) const {
     out.counter("orbite_transport_received_frames_total", "Frames a transport received.", l,
                 static_cast<double>(ts.frames_received));
   }
-  const RdmaStats r = rdma_stats();
+  // One report of the transports gives both the RDMA counters and the NICs.
+  const p2p::TransportReport report = p2p::report_of(domains, domain_notes);
+  const RdmaStats& r = report.rdma;
   out.gauge("orbite_rdma_installed", "Whether the RDMA transport is installed (1) or not (0).",
             base, r.installed ? 1 : 0);
   if (!r.installed) return;
@@ -377,7 +379,7 @@ void EngineCore::append_metrics(Exposition& out) const {
     out.counter("orbite_rdma_context_port_events_total", "Of them, port events.", l,
                 static_cast<double>(c.port_events));
   }
-  for (const NicLoad& n : nic_load_stats()) {
+  for (const NicLoad& n : report.nics) {
     const MetricLabels l = with(base, "nic", n.name);
     out.gauge("orbite_nic_healthy", "Whether the NIC is healthy (1) or not (0).", l,
               n.healthy ? 1 : 0);

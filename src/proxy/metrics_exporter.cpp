@@ -59,16 +59,12 @@ Result<std::string> numeric_host(const std::string& host) {
   return std::string(text);
 }
 
-Result<std::unique_ptr<platform::HttpServer>> start_server(EngineCore& core) {
-  const std::string& listen = core.config.metrics.listen;
+// The launcher's local rank offsets the port, so that the ranks of one host each get one.
+Result<std::unique_ptr<platform::HttpServer>> start_server(const std::string& listen,
+                                                           int local_rank) {
   auto hp = net::parse_host_port(listen);
   if (!hp.ok())
     return Status::error(Errc::Configuration, "metrics.listen: " + hp.status().message());
-  // The launcher's local rank offsets the port, so that the ranks of one host each get one.
-  int local_rank = 0;
-  if (auto env = detect_launch_environment(core.config.bootstrap); env.ok()) {
-    local_rank = env->local_rank.value_or(0);
-  }
   std::uint32_t port = hp->port;
   if (port != 0) port += static_cast<std::uint32_t>(local_rank);
   if (port > 65535) {
@@ -87,16 +83,18 @@ Result<std::unique_ptr<platform::HttpServer>> start_server(EngineCore& core) {
 }  // namespace
 
 Status enroll(EngineCore& core) {
-  // The rank label until a communicator sets its own: the launcher's, where one named it.
-  if (auto env = detect_launch_environment(core.config.bootstrap);
-      env.ok() && env->source != "none") {
-    core.metrics_rank.store(env->rank, std::memory_order_relaxed);
+  // The launcher's view, read once: the rank label until a communicator sets its own, and the
+  // local rank that offsets the port.
+  int local_rank = 0;
+  if (auto env = detect_launch_environment(core.config.bootstrap); env.ok()) {
+    local_rank = env->local_rank.value_or(0);
+    if (env->source != "none") core.metrics_rank.store(env->rank, std::memory_order_relaxed);
   }
   std::lock_guard server_lock(g_server_mu);
   const std::string& listen = core.config.metrics.listen;
   if (!listen.empty()) {
     if (!g_server) {
-      ORBITE_ASSIGN_OR_RETURN(g_server, start_server(core));
+      ORBITE_ASSIGN_OR_RETURN(g_server, start_server(listen, local_rank));
       g_listen = listen;
       {
         std::lock_guard lock(g_mu);
